@@ -1,0 +1,39 @@
+# training-node-agent. `make run` and `make test` work on any Linux box: no root, GPU or cloud needed.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+LISTEN ?= 127.0.0.1:9477
+
+.PHONY: run test lint fmt demo lab bench clean fakenvml
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+FAKE_NVML := build/fakenvml/libnvidia-ml.so.1
+fakenvml: $(FAKE_NVML)
+$(FAKE_NVML): $(wildcard fakenvml/*.c fakenvml/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -O2 -Wall -Wextra -o $@ $(filter %.c,$^)
+
+# With FAKE_NVML_STATE=path/to/state.json the agent sees the fake GPUs that file describes.
+run: $(STAMP) fakenvml
+	$(if $(FAKE_NVML_STATE),LD_LIBRARY_PATH=$(CURDIR)/build/fakenvml) $(BIN)/training-node-agent run --config configs/dev.toml --listen $(LISTEN) --state-dir .state
+
+test: $(STAMP) fakenvml
+	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check agent tests bench examples
+	$(BIN)/ruff format --check agent tests bench examples
+
+fmt: $(STAMP)
+	$(BIN)/ruff format agent tests bench examples
+	$(BIN)/ruff check --fix agent tests bench examples
+
+clean:
+	rm -rf $(VENV) build .state .pytest_cache .ruff_cache

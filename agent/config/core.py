@@ -1,0 +1,30 @@
+"""[agent] and [http]: the daemon's own settings."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from agent.config.types import Duration, ListenAddress, StrictModel
+
+
+class AgentSection(StrictModel):
+    interval: Duration = Field("1s", gt=0.05, le=3600, description="sampling period")
+    collector_timeout: Duration = Field(
+        "5s", gt=0, le=600, description="a collector call running longer is reported failed for that tick"
+    )
+    stall_after: Duration = Field(
+        "30s", gt=0, le=3600, description="healthz turns 503 once sampling has made no progress this long"
+    )
+    state_dir: str = "/var/lib/training-node-agent"
+    runtime_dir: str = "/run/training-node-agent"
+    procfs: str = "/proc"
+    sysfs: str = "/sys"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "console", "auto"] = "auto"
+
+
+class HttpSection(StrictModel):
+    listen: ListenAddress = "0.0.0.0:9477"
+    control_socket: str = "/run/training-node-agent/control.sock"

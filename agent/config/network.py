@@ -1,0 +1,17 @@
+"""[network]: NICs and RDMA ports."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from agent.config.types import ByteSize, StrictModel
+
+
+class NetworkSection(StrictModel):
+    enabled: bool = True
+    device_exclude: str = Field(
+        r"^(lo|veth.*|docker.*|br-.*|virbr.*|cni.*|flannel.*|cali.*|tunl.*|vxlan.*|kube-ipvs.*|nodelocaldns)$",
+        description="regex over interface names that are skipped",
+    )
+    # bytes/s per interface where /sys/class/net/<if>/speed is unknown (-1 on virtio/eRDMA NICs)
+    capacity: dict[str, ByteSize] = Field(default_factory=dict)

@@ -1,0 +1,161 @@
+"""Events are data: frozen dataclasses handed from sources to actions through the :class:`EventBus`.
+
+Sources publish; actions (checkpoint, alerts, exporter state) subscribe. Nobody calls anybody else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind_name: ClassVar[str] = "event"
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionEvent(Event):
+    """One normalized cloud notice: spot termination, rebalance or a maintenance event.
+
+    ``withdrawn`` is True on the event that announces the cloud took the notice back.
+    """
+
+    kind_name: ClassVar[str] = "preemption"
+    provider: str  # alibaba | aws | gcp | azure | tencent | drill
+    kind: str  # spot-termination | rebalance-recommendation | maintenance-reboot | maintenance-redeploy |
+    #  maintenance-stop | maintenance-migrate | maintenance-terminate | maintenance-freeze | ...
+    event_id: str  # the provider's own id, or a stable hash of the payload
+    deadline: datetime | None  # UTC; None when the cloud gives none (GCP preempted=TRUE: now)
+    received_at: datetime  # UTC
+    raw: str = ""
+    withdrawn: bool = False
+    drill: bool = False
+
+    @property
+    def seconds_remaining(self) -> float | None:
+        """Remaining time at receipt."""
+        if self.deadline is None:
+            return None
+        return (self.deadline - self.received_at).total_seconds()
+
+    def remaining_now(self, now: datetime | None = None) -> float | None:
+        if self.deadline is None:
+            return None
+        return (self.deadline - (now or datetime.now(UTC))).total_seconds()
+
+    @property
+    def is_spot(self) -> bool:
+        return self.kind in ("spot-termination", "spot-stop", "spot-hibernate", "preempt")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointEvent(Event):
+    """The checkpoint handshake: requested | completed | missed | unreachable | no-target | canceled."""
+
+    kind_name: ClassVar[str] = "checkpoint"
+    phase: str
+    event_id: str
+    notice_kind: str
+    deadline: datetime | None
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    duration_seconds: float | None = None
+    targets: tuple[str, ...] = ()  # "pid 1234 (python)" descriptions
+    detail: str = ""
+    drill: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictEvent(Event):
+    """A bottleneck verdict that started or cleared (``cleared`` True)."""
+
+    kind_name: ClassVar[str] = "verdict"
+    verdict: str  # compute | data | network | sync-wait | idle | mixed
+    sub_reason: str | None
+    reasons: tuple[str, ...]
+    hint: str
+    since: datetime
+    scores: dict[str, float] = field(default_factory=dict)
+    gpus: tuple[int, ...] = ()
+    cleared: bool = False
+    previous: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFaultEvent(Event):
+    """xid | lost | ecc | thermal-throttle | power-throttle; ``cleared`` when a sustained state ends."""
+
+    kind_name: ClassVar[str] = "gpu_fault"
+    fault: str
+    gpu: int
+    uuid: str
+    model: str
+    detail: str = ""
+    xid: int | None = None
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    cleared: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorFailingEvent(Event):
+    kind_name: ClassVar[str] = "collector_failing"
+    collector: str
+    error: str
+    failing_for_seconds: float
+    cleared: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AgentLifecycleEvent(Event):
+    kind_name: ClassVar[str] = "agent"
+    phase: str  # started | stopping
+    version: str
+    detail: str = ""
+
+
+class EventBus:
+    """In-process fan-out. Each subscriber gets its own bounded queue, so one slow consumer cannot stall
+    the publisher or the others; when a subscriber's queue is full the oldest event is dropped and
+    counted (``dropped``)."""
+
+    def __init__(self, maxsize: int = 1000) -> None:
+        self._subs: list[tuple[str, asyncio.Queue[Event], tuple[type[Event], ...] | None]] = []
+        self._maxsize = maxsize
+        self.dropped: dict[str, int] = {}
+        self.published = 0
+        self.last_published_monotonic: float | None = None
+
+    def subscribe(self, name: str, types: tuple[type[Event], ...] | None = None) -> asyncio.Queue[Event]:
+        q: asyncio.Queue[Event] = asyncio.Queue(self._maxsize)
+        self._subs.append((name, q, types))
+        return q
+
+    def publish(self, event: Event) -> None:
+        self.published += 1
+        self.last_published_monotonic = time.monotonic()
+        for name, q, types in self._subs:
+            if types is not None and not isinstance(event, types):
+                continue
+            if q.full():
+                q.get_nowait()
+                self.dropped[name] = self.dropped.get(name, 0) + 1
+            q.put_nowait(event)
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """JSON-friendly form for status, logs and the spool."""
+    out: dict[str, Any] = {"type": event.kind_name}
+    for f in fields(event):
+        name = f.name
+        value = getattr(event, name)
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[name] = value
+    if isinstance(event, PreemptionEvent):
+        out["seconds_remaining"] = event.seconds_remaining
+    return out

@@ -1,0 +1,69 @@
+"""Long-running tasks restarted with backoff when they crash; the daemon itself keeps running."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+log = structlog.get_logger("supervisor")
+
+
+@dataclass
+class TaskState:
+    name: str
+    restarts: int = 0
+    last_error: str | None = None
+    running: bool = False
+
+
+@dataclass
+class Supervisor:
+    min_backoff: float = 0.5
+    max_backoff: float = 30.0
+    states: dict[str, TaskState] = field(default_factory=dict)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def start(self, name: str, factory: Callable[[], Awaitable[None]]) -> None:
+        state = self.states.setdefault(name, TaskState(name))
+        self._tasks.append(asyncio.create_task(self._keep(state, factory), name=name))
+
+    async def _keep(self, state: TaskState, factory: Callable[[], Awaitable[None]]) -> None:
+        backoff = self.min_backoff
+        while True:
+            started = time.monotonic()
+            state.running = True
+            try:
+                await factory()
+                state.running = False
+                return  # finished on its own: nothing to restart
+            except asyncio.CancelledError:
+                state.running = False
+                raise
+            except Exception as e:
+                state.running = False
+                state.restarts += 1
+                state.last_error = f"{type(e).__name__}: {e}"[:300]
+                if time.monotonic() - started > 60:
+                    backoff = self.min_backoff  # it ran fine for a while: start the backoff over
+                delay = backoff * (0.8 + 0.4 * random.random())
+                log.error(
+                    "task crashed; restarting",
+                    task=state.name,
+                    restart_in=round(delay, 2),
+                    restarts=state.restarts,
+                    exc_info=e,
+                )
+                await asyncio.sleep(delay)
+                backoff = min(self.max_backoff, backoff * 2)
+
+    async def stop(self, timeout: float = 3.0) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=timeout)
+        self._tasks.clear()

@@ -1,0 +1,230 @@
+"""Fixtures shared by the whole suite: free ports, the shared kernel fixtures, and the real daemon
+run as a subprocess (the way systemd runs it)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_FIXTURES = (REPO.parent / "shared" / "fixtures").resolve()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def shared_fixtures() -> Path:
+    if not SHARED_FIXTURES.is_dir():
+        pytest.skip(f"../shared/fixtures is absent ({SHARED_FIXTURES}); real kernel fixtures unavailable")
+    return SHARED_FIXTURES
+
+
+def http_get(url: str, timeout: float = 5.0, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(v)
+
+
+def write_toml(path: Path, data: dict[str, dict[str, object]]) -> Path:
+    """Plain two-level TOML writer for test configs ([section] key = value; lists of tables as
+    ``[[section.name]]`` when a value is a list of dicts)."""
+    lines: list[str] = []
+    for section, values in data.items():
+        tables = {k: v for k, v in values.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
+        lines.append(f"[{section}]")
+        for k, v in values.items():
+            if k not in tables:
+                lines.append(f"{k} = {toml_value(v)}")
+        for k, items in tables.items():
+            for item in items:
+                lines.append(f"[[{section}.{k}]]")
+                lines.extend(f"{ik} = {toml_value(iv)}" for ik, iv in item.items())
+        lines.append("")
+    path.write_text("\n".join(lines))
+    return path
+
+
+class AgentProcess:
+    """The real daemon in a subprocess on an ephemeral port, with its own state dir."""
+
+    def __init__(self, tmp: Path, config: dict[str, dict[str, object]], env: dict[str, str] | None = None):
+        self.tmp = tmp
+        self.port = free_port()
+        self.state_dir = tmp / "state"
+        cfg = {k: dict(v) for k, v in config.items()}
+        agent = cfg.setdefault("agent", {})
+        agent.setdefault("interval", "200ms")
+        agent.setdefault("state_dir", str(self.state_dir))
+        agent.setdefault("runtime_dir", str(tmp / "run"))
+        agent.setdefault("log_format", "json")
+        http = cfg.setdefault("http", {})
+        http.setdefault("listen", f"127.0.0.1:{self.port}")
+        http.setdefault("control_socket", str(tmp / "run" / "control.sock"))
+        pre = cfg.setdefault("preemption", {})
+        pre.setdefault("provider", "none")  # never the real metadata service
+        self.control_socket = str(http["control_socket"])
+        self.config_path = write_toml(tmp / "agent.toml", cfg)
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.log_path = tmp / "agent.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, wait: bool = True) -> AgentProcess:
+        self._log = open(self.log_path, "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agent", "run", "--config", str(self.config_path)],
+            cwd=REPO,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"agent exited {self.proc.returncode}:\n{self.log()}")
+            with contextlib.suppress(OSError):
+                code, _ = http_get(self.url + "/healthz", timeout=1)
+                if code in (200, 503):
+                    return
+            time.sleep(0.1)
+        raise AssertionError(f"agent not serving after {timeout}s:\n{self.log()}")
+
+    def get(self, path: str, **kw: object) -> tuple[int, str]:
+        return http_get(self.url + path, **kw)  # type: ignore[arg-type]
+
+    def status(self) -> dict:
+        code, body = self.get("/api/v1/status")
+        assert code == 200, body
+        return json.loads(body)
+
+    def metrics(self) -> str:
+        code, body = self.get("/metrics")
+        assert code == 200, body
+        return body
+
+    def wait_for(self, predicate, timeout: float = 15.0, interval: float = 0.1, what: str = "condition"):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = predicate()
+            if last:
+                return last
+            time.sleep(interval)
+        raise AssertionError(f"timed out waiting for {what}; last={last!r}\n--- agent log ---\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-20000:]
+        except OSError:
+            return ""
+
+    def log_lines(self) -> list[dict]:
+        out = []
+        for line in self.log().splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                out.append(json.loads(line))
+        return out
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 6.0) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"agent did not stop within {timeout}s\n{self.log()}") from None
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def agent_factory(tmp_path: Path) -> Iterator:
+    """``agent_factory(config_dict, env=None, name="a")`` -> a started :class:`AgentProcess`."""
+    started: list[AgentProcess] = []
+
+    def make(
+        config: dict | None = None, env: dict[str, str] | None = None, name: str = "agent", start: bool = True
+    ) -> AgentProcess:
+        d = tmp_path / name
+        d.mkdir(exist_ok=True)
+        a = AgentProcess(d, config or {}, env)
+        started.append(a)
+        return a.start() if start else a
+
+    yield make
+    for a in started:
+        if a.proc is not None and a.proc.poll() is None:
+            a.proc.kill()
+            a.proc.wait()
+        if getattr(a, "_log", None):
+            a._log.close()
+
+
+def _unavailable(reason: str) -> None:
+    # CI installs everything and runs as root: there a missing prerequisite is a failure, not a skip
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must provide this: {reason}")
+    pytest.skip(reason)
+
+
+def need_root(what: str) -> None:
+    if os.geteuid() != 0:
+        _unavailable(f"needs root for {what}")
+
+
+def need_binary(name: str, package: str) -> str:
+    path = shutil.which(name) or (f"/usr/sbin/{name}" if os.path.exists(f"/usr/sbin/{name}") else None)
+    if path is None:
+        _unavailable(f"{name} not found (Debian package {package}; .ci/run installs it)")
+    return path  # type: ignore[return-value]
