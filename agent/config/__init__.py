@@ -57,8 +57,8 @@ def _key_path(loc: tuple[Any, ...]) -> str:
     for item in loc:
         if isinstance(item, int):
             parts[-1:] = [f"{parts[-1]}[{item}]"] if parts else [f"[{item}]"]
-        elif item in ("function-after", "function-before", "function-plain", "function-wrap") or (isinstance(item, str) and item.startswith(("function-", "tagged-union["))):
-            continue
+        elif isinstance(item, str) and item.startswith(("function-", "tagged-union[")):
+            continue  # pydantic's validator wrappers, not keys
         else:
             parts.append(str(item))
     return ".".join(parts) or "(top level)"
