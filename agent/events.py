@@ -53,6 +53,18 @@ class PreemptionEvent(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class InstanceIdentityEvent(Event):
+    """Who this node is, as the cloud's metadata service says (read once by the watcher)."""
+
+    kind_name: ClassVar[str] = "instance"
+    provider: str
+    instance_id: str | None = None
+    instance_type: str | None = None
+    region: str | None = None
+    zone: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CheckpointEvent(Event):
     """The checkpoint handshake: requested | completed | missed | unreachable | no-target | canceled."""
 
