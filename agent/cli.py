@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -82,7 +83,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"training-node-agent: {e}", file=sys.stderr)
             return 1
 
-    return asyncio.run(main())
+    code = asyncio.run(main())
+    # A collector stuck in the kernel (hung NFS, wedged driver) holds its worker thread forever, and
+    # the interpreter would wait for it at exit: leave without waiting once everything is flushed.
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 # --- check-config ----------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from aiohttp import web
 from prometheus_client.core import Metric
 
 from agent import __version__
+from agent.collector_failures import CollectorFailureWatch
 from agent.collectors import Collector
 from agent.collectors.host import HostCollector
 from agent.component import Component, Context, optional
@@ -102,7 +103,9 @@ class Daemon:
             runtime_dir=self.runtime_dir,
             snapshot_listeners=self.sampler.listeners,
         )
-        self.components = build_components(ctx)
+        watch = CollectorFailureWatch(self.bus, self.sampler.failing_for, cfg.agent.collector_failing_after)
+        self.sampler.listeners.append(watch.on_snapshot)
+        self.components = [watch, *build_components(ctx)]
         self.control.clear_routes(keep=("/status", "/reload", "/events"))
         for comp in self.components:
             routes = optional(comp, "control_routes")

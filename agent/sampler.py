@@ -1,8 +1,10 @@
 """The sampling loop: every ``interval`` it asks each collector for its part and publishes one snapshot.
 
-Each collector runs in its own worker thread with a timeout. A call that is still running when the
-next tick comes is not started again (one stuck NVML or NFS read must not pile up threads); its
-part is missing from the snapshots until it returns. A collector that is stuck for longer than
+Each collector runs in its own worker thread. A tick waits for the calls at most a fraction of the
+interval, so a slow collector never delays the others: until it returns, snapshots carry its last
+part (and its rates stay those of its last interval). A call still running after ``timeout`` counts as
+failed, and its part leaves the snapshot. A call still running is never started again (one stuck NVML
+or NFS read must not pile up threads). A collector that is stuck for longer than
 ``stall_after`` means the node's view is wedged: ``healthy()`` turns false, /healthz answers 503 and
 the systemd watchdog stops being fed, so systemd restarts the agent.
 """
@@ -20,7 +22,7 @@ import structlog
 
 from agent.collectors import Collector, SourceAbsent
 from agent.snapshot import CollectorStatus, NodeSnapshot
-from agent.snapshot.rates import compute_rates
+from agent.snapshot.rates import NodeRates, family_rates
 
 log = structlog.get_logger("sampler")
 
@@ -42,6 +44,8 @@ class _Slot:
     started: float = 0.0
     last_part: Any = None
     last_status: CollectorStatus | None = None
+    finished: float = 0.0  # monotonic time the last successful call returned
+    rates: dict[str, object] = field(default_factory=dict)  # this part's fields of NodeRates
     logged_absent: bool = False
     last_error: str | None = None
     failing_since: float | None = None
@@ -107,7 +111,7 @@ class Sampler:
             s.future = self._pool.submit(_timed, s.collector.collect)
             waiting.append((s, asyncio.wrap_future(s.future, loop=loop)))
         if waiting:
-            await asyncio.wait([w for _, w in waiting], timeout=self.timeout)
+            await asyncio.wait([w for _, w in waiting], timeout=min(self.timeout, self.interval * 0.8))
         for s in self._slots:
             self._settle(s, time.monotonic())
         snap = self._build(now)
@@ -127,16 +131,21 @@ class Sampler:
         if fut is None:
             return
         if not fut.done():
-            stuck = now - s.started
-            s.last_part = None
-            s.last_status = CollectorStatus(
-                name, False, stuck, error=f"timed out after {self.timeout:g}s", stuck_seconds=stuck
-            )
-            self._mark_failing(s, now, s.last_status.error)
-            return
+            running = now - s.started
+            if running > self.timeout:
+                s.last_part = None
+                s.rates = {}
+                s.last_status = CollectorStatus(
+                    name, False, running, error=f"timed out after {self.timeout:g}s", stuck_seconds=running
+                )
+                self._mark_failing(s, now, s.last_status.error)
+            return  # a call within its timeout keeps the last part until it returns
         result, exc, duration = fut.result()
         if exc is None:
+            finished = s.started + duration
+            s.rates = family_rates(s.collector.part, s.last_part, result, finished - s.finished)
             s.last_part = result
+            s.finished = finished
             s.last_status = CollectorStatus(name, True, duration)
             if s.failing_since is not None:
                 log.info("collector recovered", collector=name)
@@ -144,12 +153,14 @@ class Sampler:
             s.last_error = None
         elif isinstance(exc, SourceAbsent):
             s.last_part = None
+            s.rates = {}
             s.last_status = CollectorStatus(name, False, duration, error=str(exc), absent=True)
             if not s.logged_absent:
                 log.warning("cannot see source", collector=name, reason=str(exc))
                 s.logged_absent = True
         else:
             s.last_part = None
+            s.rates = {}
             err = f"{type(exc).__name__}: {exc}"[:300]
             s.last_status = CollectorStatus(name, False, duration, error=err)
             self._mark_failing(s, now, err)
@@ -168,25 +179,14 @@ class Sampler:
         prev = self.latest
         parts: dict[str, Any] = {p: None for p in PARTS}
         statuses: dict[str, CollectorStatus] = {}
+        rate_fields: dict[str, object] = {"interval_seconds": now - prev.monotonic if prev.seq else 0.0}
         for s in self._slots:
             if s.last_status is not None:
                 statuses[s.collector.name] = s.last_status
             if s.last_part is not None:
                 parts[s.collector.part] = s.last_part
-        dt = now - prev.monotonic if prev.seq else 0.0
-        rates = compute_rates(
-            dt,
-            prev.host,
-            parts["host"],
-            prev.gpu,
-            parts["gpu"],
-            prev.storage,
-            parts["storage"],
-            prev.network,
-            parts["network"],
-            prev.processes,
-            parts["processes"],
-        )
+                rate_fields.update(s.rates)
+        rates = NodeRates(**rate_fields)  # type: ignore[arg-type]
         self._seq += 1
         return NodeSnapshot(
             seq=self._seq,

@@ -17,6 +17,9 @@ class AgentSection(StrictModel):
     stall_after: Duration = Field(
         "30s", gt=0, le=3600, description="healthz turns 503 once sampling has made no progress this long"
     )
+    collector_failing_after: Duration = Field(
+        "2m", gt=0, description="a collector failing this long raises an alert (and another on recovery)"
+    )
     state_dir: str = "/var/lib/training-node-agent"
     runtime_dir: str = "/run/training-node-agent"
     procfs: str = "/proc"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agent.snapshot.parts import GpuPart, HostPart, NetworkPart, ProcessPart, StoragePart
 
@@ -69,72 +69,83 @@ def _sum_opt(*values: int | None) -> int | None:
     return sum(present) if present else None
 
 
-def compute_rates(
-    dt: float,
-    prev_host: HostPart | None,
-    host: HostPart | None,
-    prev_gpu: GpuPart | None,
-    gpu: GpuPart | None,
-    prev_storage: StoragePart | None,
-    storage: StoragePart | None,
-    prev_network: NetworkPart | None,
-    network: NetworkPart | None,
-    prev_processes: ProcessPart | None,
-    processes: ProcessPart | None,
-) -> NodeRates:
-    if dt <= 0:
-        return NodeRates()
-    kw: dict[str, object] = {"interval_seconds": dt}
-    if prev_host and host and prev_host.cpu and host.cpu:
-        total = host.cpu.total - prev_host.cpu.total
-        if total > 0:
-            kw["cpu_busy_ratio"] = max(0.0, min(1.0, (host.cpu.busy - prev_host.cpu.busy) / total))
-            kw["cpu_iowait_ratio"] = max(0.0, min(1.0, (host.cpu.iowait - prev_host.cpu.iowait) / total))
-            kw["cpu_steal_ratio"] = max(0.0, min(1.0, (host.cpu.steal - prev_host.cpu.steal) / total))
-    if prev_storage and storage:
-        kw["disk_read"] = _rates_by_key(prev_storage.disks, storage.disks, _device, _read_bytes, dt)
-        kw["disk_busy_ratio"] = {
-            k: min(1.0, v)
-            for k, v in _rates_by_key(
-                prev_storage.disks, storage.disks, _device, lambda d: d.io_time_seconds, dt
-            ).items()
-        }
-        kw["nfs_read"] = _rates_by_key(
-            prev_storage.nfs, storage.nfs, _mountpoint, lambda m: m.server_read_bytes, dt
-        )
-        ops = _rates_by_key(prev_storage.nfs, storage.nfs, _mountpoint, lambda m: m.read_ops, dt)
-        kw["nfs_read_ops"] = ops
-        rtt = _rates_by_key(prev_storage.nfs, storage.nfs, _mountpoint, lambda m: m.read_rtt_seconds, dt)
-        kw["nfs_read_rtt_seconds"] = {k: rtt[k] / ops[k] for k in rtt if ops.get(k)}
-    if prev_network and network:
-        kw["nic_rx"] = _rates_by_key(prev_network.nics, network.nics, _device, lambda n: n.rx_bytes, dt)
-        kw["nic_tx"] = _rates_by_key(prev_network.nics, network.nics, _device, lambda n: n.tx_bytes, dt)
-        kw["rdma_rx"] = _rates_by_key(prev_network.rdma, network.rdma, _port, lambda p: p.rx_bytes, dt)
-        kw["rdma_tx"] = _rates_by_key(prev_network.rdma, network.rdma, _port, lambda p: p.tx_bytes, dt)
-        kw["rdma_xmit_wait"] = _rates_by_key(
-            prev_network.rdma, network.rdma, _port, lambda p: p.xmit_wait, dt
-        )
-        kw["rdma_cnp"] = _rates_by_key(
-            prev_network.rdma, network.rdma, _port, lambda p: _sum_opt(p.cnp_sent, p.cnp_handled), dt
-        )
-    if prev_gpu and gpu:
-        kw["gpu_pcie_rx"] = _rates_by_key(prev_gpu.gpus, gpu.gpus, _index, lambda g: g.pcie_rx_bytes, dt)
-        kw["gpu_pcie_tx"] = _rates_by_key(prev_gpu.gpus, gpu.gpus, _index, lambda g: g.pcie_tx_bytes, dt)
-        kw["gpu_nvlink_rx"] = _rates_by_key(prev_gpu.gpus, gpu.gpus, _index, lambda g: g.nvlink_rx_bytes, dt)
-        kw["gpu_nvlink_tx"] = _rates_by_key(prev_gpu.gpus, gpu.gpus, _index, lambda g: g.nvlink_tx_bytes, dt)
-    if prev_processes and processes:
-        # keyed by (pid, start time) so a reused pid never yields a rate against another process
-        same = {(p.pid, p.start_time_ticks) for p in prev_processes.processes}
-        prev_p = [p for p in prev_processes.processes if (p.pid, p.start_time_ticks) in same]
-        cur_p = [p for p in processes.processes if (p.pid, p.start_time_ticks) in same]
-        kw["process_cpu_cores"] = {
-            pid: r
-            for (pid, _), r in _rates_by_key(prev_p, cur_p, _proc_key, lambda p: p.cpu_seconds, dt).items()
-        }
-        kw["process_read"] = {
-            pid: r for (pid, _), r in _rates_by_key(prev_p, cur_p, _proc_key, lambda p: p.rchar, dt).items()
-        }
-    return NodeRates(**kw)  # type: ignore[arg-type]
+def host_rates(prev: HostPart, cur: HostPart, dt: float) -> dict[str, object]:
+    if not (prev.cpu and cur.cpu):
+        return {}
+    total = cur.cpu.total - prev.cpu.total
+    if total <= 0:
+        return {}
+
+    def share(a: float, b: float) -> float:
+        return max(0.0, min(1.0, (a - b) / total))
+
+    return {
+        "cpu_busy_ratio": share(cur.cpu.busy, prev.cpu.busy),
+        "cpu_iowait_ratio": share(cur.cpu.iowait, prev.cpu.iowait),
+        "cpu_steal_ratio": share(cur.cpu.steal, prev.cpu.steal),
+    }
+
+
+def storage_rates(prev: StoragePart, cur: StoragePart, dt: float) -> dict[str, object]:
+    busy = _rates_by_key(prev.disks, cur.disks, _device, lambda d: d.io_time_seconds, dt)
+    ops = _rates_by_key(prev.nfs, cur.nfs, _mountpoint, lambda m: m.read_ops, dt)
+    rtt = _rates_by_key(prev.nfs, cur.nfs, _mountpoint, lambda m: m.read_rtt_seconds, dt)
+    return {
+        "disk_read": _rates_by_key(prev.disks, cur.disks, _device, _read_bytes, dt),
+        "disk_busy_ratio": {k: min(1.0, v) for k, v in busy.items()},
+        "nfs_read": _rates_by_key(prev.nfs, cur.nfs, _mountpoint, lambda m: m.server_read_bytes, dt),
+        "nfs_read_ops": ops,
+        "nfs_read_rtt_seconds": {k: rtt[k] / ops[k] for k in rtt if ops.get(k)},
+    }
+
+
+def network_rates(prev: NetworkPart, cur: NetworkPart, dt: float) -> dict[str, object]:
+    return {
+        "nic_rx": _rates_by_key(prev.nics, cur.nics, _device, lambda n: n.rx_bytes, dt),
+        "nic_tx": _rates_by_key(prev.nics, cur.nics, _device, lambda n: n.tx_bytes, dt),
+        "rdma_rx": _rates_by_key(prev.rdma, cur.rdma, _port, lambda p: p.rx_bytes, dt),
+        "rdma_tx": _rates_by_key(prev.rdma, cur.rdma, _port, lambda p: p.tx_bytes, dt),
+        "rdma_xmit_wait": _rates_by_key(prev.rdma, cur.rdma, _port, lambda p: p.xmit_wait, dt),
+        "rdma_cnp": _rates_by_key(
+            prev.rdma, cur.rdma, _port, lambda p: _sum_opt(p.cnp_sent, p.cnp_handled), dt
+        ),
+    }
+
+
+def gpu_rates(prev: GpuPart, cur: GpuPart, dt: float) -> dict[str, object]:
+    return {
+        "gpu_pcie_rx": _rates_by_key(prev.gpus, cur.gpus, _index, lambda g: g.pcie_rx_bytes, dt),
+        "gpu_pcie_tx": _rates_by_key(prev.gpus, cur.gpus, _index, lambda g: g.pcie_tx_bytes, dt),
+        "gpu_nvlink_rx": _rates_by_key(prev.gpus, cur.gpus, _index, lambda g: g.nvlink_rx_bytes, dt),
+        "gpu_nvlink_tx": _rates_by_key(prev.gpus, cur.gpus, _index, lambda g: g.nvlink_tx_bytes, dt),
+    }
+
+
+def process_rates(prev: ProcessPart, cur: ProcessPart, dt: float) -> dict[str, object]:
+    # keyed by (pid, start time) so a reused pid never yields a rate against another process
+    cpu = _rates_by_key(prev.processes, cur.processes, _proc_key, lambda p: p.cpu_seconds, dt)
+    read = _rates_by_key(prev.processes, cur.processes, _proc_key, lambda p: p.rchar, dt)
+    return {
+        "process_cpu_cores": {pid: r for (pid, _), r in cpu.items()},
+        "process_read": {pid: r for (pid, _), r in read.items()},
+    }
+
+
+FAMILY_RATES: dict[str, Callable[[Any, Any, float], dict[str, object]]] = {
+    "host": host_rates,
+    "storage": storage_rates,
+    "network": network_rates,
+    "gpu": gpu_rates,
+    "processes": process_rates,
+}
+
+
+def family_rates(part_name: str, prev: Any, cur: Any, dt: float) -> dict[str, object]:
+    """Rate fields of :class:`NodeRates` for one snapshot part; empty when there is no valid interval."""
+    fn = FAMILY_RATES.get(part_name)
+    if fn is None or prev is None or cur is None or dt <= 0:
+        return {}
+    return fn(prev, cur, dt)
 
 
 def _device(x) -> str:
