@@ -1,0 +1,315 @@
+"""The real daemon as a subprocess: systemd notify, /metrics, /healthz, signals, reload, control socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, AgentProcess, free_port, need_binary
+from prometheus_client.parser import text_string_to_metric_families
+
+
+class NotifyListener:
+    """A stand-in for systemd: a datagram socket collecting sd_notify messages with arrival times."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.settimeout(0.2)
+        self.messages: list[tuple[float, str]] = []
+        self._stop = False
+        self._t = threading.Thread(target=self._loop, daemon=True)
+        self._t.start()
+
+    def _loop(self) -> None:
+        while not self._stop:
+            try:
+                data = self.sock.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            for line in data.decode().splitlines():
+                self.messages.append((time.monotonic(), line))
+
+    def lines(self, prefix: str) -> list[tuple[float, str]]:
+        return [(t, m) for t, m in self.messages if m.startswith(prefix)]
+
+    def close(self) -> None:
+        self._stop = True
+        self.sock.close()
+
+
+@pytest.fixture
+def notify(tmp_path: Path):
+    n = NotifyListener(tmp_path / "notify.sock")
+    yield n
+    n.close()
+
+
+def _wait(pred, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_ready_watchdog_metrics_and_clean_sigterm(agent_factory, notify):
+    agent = agent_factory(
+        {"agent": {"interval": "200ms"}},
+        env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "1000000"},
+    )
+    _wait(lambda: notify.lines("READY=1"), 10, "READY=1")
+    pings = _wait(lambda: len(notify.lines("WATCHDOG=1")) >= 3 and notify.lines("WATCHDOG=1"), 10, "pings")
+    # pinged at half the watchdog period: 3 pings well inside 3 periods
+    assert pings[2][0] - pings[0][0] < 2.0
+    assert any("GPUs" in m for _, m in notify.lines("STATUS="))
+
+    body = agent.metrics()
+    fams = {f.name: f for f in text_string_to_metric_families(body)}
+    success = {s.labels["collector"]: s.value for s in fams["training_node_collector_success"].samples}
+    assert success["host"] == 1.0
+    assert "training_node_host_cpu_seconds" in fams
+    build = fams["training_node_build_info"].samples[0].labels
+    assert build["version"] and build["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert not any("hostname" in s.labels for f in fams.values() for s in f.samples)
+
+    status = agent.status()
+    assert status["healthy"] is True
+    assert status["snapshot"]["collectors"]["host"]["success"] is True
+    assert status["snapshot"]["host"]["cpus"] >= 1
+    code, html = agent.get("/")
+    assert code == 200 and "/metrics" in html and "/healthz" in html
+
+    t0 = time.monotonic()
+    rc = agent.stop(timeout=6)
+    assert rc == 0
+    assert time.monotonic() - t0 < 5.0
+    assert notify.lines("STOPPING=1")
+
+
+def test_metrics_pass_promtool_and_negotiate_openmetrics(agent_factory, shared_fixtures):
+    promtool = need_binary("promtool", "prometheus")
+    agent = agent_factory(
+        {
+            "agent": {
+                "procfs": str(shared_fixtures / "node_exporter" / "proc"),
+                "sysfs": str(shared_fixtures / "node_exporter" / "sys"),
+            }
+        }
+    )
+    agent.wait_for(lambda: "training_node_pressure" in agent.metrics(), what="first snapshot")
+    body = agent.metrics()
+    res = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, text=True)
+    assert res.stdout == "" and res.stderr == "", res.stdout + res.stderr
+    code, om = agent.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+    assert code == 200 and om.rstrip().endswith("# EOF")
+    assert "# EOF" not in body
+
+
+def _fifo_procfs(tmp: Path) -> Path:
+    root = tmp / "stuckproc"
+    root.mkdir()
+    os.mkfifo(root / "stat")  # opening it blocks forever, like a read from a hung NFS mount
+    return root
+
+
+def test_stuck_collector_stalls_health_and_watchdog(agent_factory, notify, tmp_path):
+    agent = agent_factory(
+        {"agent": {"interval": "200ms", "collector_timeout": "1s", "stall_after": "2s",
+                   "procfs": str(_fifo_procfs(tmp_path))}},
+        env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "600000"},
+    )
+    _wait(lambda: notify.lines("READY=1"), 10, "READY=1")
+    code, body = agent.wait_for(
+        lambda: (r := agent.get("/healthz"))[0] == 503 and r, timeout=10, what="healthz 503"
+    )
+    reason = json.loads(body)["reason"]
+    assert "host" in reason and "stuck" in reason
+    # the endpoints keep answering while the collector is stuck
+    assert agent.status()["snapshot"]["collectors"]["host"]["success"] is False
+    stalled_at = time.monotonic()
+    time.sleep(1.5)  # watchdog period 0.6 s: a healthy agent would ping twice in this time
+    assert not [t for t, _ in notify.lines("WATCHDOG=1") if t > stalled_at + 0.1]
+    assert any("stalled" in m for _, m in notify.lines("STATUS="))
+    assert agent.stop(timeout=6) == 0  # exits although a worker thread is blocked in open()
+
+
+def test_slow_collector_does_not_delay_others(tmp_path):
+    """In-process: one collector sleeping 3 s does not hold the snapshot back."""
+    import asyncio
+
+    from agent.collectors.host import HostCollector
+    from agent.sampler import Sampler
+
+    class Slow:
+        name = "slow"
+        part = "gpu"
+
+        def collect(self):
+            time.sleep(3)
+
+        def close(self):
+            pass
+
+    async def go():
+        s = Sampler([Slow(), HostCollector("/proc")], interval=0.2, timeout=1.0, stall_after=10)
+        t0 = time.monotonic()
+        snaps = [await s.tick() for _ in range(3)]
+        took = time.monotonic() - t0
+        s.close()
+        return snaps, took
+
+    snaps, took = asyncio.run(go())
+    assert took < 1.5  # three ticks, none waited for the sleeping collector's 3 s
+    assert all(sn.host is not None for sn in snaps)
+    assert snaps[-1].collectors["host"].success
+
+
+def test_sighup_with_broken_config_keeps_serving(agent_factory):
+    agent = agent_factory({"agent": {"interval": "200ms"}})
+    agent.wait_for(lambda: agent.status()["snapshot"]["seq"] > 2, what="sampling")
+    original = agent.config_path.read_text()
+    agent.config_path.write_text(original + "\n[bogus]\nkey = 1\n")
+    agent.signal(signal.SIGHUP)
+    agent.wait_for(lambda: "reload rejected" in agent.log(), what="reload rejected log")
+    entry = next(e for e in agent.log_lines() if e.get("event") == "reload rejected; keeping the running config")
+    assert any("bogus" in p for p in entry["problems"])
+    seq = agent.status()["snapshot"]["seq"]
+    agent.wait_for(lambda: agent.status()["snapshot"]["seq"] > seq + 2, what="still sampling")
+    assert agent.status()["reloads"] == 0
+    # a valid change is applied
+    agent.config_path.write_text(original.replace('interval = "200ms"', 'interval = "300ms"'))
+    agent.signal(signal.SIGHUP)
+    agent.wait_for(lambda: agent.status()["reloads"] == 1, what="reload applied")
+    assert agent.get("/healthz")[0] == 200
+
+
+def test_control_socket_status_and_reload(agent_factory):
+    agent = agent_factory({})
+    st = os.stat(agent.control_socket)
+    assert oct(st.st_mode & 0o777) == "0o660"
+    env = {**os.environ}
+    out = subprocess.run(
+        [sys.executable, "-m", "agent", "status", "--control-socket", agent.control_socket],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=20,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "healthy" in out.stdout and "[collectors]" in out.stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "agent", "status", "--json", "--control-socket", agent.control_socket],
+        capture_output=True, text=True, cwd=REPO, timeout=20,
+    )
+    assert json.loads(out.stdout)["version"]
+    out = subprocess.run(
+        [sys.executable, "-m", "agent", "reload", "--control-socket", agent.control_socket],
+        capture_output=True, text=True, cwd=REPO, timeout=20,
+    )
+    assert out.returncode == 0 and "reloaded" in out.stdout
+    # nothing that changes state is reachable on the TCP port
+    assert agent.get("/reload")[0] == 404
+    import urllib.request
+
+    req = urllib.request.Request(agent.url + "/reload", method="POST", data=b"{}")
+    try:
+        code = urllib.request.urlopen(req, timeout=5).status
+    except urllib.error.HTTPError as e:
+        code = e.code
+    assert code in (404, 405)
+
+
+def test_status_without_agent_is_a_clear_error(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "agent", "status", "--control-socket", str(tmp_path / "none.sock")],
+        capture_output=True, text=True, cwd=REPO, timeout=20,
+    )
+    assert out.returncode == 1
+    assert "is the agent running" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_port_in_use_is_one_line_error(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        a = AgentProcess(tmp_path, {"http": {"listen": f"127.0.0.1:{port}"}})
+        out = subprocess.run(
+            [sys.executable, "-m", "agent", "run", "--config", str(a.config_path)],
+            capture_output=True, text=True, cwd=REPO, timeout=20,
+        )
+    assert out.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+
+
+def test_check_config_lists_every_error(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        '[agent]\ninterval = 5\nprocfz = "/x"\nlog_level = "loud"\n'
+        '[http]\nlisten = "nowhere"\n[gpu]\nenabled = "maybe"\n[nonsense]\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "agent", "check-config", "--config", str(bad)],
+        capture_output=True, text=True, cwd=REPO, timeout=20,
+    )
+    assert out.returncode == 2
+    err = out.stderr
+    assert str(bad) in err
+    for key in ("agent.interval", "agent.procfz", "agent.log_level", "http.listen", "gpu.enabled", "nonsense"):
+        assert key in err, (key, err)
+    assert "6 problems" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "expect"),
+    [
+        (None, "file not found"),
+        ("[agent\ninterval=", "invalid TOML"),
+        (b"\xff\xfe[agent]", "not UTF-8"),
+    ],
+)
+def test_check_config_unreadable_files(tmp_path, content, expect):
+    path = tmp_path / "c.toml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    out = subprocess.run(
+        [sys.executable, "-m", "agent", "check-config", "--config", str(path)],
+        capture_output=True, text=True, cwd=REPO, timeout=20,
+    )
+    assert out.returncode == 2 and expect in out.stderr and str(path) in out.stderr
+
+
+def test_shipped_config_is_valid_and_documents_defaults():
+    path = REPO / "configs" / "agent.toml"
+    out = subprocess.run(
+        [sys.executable, "-m", "agent", "check-config", "--config", str(path)],
+        capture_output=True, text=True, cwd=REPO, timeout=20,
+    )
+    assert out.returncode == 0, out.stderr
+    resolved = json.loads(out.stdout.split("\n", 1)[1])
+    text = path.read_text()
+    # every key of every section appears in the shipped file, at least as a comment
+    for section, values in resolved.items():
+        assert f"[{section}]" in text, section
+        for key in values:
+            assert f"{key} =" in text, f"{section}.{key} is not documented in configs/agent.toml"
+
+
+def test_free_port_helper_gives_bindable_port():
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
