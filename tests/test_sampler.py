@@ -1,0 +1,134 @@
+"""The sampler and the supervisor contain failures: a raising collector, a crashing task."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+from agent.collector_failures import CollectorFailureWatch
+from agent.collectors import SourceAbsent
+from agent.collectors.host import HostCollector
+from agent.events import CollectorFailingEvent, EventBus
+from agent.sampler import Sampler
+from agent.snapshot.parts import DiskStat, StoragePart
+from agent.supervisor import Supervisor
+
+
+class Raising:
+    name = "broken"
+    part = "storage"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def collect(self):
+        self.calls += 1
+        raise OSError(5, "Input/output error")
+
+    def close(self):
+        pass
+
+
+class Absent:
+    name = "gpu"
+    part = "gpu"
+
+    def collect(self):
+        raise SourceAbsent("no libnvidia-ml.so.1")
+
+    def close(self):
+        pass
+
+
+class Counter:
+    """A storage collector whose read counter goes up by 1000 bytes a call, then resets."""
+
+    name = "storage"
+    part = "storage"
+
+    def __init__(self, values):
+        self.values = list(values)
+
+    def collect(self):
+        sectors = self.values.pop(0)
+        d = DiskStat("vda", 1, 0, sectors, 0.0, 0, 0, 0.0, 0, 0.0)
+        return StoragePart(disks=(d,), nfs=())
+
+    def close(self):
+        pass
+
+
+def test_raising_collector_is_contained_and_reported():
+    async def go():
+        bus = EventBus()
+        q = bus.subscribe("t")
+        broken = Raising()
+        s = Sampler([broken, Absent(), HostCollector("/proc")], interval=0.05, timeout=1, stall_after=10)
+        watch = CollectorFailureWatch(bus, s.failing_for, after=0.1)
+        s.listeners.append(watch.on_snapshot)
+        snaps = []
+        for _ in range(6):
+            snaps.append(await s.tick())
+            await asyncio.sleep(0.05)
+        s.close()
+        return snaps, broken, q
+
+    snaps, broken, q = asyncio.run(go())
+    last = snaps[-1]
+    assert broken.calls == 6
+    assert last.collectors["broken"].success is False
+    assert "Input/output error" in last.collectors["broken"].error
+    assert last.collectors["gpu"].absent and not last.collectors["gpu"].success
+    assert last.collectors["host"].success and last.host is not None
+    events = []
+    while not q.empty():
+        events.append(q.get_nowait())
+    failing = [e for e in events if isinstance(e, CollectorFailingEvent)]
+    # announced once, not on every tick; an absent source is not a failure
+    assert [e.collector for e in failing] == ["broken"]
+
+
+def test_rates_skip_counter_resets():
+    async def go():
+        s = Sampler([Counter([0, 2, 4, 1, 3])], interval=0.05, timeout=1, stall_after=10)
+        out = []
+        for _ in range(5):
+            out.append(await s.tick())
+            await asyncio.sleep(0.05)
+        s.close()
+        return out
+
+    snaps = asyncio.run(go())
+    assert snaps[0].rates.disk_read == {}
+    assert snaps[1].rates.disk_read["vda"] > 0
+    assert "vda" not in snaps[3].rates.disk_read  # 4 -> 1 sectors: a reset, no negative rate
+    assert snaps[4].rates.disk_read["vda"] > 0
+    assert all(v >= 0 for sn in snaps for v in sn.rates.disk_read.values())
+
+
+def test_supervisor_restarts_crashing_task_with_backoff():
+    async def go():
+        sup = Supervisor(min_backoff=0.05, max_backoff=0.2)
+        starts: list[float] = []
+
+        async def flaky():
+            starts.append(time.monotonic())
+            if len(starts) < 4:
+                raise RuntimeError("boom")
+            await asyncio.sleep(10)
+
+        sup.start("flaky", flaky)
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if len(starts) >= 4:
+                break
+        state = sup.states["flaky"]
+        await sup.stop()
+        return starts, state
+
+    starts, state = asyncio.run(go())
+    assert len(starts) == 4 and state.restarts == 3
+    assert state.last_error == "RuntimeError: boom"
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert gaps[1] > gaps[0] * 1.2  # backoff grows
