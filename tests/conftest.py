@@ -20,6 +20,30 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_FIXTURES = (REPO.parent / "shared" / "fixtures").resolve()
+NETGUARD_DIR = Path(__file__).resolve().parent / "netguard"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Guard this process and every Python subprocess against any non-local connection."""
+    import tempfile
+
+    log = Path(tempfile.mkdtemp(prefix="tna-netguard-")) / "blocked.log"
+    log.touch()
+    os.environ["TNA_NETGUARD_LOG"] = str(log)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(NETGUARD_DIR), os.environ.get("PYTHONPATH")])
+    )
+    sys.path.insert(0, str(NETGUARD_DIR))
+    import sitecustomize  # noqa: F401  (the guard installs its audit hook on import)
+
+    config._tna_netguard_log = log  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    log = getattr(session.config, "_tna_netguard_log", None)
+    if log is not None and log.exists() and log.read_text().strip():
+        print("\nNETWORK GUARD: the suite tried to reach non-local addresses:\n" + log.read_text())
+        session.exitstatus = 1
 
 
 def free_port() -> int:
