@@ -128,8 +128,14 @@ def _fifo_procfs(tmp: Path) -> Path:
 
 def test_stuck_collector_stalls_health_and_watchdog(agent_factory, notify, tmp_path):
     agent = agent_factory(
-        {"agent": {"interval": "200ms", "collector_timeout": "1s", "stall_after": "2s",
-                   "procfs": str(_fifo_procfs(tmp_path))}},
+        {
+            "agent": {
+                "interval": "200ms",
+                "collector_timeout": "1s",
+                "stall_after": "2s",
+                "procfs": str(_fifo_procfs(tmp_path)),
+            }
+        },
         env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "600000"},
     )
     _wait(lambda: notify.lines("READY=1"), 10, "READY=1")
@@ -185,7 +191,9 @@ def test_sighup_with_broken_config_keeps_serving(agent_factory):
     agent.config_path.write_text(original + "\n[bogus]\nkey = 1\n")
     agent.signal(signal.SIGHUP)
     agent.wait_for(lambda: "reload rejected" in agent.log(), what="reload rejected log")
-    entry = next(e for e in agent.log_lines() if e.get("event") == "reload rejected; keeping the running config")
+    entry = next(
+        e for e in agent.log_lines() if e.get("event") == "reload rejected; keeping the running config"
+    )
     assert any("bogus" in p for p in entry["problems"])
     seq = agent.status()["snapshot"]["seq"]
     agent.wait_for(lambda: agent.status()["snapshot"]["seq"] > seq + 2, what="still sampling")
@@ -204,18 +212,28 @@ def test_control_socket_status_and_reload(agent_factory):
     env = {**os.environ}
     out = subprocess.run(
         [sys.executable, "-m", "agent", "status", "--control-socket", agent.control_socket],
-        capture_output=True, text=True, cwd=REPO, env=env, timeout=20,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=20,
     )
     assert out.returncode == 0, out.stderr
     assert "healthy" in out.stdout and "[collectors]" in out.stdout
     out = subprocess.run(
         [sys.executable, "-m", "agent", "status", "--json", "--control-socket", agent.control_socket],
-        capture_output=True, text=True, cwd=REPO, timeout=20,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=20,
     )
     assert json.loads(out.stdout)["version"]
     out = subprocess.run(
         [sys.executable, "-m", "agent", "reload", "--control-socket", agent.control_socket],
-        capture_output=True, text=True, cwd=REPO, timeout=20,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=20,
     )
     assert out.returncode == 0 and "reloaded" in out.stdout
     # nothing that changes state is reachable on the TCP port
@@ -233,7 +251,10 @@ def test_control_socket_status_and_reload(agent_factory):
 def test_status_without_agent_is_a_clear_error(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "agent", "status", "--control-socket", str(tmp_path / "none.sock")],
-        capture_output=True, text=True, cwd=REPO, timeout=20,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=20,
     )
     assert out.returncode == 1
     assert "is the agent running" in out.stderr and "Traceback" not in out.stderr
@@ -247,7 +268,10 @@ def test_port_in_use_is_one_line_error(tmp_path):
         a = AgentProcess(tmp_path, {"http": {"listen": f"127.0.0.1:{port}"}})
         out = subprocess.run(
             [sys.executable, "-m", "agent", "run", "--config", str(a.config_path)],
-            capture_output=True, text=True, cwd=REPO, timeout=20,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=20,
         )
     assert out.returncode != 0
     assert f"cannot listen on 127.0.0.1:{port}" in out.stderr
@@ -262,12 +286,22 @@ def test_check_config_lists_every_error(tmp_path):
     )
     out = subprocess.run(
         [sys.executable, "-m", "agent", "check-config", "--config", str(bad)],
-        capture_output=True, text=True, cwd=REPO, timeout=20,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=20,
     )
     assert out.returncode == 2
     err = out.stderr
     assert str(bad) in err
-    for key in ("agent.interval", "agent.procfz", "agent.log_level", "http.listen", "gpu.enabled", "nonsense"):
+    for key in (
+        "agent.interval",
+        "agent.procfz",
+        "agent.log_level",
+        "http.listen",
+        "gpu.enabled",
+        "nonsense",
+    ):
         assert key in err, (key, err)
     assert "6 problems" in err
 
@@ -288,7 +322,10 @@ def test_check_config_unreadable_files(tmp_path, content, expect):
         path.write_text(content)
     out = subprocess.run(
         [sys.executable, "-m", "agent", "check-config", "--config", str(path)],
-        capture_output=True, text=True, cwd=REPO, timeout=20,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=20,
     )
     assert out.returncode == 2 and expect in out.stderr and str(path) in out.stderr
 
@@ -297,7 +334,10 @@ def test_shipped_config_is_valid_and_documents_defaults():
     path = REPO / "configs" / "agent.toml"
     out = subprocess.run(
         [sys.executable, "-m", "agent", "check-config", "--config", str(path)],
-        capture_output=True, text=True, cwd=REPO, timeout=20,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=20,
     )
     assert out.returncode == 0, out.stderr
     resolved = json.loads(out.stdout.split("\n", 1)[1])

@@ -28,7 +28,12 @@ def test_host_collector_agrees_with_node_exporter(shared_fixtures):
     for res in ("cpu", "io", "memory"):
         waiting = oracle[f"node_pressure_{res}_waiting_seconds_total"][0].value
         assert abs(part.pressure[res].some_total_seconds - waiting) < 1e-9
-    assert abs(part.pressure["io"].full_total_seconds - oracle["node_pressure_io_stalled_seconds_total"][0].value) < 1e-9
+    assert (
+        abs(
+            part.pressure["io"].full_total_seconds - oracle["node_pressure_io_stalled_seconds_total"][0].value
+        )
+        < 1e-9
+    )
     cpus = {s.labels["cpu"] for s in oracle["node_cpu_seconds_total"]}
     assert part.cpu_count == len(cpus)
     # the kernel's aggregate line is the sum of the per-CPU lines node_exporter reports
@@ -52,7 +57,9 @@ def test_synthetic_host_tree(tmp_path):
         "cpuX garbage\nintr 1 2 3\n"
     )
     (tmp_path / "loadavg").write_text("1.50 0.75 0.25 2/300 12345\n")
-    (tmp_path / "meminfo").write_text("MemTotal:       1000 kB\nMemAvailable:    500 kB\nHugePages_Total: 4\nbad line\n")
+    (tmp_path / "meminfo").write_text(
+        "MemTotal:       1000 kB\nMemAvailable:    500 kB\nHugePages_Total: 4\nbad line\n"
+    )
     (tmp_path / "pressure" / "io").write_text(
         "some avg10=1.50 avg60=1.00 avg300=0.50 total=2000000\nfull avg10=0.50 avg60=0.25 avg300=0.10 total=1000000\n"
     )
