@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import structlog
+
 from agent.collectors.fsread import read_optional, read_text
 from agent.parsers.host import parse_loadavg, parse_meminfo, parse_pressure, parse_stat
 from agent.snapshot.parts import HostPart, Pressure
+
+log = structlog.get_logger("collector.host")
 
 
 class HostCollector:
@@ -16,6 +20,7 @@ class HostCollector:
 
     def __init__(self, procfs: str) -> None:
         self.procfs = Path(procfs)
+        self._told_no_psi = False
 
     def collect(self) -> HostPart:
         stat = parse_stat(read_text(self.procfs / "stat"))
@@ -27,6 +32,13 @@ class HostCollector:
             text = read_optional(self.procfs / "pressure" / resource)
             if text is not None and (p := parse_pressure(text)) is not None:
                 pressure[resource] = p
+        if not pressure and not self._told_no_psi:
+            self._told_no_psi = True
+            log.warning(
+                "cannot see pressure stall information",
+                path=str(self.procfs / "pressure"),
+                hint="kernel without CONFIG_PSI or booted with psi=0; iowait is used instead",
+            )
         return HostPart(
             cpu=cpu,
             cpu_count=count or os.cpu_count() or 1,
