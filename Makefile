@@ -18,7 +18,7 @@ FAKE_NVML := build/fakenvml/libnvidia-ml.so.1
 fakenvml: $(FAKE_NVML)
 $(FAKE_NVML): $(wildcard fakenvml/*.c fakenvml/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -fPIC -O2 -Wall -Wextra -o $@ $(filter %.c,$^)
+	$(CC) -shared -fPIC -O2 -Wall -Wextra -fvisibility=hidden -o $@ $(filter %.c,$^) -ldl -pthread
 
 # With FAKE_NVML_STATE=path/to/state.json the agent sees the fake GPUs that file describes.
 run: $(STAMP) fakenvml

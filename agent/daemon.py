@@ -8,7 +8,8 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +18,32 @@ from aiohttp import web
 from prometheus_client.core import Metric
 
 from agent import __version__
+from agent.checkpoint.component import CheckpointComponent
+from agent.classifier.component import ClassifierComponent
 from agent.collector_failures import CollectorFailureWatch
 from agent.collectors import Collector
+from agent.collectors.gpu import GpuCollector
 from agent.collectors.host import HostCollector
+from agent.collectors.network import NetworkCollector
+from agent.collectors.processes import ProcessCollector
+from agent.collectors.storage import StorageCollector
 from agent.component import Component, Context, optional
 from agent.config import Config, ConfigError, load_config
 from agent.config.types import split_listen
 from agent.control import ControlServer
 from agent.events import AgentLifecycleEvent, EventBus, event_to_dict
 from agent.exporter import SnapshotExporter, make_registry
+from agent.exporter import gpu as gpu_metrics
 from agent.exporter import host as host_metrics
+from agent.exporter import malformed as malformed_metrics
+from agent.exporter import network as network_metrics
+from agent.exporter import processes as process_metrics
+from agent.exporter import storage as storage_metrics
 from agent.exporter.http import make_app
 from agent.exporter.status import summarize
+from agent.gpu_health import GpuHealth
 from agent.notify import Notifier
+from agent.preemption.watcher import PreemptionWatcher
 from agent.sampler import Sampler
 from agent.snapshot import NodeSnapshot
 from agent.supervisor import Supervisor
@@ -44,17 +58,64 @@ class StartupError(Exception):
     """A one-line reason the daemon cannot start (port in use, socket path not writable)."""
 
 
-def build_collectors(cfg: Config) -> list[Collector]:
+# other sources of training pids (the checkpoint targets), set by build_components
+EXTRA_TRAINING_PIDS: list[Callable[[], Iterable[int]]] = []
+
+
+def training_pids(snap: NodeSnapshot) -> set[int]:
+    """The processes whose trees the process collector follows: every GPU compute process in the
+    latest snapshot, plus the checkpoint targets that [trainer] discover found."""
+    pids: set[int] = set()
+    if snap.gpu is not None:
+        for g in snap.gpu.gpus:
+            pids.update(p.pid for p in g.processes)
+    for source in EXTRA_TRAINING_PIDS:
+        pids.update(source())
+    return pids
+
+
+def build_collectors(cfg: Config, latest: Callable[[], NodeSnapshot] = lambda: _EMPTY) -> list[Collector]:
     collectors: list[Collector] = [HostCollector(cfg.agent.procfs)]
+    if cfg.gpu.enabled:
+        collectors.append(GpuCollector(cfg.gpu.library, cfg.gpu.reinit_backoff_max, cfg.gpu.xid_events))
+    if cfg.storage.enabled:
+        collectors.append(
+            StorageCollector(cfg.agent.procfs, cfg.storage.device_exclude, cfg.storage.mountstats_pid)
+        )
+    if cfg.network.enabled:
+        collectors.append(
+            NetworkCollector(
+                cfg.agent.procfs,
+                cfg.agent.sysfs,
+                cfg.network.device_exclude,
+                cfg.network.capacity,
+                rdma=cfg.network.rdma,
+            )
+        )
+    collectors.append(ProcessCollector(cfg.agent.procfs, cfg.agent.sysfs, lambda: training_pids(latest())))
     return collectors
 
 
 def build_renderers(cfg: Config) -> list[Any]:
-    return [host_metrics.render]
+    renderers = [host_metrics.render, process_metrics.render, malformed_metrics.render]
+    if cfg.gpu.enabled:
+        renderers.append(partial(gpu_metrics.render, processes=cfg.gpu.process_metrics))
+    if cfg.storage.enabled:
+        renderers.append(storage_metrics.render)
+    if cfg.network.enabled:
+        renderers.append(network_metrics.render)
+    return renderers
 
 
 def build_components(ctx: Context) -> list[Component]:
-    components: list[Component] = []
+    checkpoint = CheckpointComponent(ctx)
+    EXTRA_TRAINING_PIDS[:] = [checkpoint.current_pids]
+    components: list[Component] = [checkpoint]
+    if ctx.cfg.classifier.enabled:
+        components.append(ClassifierComponent(ctx))
+    components.append(PreemptionWatcher(ctx))
+    if ctx.cfg.gpu.enabled:
+        components.append(GpuHealth(ctx))
     return components
 
 
@@ -91,7 +152,10 @@ class Daemon:
         for d in (self.state_dir, self.runtime_dir):
             d.mkdir(parents=True, exist_ok=True)
         self.sampler = Sampler(
-            build_collectors(cfg), cfg.agent.interval, cfg.agent.collector_timeout, cfg.agent.stall_after
+            build_collectors(cfg, self._latest),
+            cfg.agent.interval,
+            cfg.agent.collector_timeout,
+            cfg.agent.stall_after,
         )
         # the exporter's renderers follow the config (a disabled collector's families go too)
         self._exporter.renderers = build_renderers(cfg)

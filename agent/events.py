@@ -34,6 +34,9 @@ class PreemptionEvent(Event):
     raw: str = ""
     withdrawn: bool = False
     drill: bool = False
+    # True when re-published from the watcher's state after an agent restart: the notice was announced
+    # before; consumers with their own exactly-once store may use it to restore pending work
+    replayed: bool = False
 
     @property
     def seconds_remaining(self) -> float | None:

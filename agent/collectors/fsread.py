@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 MAX_BYTES = 16 * 1024 * 1024  # mountstats with hundreds of mounts stays far below this
+CHUNK = 64 * 1024
+ATTR_BYTES = 8192  # a sysfs attribute is at most a page; /proc/<pid>/stat, io, status fit too
 
 
 def read_text(path: str | Path, limit: int = MAX_BYTES) -> str:
-    """Text of a /proc or /sys file, cut at ``limit`` bytes, undecodable bytes replaced."""
-    with open(path, "rb") as f:
-        data = f.read(limit)
-    return data.decode("utf-8", "replace")
+    """Text of a /proc or /sys file, cut at ``limit`` bytes, undecodable bytes replaced.
+
+    Read in 64 KiB pieces: asking for ``limit`` bytes at once allocates that much for every file,
+    which costs more than reading a small one."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        parts = []
+        left = limit
+        while left > 0:
+            data = os.read(fd, min(CHUNK, left))
+            if not data:
+                break
+            parts.append(data)
+            left -= len(data)
+    finally:
+        os.close(fd)
+    return b"".join(parts).decode("utf-8", "replace")
 
 
 def read_optional(path: str | Path, limit: int = MAX_BYTES) -> str | None:
@@ -20,3 +36,18 @@ def read_optional(path: str | Path, limit: int = MAX_BYTES) -> str | None:
         return read_text(path, limit)
     except OSError:
         return None
+
+
+def read_attr(path: str) -> str | None:
+    """A small file in one read() (sysfs attributes, /proc/<pid>/stat): what collectors read many
+    times per tick. ``None`` when it does not exist or cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, ATTR_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

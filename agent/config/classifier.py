@@ -1,13 +1,94 @@
-"""[classifier]: bottleneck verdicts."""
+"""[classifier]: bottleneck verdicts (compute, data, network, sync-wait, idle, mixed).
+
+Every threshold the classifier uses lives here. A *ramp* ``[start, full]`` turns a measurement into a
+0-1 pressure: below ``start`` it counts nothing, at ``full`` and above it counts fully, linear between.
+configs/sections/classifier.toml documents each key; docs/classifier.md explains how they combine.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated, Literal
 
-from agent.config.types import Duration, StrictModel
+from pydantic import AfterValidator, Field, model_validator
+
+from agent.config.types import ByteSize, Duration, StrictModel
+
+VERDICTS = ("compute", "data", "network", "sync-wait", "idle", "mixed")
+Verdict = Literal["compute", "data", "network", "sync-wait", "idle", "mixed"]
+
+
+def _ramp(value: tuple[float, float]) -> tuple[float, float]:
+    start, full = value
+    if not (0 <= start < full):
+        raise ValueError(f"a ramp is [start, full] with 0 <= start < full, got [{start}, {full}]")
+    return value
+
+
+Ramp = Annotated[tuple[float, float], AfterValidator(_ramp)]
 
 
 class ClassifierSection(StrictModel):
     enabled: bool = True
-    window: Duration = Field("60s", gt=0)
+    window: Duration = Field("60s", gt=0, description="sliding window the verdict is computed over")
     evaluate_every: Duration = Field("10s", gt=0)
+    min_window_fill: float = Field(
+        0.5, gt=0, le=1, description="share of the window that must hold samples before a verdict changes"
+    )
+    # --- hysteresis ---
+    confirmations: int = Field(3, ge=1, le=100, description="consecutive wins a new verdict needs")
+    enter_score: float = Field(0.5, gt=0, le=1, description="a class must score this to become the verdict")
+    exit_score: float = Field(0.35, ge=0, le=1, description="the current verdict holds while it scores this")
+    margin: float = Field(0.1, ge=0, le=1, description="lead over the runner-up; less is `mixed`")
+    warmup: Duration = Field("2m", ge=0, description="verdict held after a training job starts")
+    checkpoint_hold_max: Duration = Field(
+        "30m", gt=0, description="longest a checkpoint request suppresses verdicts without an answer"
+    )
+    # --- VerdictEvent for the alerts ---
+    sustain: Duration = Field("5m", ge=0, description="a verdict must hold this long before it is published")
+    publish: list[Verdict] = Field(default_factory=lambda: ["data", "network", "sync-wait"])
+    history: int = Field(200, ge=1, le=10000, description="evaluations kept for GET /classifier/history")
+    # --- what a GPU sample is ---
+    busy_sm_active: float = Field(0.3, gt=0, le=1, description="SM activity (GPM) that counts as real work")
+    busy_power_ratio: float = Field(
+        0.35, gt=0, le=1, description="without GPM: (power - idle) / (limit - idle) that counts as real work"
+    )
+    idle_power_ratio: float = Field(
+        0.2, gt=0, lt=1, description="idle power as a share of the limit until a lower minimum is observed"
+    )
+    spin_utilization: float = Field(
+        0.7, gt=0, le=1, description="utilization.gpu at or above this without real work is a spin-wait"
+    )
+    starved_utilization: float = Field(
+        0.3, gt=0, le=1, description="utilization.gpu below this without real work is a starved GPU"
+    )
+    # --- pressures, each a ramp [start, full] ---
+    storage_read_utilization: Ramp = (0.6, 0.9)  # disk/NFS read throughput over capacity
+    disk_busy: Ramp = (0.7, 0.95)  # share of time the device had I/O in flight
+    iowait: Ramp = (0.05, 0.25)  # share of all CPU time in iowait
+    psi_io: Ramp = (0.1, 0.5)  # share of time some task stalled on I/O (/proc/pressure/io)
+    nfs_rtt_ratio: Ramp = (2.0, 6.0)  # NFS READ RTT over its learned baseline
+    nfs_rtt_floor: Duration = Field("2ms", ge=0, description="NFS READ RTT below this never counts")
+    cpu_saturation: Ramp = (0.7, 0.9)  # trainer + workers CPU over their allowed cores
+    network_utilization: Ramp = (0.6, 0.85)  # NIC/RDMA throughput over capacity
+    rdma_cnp_per_second: Ramp = (100.0, 1000.0)  # CNPs sent + handled
+    rdma_xmit_wait_per_second: Ramp = (1e5, 1e7)  # port_xmit_wait ticks
+    # --- capacities: configured ones win; the others are learned from observed peaks ---
+    disk_capacity: dict[str, ByteSize] = Field(default_factory=dict, description="device -> read bytes/s")
+    nfs_capacity: dict[str, ByteSize] = Field(default_factory=dict, description="mountpoint -> bytes/s")
+    nic_capacity: dict[str, ByteSize] = Field(default_factory=dict, description="interface -> bytes/s")
+    rdma_capacity: dict[str, ByteSize] = Field(default_factory=dict, description='"dev/port" -> bytes/s')
+    learn_capacities: bool = True
+    learn_floor: ByteSize = Field(
+        "5MB/s", description="observed peaks below this are not trusted as a capacity"
+    )
+    save_every: Duration = Field("1m", gt=0, description="how often learned baselines are written")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ClassifierSection:
+        if self.exit_score > self.enter_score:
+            raise ValueError("exit_score must not exceed enter_score (exit sits inside entry)")
+        if self.starved_utilization > self.spin_utilization:
+            raise ValueError("starved_utilization must not exceed spin_utilization")
+        if self.evaluate_every > self.window:
+            raise ValueError("evaluate_every must not exceed window")
+        return self

@@ -1,4 +1,4 @@
-"""[gpu]: NVML."""
+"""[gpu]: NVML telemetry and GPU health events."""
 
 from __future__ import annotations
 
@@ -10,4 +10,14 @@ from agent.config.types import Duration, StrictModel
 class GpuSection(StrictModel):
     enabled: bool = True
     library: str = Field("", description="path of libnvidia-ml.so.1; empty = the system's")
-    reinit_backoff_max: Duration = Field("60s", gt=0)
+    reinit_backoff_max: Duration = Field(
+        "60s", gt=0, description="longest wait between attempts to initialise NVML again after a driver error"
+    )
+    xid_events: bool = Field(True, description="watch Xid critical errors through an NVML event set")
+    process_metrics: bool = Field(True, description="export GPU memory per compute process (label pid)")
+    thermal_throttle_hold: Duration = Field(
+        "30s", ge=0, description="thermal slowdown lasting this long raises a thermal-throttle event"
+    )
+    power_throttle_hold: Duration = Field(
+        "5m", ge=0, description="power capping lasting this long raises a power-throttle event"
+    )

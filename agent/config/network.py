@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from agent.config.storage import check_regex
 from agent.config.types import ByteSize, StrictModel
 
 
@@ -15,3 +16,7 @@ class NetworkSection(StrictModel):
     )
     # bytes/s per interface where /sys/class/net/<if>/speed is unknown (-1 on virtio/eRDMA NICs)
     capacity: dict[str, ByteSize] = Field(default_factory=dict)
+    # read /sys/class/infiniband (InfiniBand, RoCE, eRDMA ports)
+    rdma: bool = True
+
+    _regex = field_validator("device_exclude")(check_regex)

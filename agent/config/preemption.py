@@ -3,16 +3,70 @@
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from agent.config.types import Duration, StrictModel
 
 Provider = Literal["auto", "alibaba", "aws", "gcp", "azure", "tencent", "none"]
+CLOUDS = ("alibaba", "aws", "gcp", "azure", "tencent")
+
+
+def check_base_url(value: str) -> str:
+    """Empty (the cloud's own address) or an ``http://host[:port][/prefix]`` base URL."""
+    if not value:
+        return value
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f'expected a base URL like "http://127.0.0.1:8200", got {value!r}')
+    if parts.query or parts.fragment:
+        raise ValueError(f"a base URL takes no query or fragment, got {value!r}")
+    return value.rstrip("/")
+
+
+class Endpoints(StrictModel):
+    """Per-cloud base URL overrides (used when that cloud is selected or auto-detected)."""
+
+    alibaba: str = ""
+    aws: str = ""
+    gcp: str = ""
+    azure: str = ""
+    tencent: str = ""
+
+    @field_validator("alibaba", "aws", "gcp", "azure", "tencent")
+    @classmethod
+    def _base_url(cls, v: str) -> str:
+        return check_base_url(v)
 
 
 class PreemptionSection(StrictModel):
     provider: Provider = "auto"
     endpoint: str = Field("", description="base URL override, e.g. a local simulator; empty = the cloud's")
+    endpoints: Endpoints = Field(default_factory=Endpoints)
     poll_interval: Duration = Field("1s", ge=0.1, le=300)
+    jitter: float = Field(0.05, ge=0, le=0.5, description="poll period spread, as a ratio of poll_interval")
+    maintenance_interval: Duration = Field(
+        "10s", ge=0.1, le=3600, description="period for maintenance lists announced hours ahead"
+    )
     timeout: Duration = Field("2s", gt=0, le=60)
+    max_requests_per_second: float = Field(5.0, ge=0.2, le=100)
+    backoff_max: Duration = Field("30s", ge=0.1, le=3600)
+    token_ttl: Duration = Field("1h", ge=1, le=21600, description="hardened-mode / IMDSv2 token lifetime")
+    allow_tokenless_fallback: bool = False
+    withdraw_after_polls: int = Field(3, ge=1, le=100)
+    max_deadline_ahead: Duration = Field("90d", gt=0)
+    gcp_long_poll: bool = True
+    gcp_long_poll_timeout: Duration = Field("60s", ge=1, le=3600)
+    azure_ack: bool = False
+    azure_api_version: str = Field("2020-07-01", pattern=r"^\d{4}-\d{2}-\d{2}$")
+    max_body_bytes: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _base_url(cls, v: str) -> str:
+        return check_base_url(v)
+
+    def endpoint_for(self, cloud: str) -> str:
+        """The configured override for ``cloud`` ('' = the cloud's real address)."""
+        return self.endpoint or getattr(self.endpoints, cloud, "")

@@ -37,7 +37,9 @@ def summarize(snap: NodeSnapshot) -> dict[str, Any]:
                 "uuid": g.uuid,
                 "model": g.model,
                 "up": g.up,
+                "pci_bus_id": g.pci_bus_id,
                 "utilization_ratio": g.utilization,
+                "memory_utilization_ratio": g.memory_utilization,
                 "memory_used_bytes": g.memory_used_bytes,
                 "memory_total_bytes": g.memory_total_bytes,
                 "power_watts": g.power_watts,
@@ -45,7 +47,11 @@ def summarize(snap: NodeSnapshot) -> dict[str, Any]:
                 "temperature_celsius": g.temperature_celsius,
                 "sm_active_ratio": g.sm_active,
                 "tensor_active_ratio": g.tensor_active,
+                "dram_active_ratio": g.dram_active,
+                "sm_clock_hertz": g.sm_clock_hertz,
                 "clocks_event_reasons": g.clocks_event_reasons,
+                "ecc_uncorrected_total": g.ecc_uncorrected_total,
+                "row_remap_failure": g.row_remap_failure,
                 "pcie_rx_bytes_per_second": _round(r.gpu_pcie_rx.get(g.index), 1),
                 "pcie_tx_bytes_per_second": _round(r.gpu_pcie_tx.get(g.index), 1),
                 "nvlink_rx_bytes_per_second": _round(r.gpu_nvlink_rx.get(g.index), 1),
@@ -56,6 +62,7 @@ def summarize(snap: NodeSnapshot) -> dict[str, Any]:
             for g in snap.gpu.gpus
         ]
         out["driver_version"] = snap.gpu.driver_version
+        out["nvml_version"] = snap.gpu.nvml_version
     if snap.storage is not None:
         out["disks"] = {
             d.device: {

@@ -106,6 +106,8 @@ class GpuStats:
     row_remap_failure: bool | None = None
     processes: tuple[GpuProcess, ...] = ()
     xid_counts: dict[int, int] = field(default_factory=dict)  # xid -> cumulative count
+    pci_bus_id: str | None = None
+    row_remap_pending: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +159,8 @@ class NfsMount:
 class StoragePart:
     disks: tuple[DiskStat, ...]
     nfs: tuple[NfsMount, ...]
-    malformed_lines: int = 0
+    malformed_lines: int = 0  # in this read
+    malformed_lines_total: int = 0  # since the agent started
 
 
 # --- network --------------------------------------------------------------------------------------
@@ -165,15 +168,17 @@ class StoragePart:
 
 @dataclass(frozen=True, slots=True)
 class NicStat:
+    """Counters from /proc/net/dev; ``None`` for an interface only sysfs shows (another netns)."""
+
     device: str
-    rx_bytes: int
-    tx_bytes: int
-    rx_packets: int
-    tx_packets: int
-    rx_drops: int
-    tx_drops: int
-    rx_errors: int
-    tx_errors: int
+    rx_bytes: int | None
+    tx_bytes: int | None
+    rx_packets: int | None
+    tx_packets: int | None
+    rx_drops: int | None
+    tx_drops: int | None
+    rx_errors: int | None
+    tx_errors: int | None
     speed_bytes: int | None  # link capacity in bytes/s; None when unknown and not configured
 
 
@@ -194,7 +199,8 @@ class RdmaPort:
 class NetworkPart:
     nics: tuple[NicStat, ...]
     rdma: tuple[RdmaPort, ...]
-    malformed_lines: int = 0
+    malformed_lines: int = 0  # in this read
+    malformed_lines_total: int = 0  # since the agent started
 
 
 # --- training processes ---------------------------------------------------------------------------
@@ -207,7 +213,9 @@ class ProcessStat:
     pid: int
     start_time_ticks: int  # field 22 of /proc/<pid>/stat, identifies the process across pid reuse
     comm: str
-    cpu_seconds: float  # utime+stime of the process and all live descendants
+    # utime+stime of the process and its live descendants, plus their reaped children's
+    # (cutime+cstime), so data-loader workers restarting every epoch don't make it go backwards
+    cpu_seconds: float
     read_bytes: int | None  # /proc/<pid>/io read_bytes (block layer and NFS), summed over the tree
     rchar: int | None  # /proc/<pid>/io rchar: covers FUSE (ossfs) and page-cache reads too
     allowed_cores: float  # min(cpuset size, cgroup cpu quota)
@@ -218,3 +226,5 @@ class ProcessStat:
 @dataclass(frozen=True, slots=True)
 class ProcessPart:
     processes: tuple[ProcessStat, ...]
+    malformed_lines: int = 0  # in this read
+    malformed_lines_total: int = 0  # since the agent started

@@ -23,6 +23,9 @@ class NodeRates:
     cpu_busy_ratio: float | None = None
     cpu_iowait_ratio: float | None = None
     cpu_steal_ratio: float | None = None
+    # /proc/pressure: share of the interval some (resp. all non-idle) tasks stalled, per resource
+    pressure_some_ratio: dict[str, float] = field(default_factory=dict)  # "cpu" | "io" | "memory"
+    pressure_full_ratio: dict[str, float] = field(default_factory=dict)
     # bytes per second, keyed like the metrics' labels
     disk_read: dict[str, float] = field(default_factory=dict)  # device
     disk_busy_ratio: dict[str, float] = field(default_factory=dict)  # device, io_time share
@@ -70,19 +73,32 @@ def _sum_opt(*values: int | None) -> int | None:
 
 
 def host_rates(prev: HostPart, cur: HostPart, dt: float) -> dict[str, object]:
+    out = _pressure_rates(prev, cur, dt)
     if not (prev.cpu and cur.cpu):
-        return {}
+        return out
     total = cur.cpu.total - prev.cpu.total
     if total <= 0:
-        return {}
+        return out
 
     def share(a: float, b: float) -> float:
         return max(0.0, min(1.0, (a - b) / total))
 
     return {
+        **out,
         "cpu_busy_ratio": share(cur.cpu.busy, prev.cpu.busy),
         "cpu_iowait_ratio": share(cur.cpu.iowait, prev.cpu.iowait),
         "cpu_steal_ratio": share(cur.cpu.steal, prev.cpu.steal),
+    }
+
+
+def _pressure_rates(prev: HostPart, cur: HostPart, dt: float) -> dict[str, object]:
+    """PSI stall shares over the interval from the ``total`` counters (the kernel's avg10 lags)."""
+    pairs = [(k, prev.pressure.get(k), p) for k, p in cur.pressure.items()]
+    some = {k: counter_rate(a.some_total_seconds, b.some_total_seconds, dt) for k, a, b in pairs if a}
+    full = {k: counter_rate(a.full_total_seconds, b.full_total_seconds, dt) for k, a, b in pairs if a}
+    return {
+        "pressure_some_ratio": {k: min(1.0, v) for k, v in some.items() if v is not None},
+        "pressure_full_ratio": {k: min(1.0, v) for k, v in full.items() if v is not None},
     }
 
 

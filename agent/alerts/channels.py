@@ -1,0 +1,47 @@
+"""The channel types by name, and building one from its ``[[alerts.webhooks]]`` table."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlsplit
+
+from agent.alerts.channel import Channel
+from agent.alerts.dingtalk import DingTalk
+from agent.alerts.feishu import Feishu
+from agent.alerts.slack import Slack
+from agent.alerts.webhook import Webhook
+from agent.alerts.wecom import WeCom
+from agent.config.alerts import WebhookChannel
+from agent.logsetup import register_secret
+
+TYPES: dict[str, type[Channel]] = {c.type: c for c in (DingTalk, Feishu, WeCom, Slack, Webhook)}
+
+
+def register_url(url: str) -> None:
+    """The whole URL, its query values (DingTalk's access_token, WeCom's key) and long path segments
+    (Feishu's hook id, Slack's T/B/secret path) become secrets for log redaction."""
+    register_secret(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return
+    for _, value in parse_qsl(parts.query):
+        register_secret(value)
+    if len(parts.path) >= 16:
+        register_secret(parts.path)
+    for segment in parts.path.split("/"):
+        if len(segment) >= 16:
+            register_secret(segment)
+
+
+def build_channel(cfg: WebhookChannel) -> Channel:
+    """Resolve the channel's secrets and build it. Raises ``ValueError`` naming the problem, never a
+    secret's value (an unset environment variable, an unreadable file, a URL that isn't http)."""
+    url = cfg.url.resolve()
+    register_url(url)
+    if not url.startswith(("http://", "https://")):
+        raise ValueError("url must be an http:// or https:// URL")
+    secret = cfg.secret.resolve() if cfg.secret is not None else None
+    register_secret(secret)
+    return TYPES[cfg.type](
+        cfg.name, url, secret, style=cfg.effective_style, title_prefix=cfg.title_prefix, link=cfg.link
+    )

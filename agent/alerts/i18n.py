@@ -1,0 +1,147 @@
+"""Every word an alert uses, in English and Simplified Chinese.
+
+Reasons and hints come from the classifier as they are; only the agent's own words are translated.
+"""
+
+from __future__ import annotations
+
+LANGUAGES = ("en", "zh-CN")
+
+TEXT: dict[str, tuple[str, str]] = {
+    # field labels
+    "node": ("Node", "节点"),
+    "gpus": ("GPUs", "GPU"),
+    "notice": ("Notice", "通知类型"),
+    "cloud": ("Cloud", "云平台"),
+    "deadline": ("Deadline", "截止时间"),
+    "time_left": ("Time left", "剩余时间"),
+    "verdict": ("Verdict", "瓶颈判定"),
+    "since": ("Since", "开始时间"),
+    "lasted": ("Lasted", "持续时长"),
+    "scores": ("Scores", "评分"),
+    "hint": ("Hint", "建议"),
+    "reasons": ("Reasons", "依据"),
+    "detail": ("Detail", "详情"),
+    "trainer": ("Trainer", "训练进程"),
+    "took": ("Took", "耗时"),
+    "error": ("Error", "错误"),
+    "collector": ("Collector", "采集器"),
+    "version": ("Version", "版本"),
+    "event_id": ("Event", "事件"),
+    "pid": ("PID", "进程号"),
+    "channel": ("Channel", "通道"),
+    # values and phrases
+    "no_gpus": ("none visible", "未检测到"),
+    "no_deadline": ("none given: act now", "云厂商未给出，请立即处理"),
+    "left_at_notice": ("{left} (when the notice arrived)", "{left}（收到通知时）"),
+    "drill": ("[DRILL] ", "【演练】"),
+    "resolved": ("[RESOLVED] ", "【已恢复】"),
+    "reminder": ("Still active since {since}.", "仍未恢复，开始于 {since}。"),
+    "digest_more": ("… and {n} more", "…… 另有 {n} 条"),
+    "digest_count": ("{n} alerts", "{n} 条告警"),
+    "open_link": ("Open dashboard", "查看详情"),
+    "test_line": ("If you can read this, the channel works.", "收到此消息说明通道配置正确。"),
+    # titles
+    "t.preemption": ("{kind} in {left} on {host}", "{host} {kind}，剩余 {left}"),
+    "t.preemption_now": ("{kind} now on {host}", "{host} {kind}，立即生效"),
+    "t.preemption_withdrawn": ("{kind} withdrawn on {host}", "{host} {kind}通知已撤回"),
+    "t.checkpoint.requested": ("Checkpoint requested on {host}", "{host} 已请求训练进程保存检查点"),
+    "t.checkpoint.completed": (
+        "Checkpoint completed in {took} on {host}",
+        "{host} 检查点已完成，耗时 {took}",
+    ),
+    "t.checkpoint.missed": ("Checkpoint missed the deadline on {host}", "{host} 检查点未能在截止前完成"),
+    "t.checkpoint.unreachable": ("Trainer can't be signalled on {host}", "{host} 无法通知训练进程"),
+    "t.checkpoint.no-target": ("No training process to signal on {host}", "{host} 未找到可通知的训练进程"),
+    "t.checkpoint.canceled": ("Checkpoint request canceled on {host}", "{host} 检查点请求已取消"),
+    "t.checkpoint.other": ("Checkpoint {phase} on {host}", "{host} 检查点：{phase}"),
+    "t.verdict": ("{verdict} on {host}", "{host} {verdict}"),
+    "t.verdict_cleared": ("{verdict} cleared on {host}", "{host} {verdict}已解除"),
+    "t.gpu.xid": ("Xid {xid} on GPU {gpu} of {host}", "{host} GPU {gpu} 出现 Xid {xid}"),
+    "t.gpu.lost": ("GPU {gpu} lost on {host}", "{host} GPU {gpu} 掉卡"),
+    "t.gpu.ecc": (
+        "Uncorrectable ECC errors on GPU {gpu} of {host}",
+        "{host} GPU {gpu} 出现不可纠正 ECC 错误",
+    ),
+    "t.gpu.thermal-throttle": ("GPU {gpu} thermal throttling on {host}", "{host} GPU {gpu} 过热降频"),
+    "t.gpu.power-throttle": ("GPU {gpu} power throttling on {host}", "{host} GPU {gpu} 功耗封顶降频"),
+    "t.gpu.other": ("GPU {gpu} {fault} on {host}", "{host} GPU {gpu} {fault}"),
+    "t.collector": (
+        "Collector {name} failing for {took} on {host}",
+        "{host} 采集器 {name} 已连续失败 {took}",
+    ),
+    "t.collector_cleared": ("Collector {name} recovered on {host}", "{host} 采集器 {name} 已恢复"),
+    "t.agent.started": ("Agent started on {host}", "{host} 节点代理已启动"),
+    "t.agent.stopping": ("Agent stopping on {host}", "{host} 节点代理正在停止"),
+    "t.agent.other": ("Agent {phase} on {host}", "{host} 节点代理：{phase}"),
+    "t.test": ("Test alert from {host}", "{host} 测试告警"),
+    "t.digest": ("{n} alerts on {host}", "{host} 告警汇总：共 {n} 条"),
+}
+
+NOTICE_KINDS: dict[str, tuple[str, str]] = {
+    "spot-termination": ("Spot termination", "抢占式实例回收"),
+    "spot-stop": ("Spot stop", "抢占式实例停机"),
+    "spot-hibernate": ("Spot hibernation", "抢占式实例休眠"),
+    "preempt": ("Preemption", "实例抢占"),
+    "rebalance-recommendation": ("Rebalance recommendation", "实例再平衡建议"),
+    "maintenance-reboot": ("Maintenance reboot", "计划维护：重启"),
+    "maintenance-redeploy": ("Maintenance redeploy", "计划维护：重新部署"),
+    "maintenance-stop": ("Maintenance stop", "计划维护：停机"),
+    "maintenance-migrate": ("Maintenance live migration", "计划维护：热迁移"),
+    "maintenance-terminate": ("Maintenance termination", "计划维护：释放实例"),
+    "maintenance-freeze": ("Maintenance freeze", "计划维护：冻结"),
+}
+
+CLOUDS: dict[str, tuple[str, str]] = {
+    "alibaba": ("Alibaba Cloud", "阿里云"),
+    "aws": ("AWS", "亚马逊云科技"),
+    "gcp": ("Google Cloud", "谷歌云"),
+    "azure": ("Microsoft Azure", "微软 Azure"),
+    "tencent": ("Tencent Cloud", "腾讯云"),
+    "drill": ("drill", "演练"),
+}
+
+VERDICTS: dict[str, tuple[str, str]] = {
+    "compute": ("Compute-bound", "计算瓶颈"),
+    "data": ("Data-bound", "数据瓶颈"),
+    "network": ("Network-bound", "网络瓶颈"),
+    "sync-wait": ("Waiting on sync", "同步等待"),
+    "idle": ("GPUs idle", "GPU 空闲"),
+    "mixed": ("Mixed bottleneck", "混合瓶颈"),
+}
+
+
+def _pick(pair: tuple[str, str], lang: str) -> str:
+    return pair[1] if lang == "zh-CN" else pair[0]
+
+
+def t(key: str, lang: str, **kw: object) -> str:
+    return _pick(TEXT[key], lang).format(**kw)
+
+
+def notice_kind(kind: str, lang: str) -> str:
+    return _pick(NOTICE_KINDS[kind], lang) if kind in NOTICE_KINDS else kind
+
+
+def cloud(provider: str, lang: str) -> str:
+    return _pick(CLOUDS[provider], lang) if provider in CLOUDS else provider
+
+
+def verdict_name(verdict: str, lang: str) -> str:
+    return _pick(VERDICTS[verdict], lang) if verdict in VERDICTS else verdict
+
+
+def duration(seconds: float, lang: str) -> str:
+    """287 -> ``4m 47s`` / ``4分47秒``; two units at most, rounded to the second."""
+    s = max(0, round(seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    zh = lang == "zh-CN"
+    units = ("小时", "分", "秒") if zh else ("h", "m", "s")
+    parts = [(h, units[0]), (m, units[1]), (sec, units[2])]
+    while len(parts) > 1 and parts[0][0] == 0:
+        parts.pop(0)
+    shown = parts[:2]
+    if len(shown) == 2 and shown[1][0] == 0:
+        shown = shown[:1]
+    return ("" if zh else " ").join(f"{n}{u}" for n, u in shown)

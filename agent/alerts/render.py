@@ -1,0 +1,371 @@
+"""Events -> neutral :class:`Message` in one language. Pure: no I/O, the clock comes in as ``now``.
+
+:func:`facts` says what the alerter needs before any wording (fingerprint, severity, whether the
+condition stays active until cleared); :func:`render` words it for one language.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, tzinfo
+
+from agent.alerts import i18n
+from agent.alerts.i18n import t
+from agent.alerts.message import Message, Node
+from agent.events import (
+    AgentLifecycleEvent,
+    CheckpointEvent,
+    CollectorFailingEvent,
+    Event,
+    GpuFaultEvent,
+    PreemptionEvent,
+    VerdictEvent,
+)
+from agent.snapshot import NodeSnapshot
+
+# Xids that mean the hardware or driver is in trouble, not the application (13, 31, 43 and 45 are
+# usually the program's own fault)
+FATAL_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+MARKS = {"critical": "🔴", "warning": "🟠", "info": "🔵", "resolved": "✅"}
+_QUIET_VERDICTS = ("compute", "idle")  # the healthy states: worth a note, not a page
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    fingerprint: str
+    kind: str
+    severity: str
+    resolved: bool
+    sustained: bool  # stays active until a clearing event; reminded every repeat_interval
+    priority: bool = False
+    held: bool = False  # waits [alerts] verdict_hold before it goes out
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    index: int
+    model: str
+    uuid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Scene:
+    """What the renderer knows besides the event."""
+
+    node: Node
+    gpus: tuple[GpuInfo, ...]
+    tz: tzinfo
+    now: datetime
+
+
+def mark(msg: Message) -> str:
+    return MARKS["resolved" if msg.resolved else msg.severity]
+
+
+def gpu_inventory(snap: NodeSnapshot) -> tuple[GpuInfo, ...]:
+    if snap.gpu is None:
+        return ()
+    return tuple(GpuInfo(g.index, g.model, g.uuid) for g in snap.gpu.gpus)
+
+
+def facts(event: Event) -> Facts | None:
+    """Routing facts, or None for events that are not alerts (instance identity)."""
+    if isinstance(event, PreemptionEvent):
+        return Facts(
+            f"preemption/{event.provider}/{event.event_id}",
+            "preemption",
+            "warning" if event.drill else "critical",
+            resolved=event.withdrawn,
+            sustained=False,
+            priority=not event.withdrawn,
+        )
+    if isinstance(event, CheckpointEvent):
+        bad = event.phase in ("missed", "unreachable", "no-target")
+        sev = "info" if event.drill and not bad else "critical" if bad else "info"
+        return Facts(f"checkpoint/{event.event_id}/{event.phase}", "checkpoint", sev, False, False)
+    if isinstance(event, VerdictEvent):
+        quiet = event.verdict in _QUIET_VERDICTS
+        return Facts(
+            f"verdict/{event.verdict}",
+            "verdict",
+            "info" if quiet else "warning",
+            resolved=event.cleared,
+            sustained=not quiet,
+            held=True,
+        )
+    if isinstance(event, GpuFaultEvent):
+        if event.fault == "xid":
+            sev = "critical" if event.xid in FATAL_XIDS else "warning"
+            return Facts(f"gpu/{event.uuid}/xid/{event.xid}", "gpu_fault", sev, event.cleared, False)
+        sev = "critical" if event.fault in ("lost", "ecc") else "warning"
+        return Facts(f"gpu/{event.uuid}/{event.fault}", "gpu_fault", sev, event.cleared, True)
+    if isinstance(event, CollectorFailingEvent):
+        return Facts(f"collector/{event.collector}", "collector_failing", "warning", event.cleared, True)
+    if isinstance(event, AgentLifecycleEvent):
+        # every start and stop is its own alert
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
+        return Facts(f"agent/{event.phase}/{stamp}", "agent", "info", False, False)
+    return None
+
+
+# --- wording ---------------------------------------------------------------------------------------
+
+
+def when(dt: datetime, tz: tzinfo) -> str:
+    local = dt.astimezone(tz)
+    return local.strftime("%Y-%m-%d %H:%M:%S ") + (local.tzname() or "UTC")
+
+
+def _ranges(indices: list[int]) -> str:
+    """[0,1,2,3,5] -> ``0-3,5``"""
+    out: list[str] = []
+    idx = sorted(set(indices))
+    i = 0
+    while i < len(idx):
+        j = i
+        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
+            j += 1
+        out.append(str(idx[i]) if i == j else f"{idx[i]}-{idx[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def describe_gpus(gpus: tuple[GpuInfo, ...], wanted: tuple[int, ...], lang: str) -> str:
+    """``8 × NVIDIA A100-SXM4-80GB (0-7)``; ``wanted`` empty means all of them."""
+    chosen = [g for g in gpus if not wanted or g.index in wanted]
+    if not chosen:
+        return f"GPU {_ranges(list(wanted))}" if wanted else t("no_gpus", lang)
+    by_model: dict[str, list[int]] = {}
+    for g in chosen:
+        by_model.setdefault(g.model, []).append(g.index)
+    missing = sorted(set(wanted) - {g.index for g in chosen})
+    parts = [f"{len(ix)} × {model} ({_ranges(ix)})" for model, ix in by_model.items()]
+    if missing:
+        parts.append(f"GPU {_ranges(missing)}")
+    return "; ".join(parts)
+
+
+def _labels(scene: Scene, f: Facts, **extra: object) -> tuple[tuple[str, str], ...]:
+    alertname = {
+        "preemption": "TrainingNodePreemption",
+        "checkpoint": "TrainingNodeCheckpoint",
+        "verdict": "TrainingNodeBottleneck",
+        "gpu_fault": "TrainingNodeGpuFault",
+        "collector_failing": "TrainingNodeCollectorFailing",
+        "agent": "TrainingNodeAgent",
+    }.get(f.kind, "TrainingNodeAlert")
+    n = scene.node
+    base: dict[str, object] = {
+        "alertname": alertname,
+        "severity": f.severity,
+        "node": n.hostname,
+        "instance_id": n.instance_id,
+        "instance_type": n.instance_type,
+        "region": n.region,
+        "zone": n.zone,
+        "provider": n.provider,
+        **extra,
+    }
+    return tuple((k, str(v)) for k, v in base.items() if v not in (None, ""))
+
+
+def render(event: Event, f: Facts, scene: Scene, lang: str) -> Message:
+    host = scene.node.hostname
+    node_field = (t("node", lang), scene.node.describe())
+    common = {
+        "fingerprint": f.fingerprint,
+        "kind": f.kind,
+        "severity": f.severity,
+        "resolved": f.resolved,
+        "node": scene.node,
+        "language": lang,
+        "footer": f"training-node-agent · {when(scene.now, scene.tz)}",
+        "priority": f.priority,
+    }
+    if isinstance(event, PreemptionEvent):
+        kind = i18n.notice_kind(event.kind, lang)
+        left = event.seconds_remaining
+        if event.withdrawn:
+            title = t("t.preemption_withdrawn", lang, kind=kind, host=host)
+        elif left is None or left <= 0:
+            title = t("t.preemption_now", lang, kind=kind, host=host)
+        else:
+            title = t("t.preemption", lang, kind=kind, left=i18n.duration(left, lang), host=host)
+        fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, (), lang))]
+        fields.append((t("notice", lang), kind))
+        fields.append((t("cloud", lang), i18n.cloud(event.provider, lang)))
+        if event.deadline is not None:
+            fields.append((t("deadline", lang), when(event.deadline, scene.tz)))
+            if left is not None and not event.withdrawn:
+                fields.append(
+                    (t("time_left", lang), t("left_at_notice", lang, left=i18n.duration(left, lang)))
+                )
+        elif not event.withdrawn:
+            fields.append((t("deadline", lang), t("no_deadline", lang)))
+        fields.append((t("event_id", lang), event.event_id))
+        return Message(
+            title=(t("drill", lang) if event.drill else "") + title,
+            at=event.received_at,
+            fields=tuple(fields),
+            labels=_labels(scene, f, notice_kind=event.kind, event_id=event.event_id),
+            starts_at=event.received_at,
+            deadline=event.deadline,
+            **common,  # type: ignore[arg-type]
+        )
+    if isinstance(event, CheckpointEvent):
+        took = i18n.duration(event.duration_seconds or 0, lang)
+        key = f"t.checkpoint.{event.phase}"
+        if key in i18n.TEXT:
+            title = t(key, lang, host=host, took=took)
+        else:
+            title = t("t.checkpoint.other", lang, phase=event.phase, host=host)
+        fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, (), lang))]
+        fields.append((t("notice", lang), i18n.notice_kind(event.notice_kind, lang)))
+        if event.deadline is not None:
+            left = (event.deadline - event.at).total_seconds()
+            fields.append((t("deadline", lang), when(event.deadline, scene.tz)))
+            if event.phase == "requested" and left > 0:
+                fields.append(
+                    (t("time_left", lang), t("left_at_notice", lang, left=i18n.duration(left, lang)))
+                )
+        if event.duration_seconds is not None:
+            fields.append((t("took", lang), took))
+        if event.targets:
+            fields.append((t("trainer", lang), ", ".join(event.targets)))
+        return Message(
+            title=(t("drill", lang) if event.drill else "") + title,
+            at=event.at,
+            fields=tuple(fields),
+            lines=(event.detail,) if event.detail else (),
+            labels=_labels(scene, f, phase=event.phase, event_id=event.event_id),
+            starts_at=event.at,
+            deadline=event.deadline,
+            **common,  # type: ignore[arg-type]
+        )
+    if isinstance(event, VerdictEvent):
+        name = i18n.verdict_name(event.verdict, lang)
+        shown = name + (f" ({event.sub_reason})" if event.sub_reason else "")
+        key = "t.verdict_cleared" if event.cleared else "t.verdict"
+        fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, event.gpus, lang))]
+        fields.append((t("verdict", lang), shown))
+        fields.append((t("since", lang), when(event.since, scene.tz)))
+        if event.cleared:
+            fields.append((t("lasted", lang), i18n.duration((scene.now - event.since).total_seconds(), lang)))
+        if event.scores:
+            scores = ", ".join(f"{k} {v:.2f}" for k, v in sorted(event.scores.items(), key=lambda kv: -kv[1]))
+            fields.append((t("scores", lang), scores))
+        hint = (t("hint", lang), event.hint) if event.hint and not event.cleared else ()
+        return Message(
+            title=(t("resolved", lang) if event.cleared else "") + t(key, lang, verdict=shown, host=host),
+            at=scene.now,
+            fields=tuple(fields),
+            lines=event.reasons,
+            hint=hint,
+            gpus=event.gpus,
+            labels=_labels(
+                scene, f, verdict=event.verdict, sub_reason=event.sub_reason, gpus=_ranges(list(event.gpus))
+            ),
+            starts_at=event.since,
+            **common,  # type: ignore[arg-type]
+        )
+    if isinstance(event, GpuFaultEvent):
+        key = f"t.gpu.{event.fault}" if f"t.gpu.{event.fault}" in i18n.TEXT else "t.gpu.other"
+        title = t(key, lang, gpu=event.gpu, xid=event.xid, fault=event.fault, host=host)
+        gpu_line = f"GPU {event.gpu} · {event.model}" + (f" · {event.uuid}" if event.uuid else "")
+        fields = [node_field, (t("gpus", lang), gpu_line)]
+        if event.detail:
+            fields.append((t("detail", lang), event.detail))
+        return Message(
+            title=(t("resolved", lang) if event.cleared else "") + title,
+            at=event.at,
+            fields=tuple(fields),
+            gpus=(event.gpu,),
+            labels=_labels(scene, f, fault=event.fault, gpu=event.gpu, gpu_uuid=event.uuid, xid=event.xid),
+            starts_at=event.at,
+            **common,  # type: ignore[arg-type]
+        )
+    if isinstance(event, CollectorFailingEvent):
+        if event.cleared:
+            title = t("resolved", lang) + t("t.collector_cleared", lang, name=event.collector, host=host)
+        else:
+            took = i18n.duration(event.failing_for_seconds, lang)
+            title = t("t.collector", lang, name=event.collector, took=took, host=host)
+        fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, (), lang))]
+        fields.append((t("collector", lang), event.collector))
+        if event.error:
+            fields.append((t("error", lang), event.error))
+        return Message(
+            title=title,
+            at=scene.now,
+            fields=tuple(fields),
+            labels=_labels(scene, f, collector=event.collector),
+            **common,  # type: ignore[arg-type]
+        )
+    if isinstance(event, AgentLifecycleEvent):
+        key = f"t.agent.{event.phase}" if f"t.agent.{event.phase}" in i18n.TEXT else "t.agent.other"
+        fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, (), lang))]
+        fields.append((t("version", lang), event.version))
+        return Message(
+            title=t(key, lang, phase=event.phase, host=host),
+            at=scene.now,
+            fields=tuple(fields),
+            lines=(event.detail,) if event.detail else (),
+            labels=_labels(scene, f, phase=event.phase),
+            **common,  # type: ignore[arg-type]
+        )
+    raise TypeError(f"no alert for {type(event).__name__}")
+
+
+def build_test_alert(scene: Scene, lang: str, channel: str) -> Message:
+    f = Facts(f"test/{channel}/{scene.now.timestamp():.0f}", "test", "info", False, False)
+    return Message(
+        fingerprint=f.fingerprint,
+        kind="test",
+        severity="info",
+        resolved=False,
+        title=t("t.test", lang, host=scene.node.hostname),
+        node=scene.node,
+        language=lang,
+        at=scene.now,
+        fields=(
+            (t("node", lang), scene.node.describe()),
+            (t("gpus", lang), describe_gpus(scene.gpus, (), lang)),
+            (t("channel", lang), channel),
+        ),
+        lines=(t("test_line", lang),),
+        footer=f"training-node-agent · {when(scene.now, scene.tz)}",
+        labels=_labels(scene, f, channel=channel),
+    )
+
+
+def reminder(msg: Message, tz: tzinfo) -> Message:
+    """The same active condition, said again after repeat_interval."""
+    since = when(msg.starts_at or msg.at, tz)
+    return replace(msg, lines=(*msg.lines, t("reminder", msg.language, since=since)))
+
+
+def digest(messages: list[Message], lang: str, tz: tzinfo, now: datetime) -> Message:
+    """Many alerts as one: the worst severity, one line per member (the channel drops lines that
+    don't fit and says how many; the count in the title always covers all of them)."""
+    flat: list[Message] = []
+    for m in messages:
+        flat.extend(m.items or (m,))
+    node = flat[0].node
+    worst = min((m.severity for m in flat), key=lambda s: ("critical", "warning", "info").index(s))
+    n = len(flat)
+    lines = tuple(f"{mark(m)} {when(m.at, tz)[11:19]} {m.title}" for m in flat)
+    return Message(
+        fingerprint=f"digest/{flat[0].fingerprint}/{n}",
+        kind="digest",
+        severity=worst,
+        resolved=all(m.resolved for m in flat),
+        title=t("t.digest", lang, n=n, host=node.hostname),
+        node=node,
+        language=lang,
+        at=now,
+        fields=((t("node", lang), node.describe()),),
+        lines=lines,
+        footer=f"training-node-agent · {t('digest_count', lang, n=n)} · {when(now, tz)}",
+        priority=any(m.priority for m in flat),
+        items=tuple(flat),
+    )

@@ -1,0 +1,133 @@
+"""The drill report: what was found, how each target was reached, the ack, and whether the measured
+checkpoint time fits each cloud's notice. Pure: an episode in, a dict and text out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.checkpoint.ledger import COMPLETED, DRY_RUN, Episode
+
+# how long each cloud warns before it takes a spot/preemptible instance back
+CLOUD_NOTICES: tuple[tuple[str, str, float], ...] = (
+    ("alibaba", "Alibaba Cloud spot (~5 min)", 300.0),
+    ("aws", "AWS spot (2 min)", 120.0),
+    ("gcp", "GCP preemption (30 s)", 30.0),
+    ("azure", "Azure spot eviction (30 s)", 30.0),
+)
+TIGHT_RATIO = 0.2  # less headroom than this share of the notice is called tight
+
+
+def build_report(ep: Episode, detection_seconds: float, provider: str = "") -> dict[str, Any]:
+    """``detection_seconds``: how late a real notice reaches the agent (one poll interval and a bit),
+    added to the measured checkpoint time before comparing it with each cloud's notice."""
+    duration = ep.duration
+    clouds = []
+    if duration is not None:
+        needed = duration + detection_seconds
+        for key, label, notice in CLOUD_NOTICES:
+            headroom = notice - needed
+            clouds.append(
+                {
+                    "cloud": key,
+                    "label": label,
+                    "notice_seconds": notice,
+                    "needed_seconds": round(needed, 2),
+                    "headroom_seconds": round(headroom, 2),
+                    "safe": headroom > 0,
+                    "tight": 0 < headroom < notice * TIGHT_RATIO,
+                }
+            )
+    verdict, line = _verdict(ep, clouds, provider)
+    return {
+        "event_id": ep.event_id,
+        "kind": ep.kind,
+        "provider": ep.provider,
+        "drill": ep.drill,
+        "dry_run": ep.dry_run,
+        "phase": ep.phase,
+        "deadline_seconds": round(ep.deadline - (ep.requested_at or ep.received_at), 1),
+        "targets": ep.deliveries,
+        "channels": ep.channels,
+        "problems": ep.problems,
+        "ack": ep.ack,
+        "duration_seconds": None if duration is None else round(duration, 3),
+        "before_deadline": None if ep.ack is None else float(ep.ack["at"]) <= ep.deadline,
+        "detection_seconds": detection_seconds,
+        "clouds": clouds,
+        "verdict": verdict,
+        "verdict_line": line,
+    }
+
+
+def _verdict(ep: Episode, clouds: list[dict[str, Any]], provider: str) -> tuple[str, str]:
+    if ep.phase == DRY_RUN:
+        reached = [d for d in ep.deliveries if d["outcome"] == "dry-run"]
+        return "dry run", (
+            f"dry run: {len(reached)} of {len(ep.deliveries)} target(s) would be signalled; "
+            "nothing was sent, so no checkpoint time was measured"
+        )
+    if ep.phase != COMPLETED or not clouds:
+        why = "no target was found" if not ep.deliveries else "no ack arrived"
+        return "would lose work", f"WOULD LOSE WORK: {why} before the deadline; no checkpoint is confirmed"
+    own = next((c for c in clouds if c["cloud"] == provider), None)
+    unsafe = [c["label"] for c in clouds if not c["safe"]]
+    took = f"checkpoint took {ep.duration or 0:.1f} s"
+    if own is not None:
+        if own["safe"]:
+            extra = f" (too slow for {', '.join(unsafe)})" if unsafe else ""
+            return "safe", f"SAFE on {own['label']}: {took}, {own['headroom_seconds']:.0f} s to spare{extra}"
+        return "would lose work", (
+            f"WOULD LOSE WORK on {own['label']}: {took} plus detection, "
+            f"{-own['headroom_seconds']:.0f} s too slow"
+        )
+    if not unsafe:
+        return "safe", f"SAFE on every cloud's notice: {took}"
+    safe = [c["label"] for c in clouds if c["safe"]]
+    if not safe:
+        return "would lose work", f"WOULD LOSE WORK on every cloud's notice: {took}"
+    return "safe", f"SAFE on {', '.join(safe)}; WOULD LOSE WORK on {', '.join(unsafe)}: {took}"
+
+
+def render_report(rep: dict[str, Any], color: bool = False) -> str:
+    def paint(text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if color else text
+
+    title = "checkpoint drill" if rep.get("drill") else "checkpoint"
+    out = [paint(f"── {title} report: {rep['kind']} ({rep['event_id']}) ──", "1")]
+    out.append(
+        f"notice: {rep['deadline_seconds']:.0f} s to the deadline" + (" — DRY RUN" if rep["dry_run"] else "")
+    )
+    targets = rep.get("targets") or []
+    out.append(f"targets found: {len(targets)}")
+    for t in targets:
+        ok = t["outcome"] in ("signalled", "dry-run")
+        mark = paint("✓", "32") if ok else paint("✗", "31")
+        how = f"{t['signal']} {t['outcome']}"
+        detail = f" — {t['detail']}" if t.get("detail") else ""
+        out.append(f"  {mark} pid {t['pid']} ({t['comm']}) via {t['source']}: {how}{detail}")
+    for name, value in (rep.get("channels") or {}).items():
+        out.append(f"  • {name}: {value}")
+    for p in rep.get("problems") or []:
+        out.append(f"  ! {p}")
+    ack = rep.get("ack")
+    if ack:
+        where = f" at {ack['path']}" if ack.get("path") else ""
+        step = f" step {ack['step']}" if "step" in ack else ""
+        out.append(f"ack: via {ack['via']}{step}{where}")
+        beat = "before" if rep.get("before_deadline") else "AFTER"
+        out.append(f"checkpoint time: {rep['duration_seconds']:.2f} s ({beat} the deadline)")
+    elif not rep["dry_run"]:
+        out.append(paint("ack: none received", "31"))
+    if rep.get("clouds"):
+        out.append(f"against each cloud's notice (+{rep['detection_seconds']:.1f} s to detect the notice):")
+        for c in rep["clouds"]:
+            if not c["safe"]:
+                mark, word = paint("✗", "31"), f"{-c['headroom_seconds']:.0f} s short"
+            elif c["tight"]:
+                mark, word = paint("!", "33"), f"{c['headroom_seconds']:.0f} s to spare (tight)"
+            else:
+                mark, word = paint("✓", "32"), f"{c['headroom_seconds']:.0f} s to spare"
+            out.append(f"  {mark} {c['label']:<30} {word}")
+    code = {"safe": "1;32", "would lose work": "1;31"}.get(rep["verdict"], "1;33")
+    out.append(paint(f"verdict: {rep['verdict_line']}", code))
+    return "\n".join(out)

@@ -1,0 +1,205 @@
+"""What the classifier learns about this node and keeps across restarts.
+
+- read and link capacities: the highest sustained throughput seen per disk, NFS mount, NIC and RDMA
+  port (the 90th percentile of a window, so one lucky interval does not set it);
+- each GPU's idle power (keyed by UUID: indices move when a GPU drops off the bus);
+- each NFS mount's normal READ RTT (the lowest window median).
+
+Learning is a pure function from a window to new :class:`Baselines`; the file under ``state_dir`` is
+written atomically and a damaged file is set aside with a warning, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agent.classifier.samples import Sample, columns
+from agent.config.classifier import ClassifierSection
+
+log = structlog.get_logger("classifier")
+
+FILE_NAME = "classifier-baselines.json"
+VERSION = 1
+KINDS = ("disk", "nfs", "nic", "rdma")
+PEAK_QUANTILE = 0.9
+MIN_RTT_SAMPLES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Baselines:
+    peaks: dict[str, dict[str, float]] = field(default_factory=lambda: {k: {} for k in KINDS})
+    idle_power: dict[str, float] = field(default_factory=dict)  # GPU uuid -> watts
+    nfs_rtt: dict[str, float] = field(default_factory=dict)  # mountpoint -> seconds
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": VERSION,
+            "peaks_bytes_per_second": self.peaks,
+            "idle_power_watts": self.idle_power,
+            "nfs_read_rtt_seconds": self.nfs_rtt,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Baselines:
+        """Strict: anything but the shape we write raises ``ValueError``."""
+        if not isinstance(data, dict) or data.get("version") != VERSION:
+            raise ValueError(f"not a version-{VERSION} baselines object")
+        peaks_in = data.get("peaks_bytes_per_second", {})
+        if not isinstance(peaks_in, dict):
+            raise ValueError("peaks_bytes_per_second is not a table")
+        peaks = {k: _floats(peaks_in.get(k, {}), f"peaks_bytes_per_second.{k}") for k in KINDS}
+        return cls(
+            peaks=peaks,
+            idle_power=_floats(data.get("idle_power_watts", {}), "idle_power_watts"),
+            nfs_rtt=_floats(data.get("nfs_read_rtt_seconds", {}), "nfs_read_rtt_seconds"),
+        )
+
+
+def _floats(d: Any, what: str) -> dict[str, float]:
+    if not isinstance(d, dict):
+        raise ValueError(f"{what} is not a table")
+    out: dict[str, float] = {}
+    for k, v in d.items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"{what}.{k} is not a non-negative number: {v!r}")
+        out[str(k)] = float(v)
+    return out
+
+
+# --- using them -------------------------------------------------------------------------------------
+
+
+def capacity(
+    kind: str, name: str, baselines: Baselines, cfg: ClassifierSection, link: float | None = None
+) -> tuple[float | None, str]:
+    """Capacity in bytes/s and where it came from: ``config``, ``link`` or ``learned``.
+
+    A configured value always wins. Then the link speed the kernel reports (``[network] capacity``
+    fills it in for NICs whose speed is unknown): a steady trickle on a 25 Gb/s NIC is not a
+    saturated link. Disks and NFS mounts have no such speed, nor do most virtual NICs: for them the
+    highest sustained rate seen is the capacity, once it reaches ``learn_floor``.
+    """
+    configured = _configured(kind, cfg).get(name)
+    if configured:
+        return configured, "config"
+    if link:
+        return link, "link"
+    peak = baselines.peaks.get(kind, {}).get(name)
+    if cfg.learn_capacities and peak is not None and peak >= cfg.learn_floor:
+        return peak, "learned"
+    return None, "unknown"
+
+
+def _configured(kind: str, cfg: ClassifierSection) -> dict[str, float]:
+    return {
+        "disk": cfg.disk_capacity,
+        "nfs": cfg.nfs_capacity,
+        "nic": cfg.nic_capacity,
+        "rdma": cfg.rdma_capacity,
+    }[kind]
+
+
+def idle_power(uuid: str, limit: float, baselines: Baselines, cfg: ClassifierSection) -> float:
+    """The lower of the learned minimum and ``idle_power_ratio`` of the limit (a GPU that never
+    idled while we watched has not shown its idle power yet)."""
+    default = cfg.idle_power_ratio * limit
+    learned = baselines.idle_power.get(uuid)
+    return default if learned is None else min(learned, default)
+
+
+# --- learning ---------------------------------------------------------------------------------------
+
+
+def quantile(values: list[float], q: float) -> float:
+    """Nearest-rank quantile of an unsorted list (sorted here); values must not be empty."""
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+def learn(window: Sequence[Sample], baselines: Baselines) -> Baselines:
+    """New baselines after one window; the same object when nothing moved."""
+    if not window:
+        return baselines
+    peaks = {k: dict(v) for k, v in baselines.peaks.items()}
+    changed = False
+    for kind, attr in (("disk", "disk_read"), ("nfs", "nfs_read"), ("nic", "nic"), ("rdma", "rdma")):
+        known = peaks.setdefault(kind, {})
+        for name, values in columns(window, attr).items():
+            # idle intervals are part of the column: a peak must fill PEAK_QUANTILE of the window
+            candidate = quantile(list(values), PEAK_QUANTILE)
+            if candidate > known.get(name, 0.0):
+                known[name] = candidate
+                changed = True
+    idle = dict(baselines.idle_power)
+    for s in window:
+        for g in s.gpus:
+            if g.up and g.power is not None and g.power > 0 and g.power < idle.get(g.uuid, math.inf):
+                idle[g.uuid] = g.power
+                changed = True
+    rtt = dict(baselines.nfs_rtt)
+    ops = columns(window, "nfs_ops")
+    for m, times in columns(window, "nfs_rtt_time").items():
+        values = [t / n for t, n in zip(times, ops.get(m, ()), strict=False) if n > 0]
+        if len(values) >= MIN_RTT_SAMPLES:
+            median = quantile(values, 0.5)
+            if median > 0 and median < rtt.get(m, math.inf):
+                rtt[m] = median
+                changed = True
+    if not changed:
+        return baselines
+    return replace(baselines, peaks=peaks, idle_power=idle, nfs_rtt=rtt)
+
+
+# --- persistence ------------------------------------------------------------------------------------
+
+
+def load(state_dir: Path) -> Baselines:
+    path = state_dir / FILE_NAME
+    try:
+        raw = path.read_text()
+    except FileNotFoundError:
+        return Baselines()
+    except OSError as e:
+        log.warning("cannot read classifier baselines; learning afresh", path=str(path), error=e.strerror)
+        return Baselines()
+    try:
+        return Baselines.from_json(json.loads(raw))
+    except (ValueError, json.JSONDecodeError) as e:
+        aside = path.with_name(path.name + ".bad")
+        try:
+            os.replace(path, aside)
+        except OSError:
+            aside = path
+        log.warning(
+            "classifier baselines damaged; set aside and learning afresh",
+            path=str(path),
+            kept_as=str(aside),
+            error=str(e)[:200],
+        )
+        return Baselines()
+
+
+def save(state_dir: Path, baselines: Baselines) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".baselines-", dir=state_dir)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(baselines.to_json(), f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, state_dir / FILE_NAME)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

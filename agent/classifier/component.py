@@ -1,0 +1,185 @@
+"""The classifier as a daemon part: it reads every snapshot, evaluates on schedule, exports the verdict,
+shows it in status, and announces sustained verdicts on the event bus for the alerts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import structlog
+from aiohttp import web
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from agent.classifier import baselines as store
+from agent.classifier.engine import Engine, Evaluation
+from agent.component import Context, Route
+from agent.config.classifier import VERDICTS
+from agent.events import CheckpointEvent
+from agent.snapshot import NodeSnapshot
+
+log = structlog.get_logger("classifier")
+
+
+def _ago(seconds: float) -> str:
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class ClassifierComponent:
+    name = "classifier"
+
+    def __init__(self, ctx: Context) -> None:
+        self.cfg = ctx.cfg.classifier
+        self.state_dir = ctx.state_dir
+        self.bus = ctx.bus
+        self.engine = Engine(self.cfg, store.load(ctx.state_dir))
+        self.eval_seconds = 0.0  # cost of the last evaluation
+        self._events = ctx.bus.subscribe("classifier", (CheckpointEvent,))
+        ctx.snapshot_listeners.append(self.on_snapshot)
+        self._saved_at = time.monotonic()
+
+    # --- input -------------------------------------------------------------------------------------
+
+    def on_snapshot(self, snap: NodeSnapshot) -> None:
+        t0 = time.perf_counter()
+        ev = self.engine.add_snapshot(snap)
+        if ev is None:
+            return
+        self.eval_seconds = time.perf_counter() - t0
+        self._announce(ev)
+
+    def _announce(self, ev: Evaluation) -> None:
+        if ev.changed and ev.current is not None:
+            log.info(
+                "bottleneck verdict changed",
+                verdict=ev.current.label,
+                previous=self.engine.previous,
+                reasons=list(ev.current.reasons),
+            )
+        for event in ev.events:
+            self.bus.publish(event)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                ev = await asyncio.wait_for(self._events.get(), timeout=self.cfg.save_every)
+            except TimeoutError:
+                ev = None
+            if isinstance(ev, CheckpointEvent):
+                self.engine.checkpoint(ev.phase, ev.event_id, time.monotonic())
+            if time.monotonic() - self._saved_at >= self.cfg.save_every:
+                await self._save()
+
+    async def _save(self) -> None:
+        self._saved_at = time.monotonic()
+        if not self.engine.baselines_dirty:
+            return
+        self.engine.baselines_dirty = False
+        try:
+            await asyncio.to_thread(store.save, self.state_dir, self.engine.baselines)
+        except OSError as e:
+            self.engine.baselines_dirty = True
+            log.warning("cannot save classifier baselines", dir=str(self.state_dir), error=e.strerror)
+
+    async def stop(self) -> None:
+        self.engine.baselines_dirty = True  # always leave the latest picture behind
+        await self._save()
+
+    # --- faces -------------------------------------------------------------------------------------
+
+    def verdict_line(self) -> str:
+        e = self.engine
+        cur = e.current
+        if cur is None:
+            return "verdict pending"
+        held = e.last.held if e.last else None
+        text = f"{cur.label} for {_ago(time.monotonic() - (e.since_mono or time.monotonic()))}"
+        if cur.verdict not in ("idle", "mixed") and len(cur.reasons) > 1:
+            text += f": {cur.reasons[1]}"
+        return text + (f" ({held})" if held else "")
+
+    def status(self) -> dict[str, Any]:
+        e = self.engine
+        cur = e.current
+        last = e.last
+        out: dict[str, Any] = {
+            "verdict": cur.verdict if cur else None,
+            "sub_reason": cur.sub_reason if cur else None,
+            "since": e.since_wall,
+            "since_seconds": round(time.monotonic() - e.since_mono, 1) if e.since_mono else None,
+            "reasons": list(cur.reasons) if cur else [],
+            "hint": cur.hint if cur else "",
+            "health": list(cur.health) if cur else [],
+            "scores": dict(last.vote.scores) if last else {},
+            "vote": last.vote.label if last else None,
+            "held": last.held if last else None,
+            "candidate": e.candidate,
+            "candidate_count": e.count,
+            "changes_total": e.changes_total,
+            "evaluations": e.evaluations,
+            "evaluation_seconds": round(self.eval_seconds, 6),
+            "window_seconds": self.cfg.window,
+            "window_samples": len(e.window()),
+            "published": e.published is not None,
+            "learned": e.baselines.to_json(),
+        }
+        out["lines"] = self._lines(out)
+        return out
+
+    def _lines(self, st: dict[str, Any]) -> list[str]:
+        e = self.engine
+        cur = e.current
+        if cur is None:
+            why = st["held"] or "waiting for the first evaluation"
+            return [f"verdict: pending ({why}; window {st['window_samples']} samples)"]
+        lines = [f"verdict: {cur.label.upper()} for {_ago(st['since_seconds'] or 0)}"]
+        if st["held"]:
+            lines[0] += f"  (held: {st['held']})"
+        lines += [f"  - {r}" for r in cur.reasons]
+        lines.append(f"hint: {cur.hint}")
+        for h in cur.health:
+            lines.append(f"GPU health: {h}")
+        scores = "  ".join(f"{k} {v:.2f}" for k, v in st["scores"].items())
+        lines.append(f"scores: {scores}  (this window votes {st['vote']})")
+        return lines
+
+    def metrics(self) -> Iterable[Metric]:
+        e = self.engine
+        cur = e.current.verdict if e.current else None
+        state = GaugeMetricFamily(
+            "training_node_bottleneck",
+            "The node's bottleneck verdict in force: 1 for the current class, 0 for the others.",
+            labels=["class"],
+        )
+        score = GaugeMetricFamily(
+            "training_node_bottleneck_score",
+            "Score 0-1 of each bottleneck class in the latest evaluation window.",
+            labels=["class"],
+        )
+        scores = e.last.vote.scores if e.last else {}
+        for cls in VERDICTS:
+            state.add_metric([cls], 1.0 if cls == cur else 0.0)
+            if cls in scores:
+                score.add_metric([cls], scores[cls])
+        yield state
+        yield score
+        changes = CounterMetricFamily(
+            "training_node_bottleneck_changes", "Times the bottleneck verdict changed class."
+        )
+        changes.add_metric([], float(e.changes_total))
+        yield changes
+
+    def control_routes(self) -> list[Route]:
+        return [("GET", "/classifier/history", self._history)]
+
+    async def _history(self, request: web.Request) -> web.Response:
+        n = request.query.get("n")
+        items = list(self.engine.recent(int(n) if n and n.isdigit() else None))
+        return web.json_response({"evaluations": items, "total": self.engine.evaluations})

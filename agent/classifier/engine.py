@@ -1,0 +1,255 @@
+"""The classifier's state over time: the sliding window, warm-up after a job starts, holds during
+checkpoints, hysteresis, learned baselines and the sustained-verdict events.
+
+Time comes in with the calls (snapshot clocks, event arrival), never from the system clock, so a
+synthetic snapshot sequence replays exactly the same in a test as it ran on a node.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agent.classifier.baselines import Baselines, learn
+from agent.classifier.features import GpuTally, tally
+from agent.classifier.samples import Sample, sample_from_snapshot
+from agent.classifier.verdict import Verdict, classify, verdict_for
+from agent.config.classifier import ClassifierSection
+from agent.events import VerdictEvent
+from agent.snapshot import NodeSnapshot
+
+CHECKPOINT_START = ("requested",)
+CHECKPOINT_END = ("completed", "missed", "canceled", "unreachable", "no-target")
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """One evaluation: what it voted, what is in force, and why a change may be held back."""
+
+    wall: float
+    vote: Verdict  # this window's own decision
+    current: Verdict | None  # the verdict in force after hysteresis (None before the first)
+    held: str | None  # "warming up", "checkpoint in progress", "filling window"
+    changed: bool
+    events: tuple[VerdictEvent, ...] = ()
+
+
+@dataclass
+class Engine:
+    cfg: ClassifierSection
+    baselines: Baselines = field(default_factory=Baselines)
+
+    def __post_init__(self) -> None:
+        self.samples: deque[Sample] = deque()
+        self.current: Verdict | None = None
+        self.since_wall: float | None = None
+        self.since_mono: float | None = None
+        self.candidate: str | None = None
+        self.count = 0
+        self.changes_total = 0
+        self.evaluations = 0
+        self.published: VerdictEvent | None = None
+        self.previous: str | None = None
+        self.ignore_before = float("-inf")
+        self.first_t: float | None = None
+        self.warmup_until = float("-inf")
+        self.checkpoints: dict[str, float] = {}  # active request id -> when it started
+        self.next_eval: float | None = None
+        self.history: deque[dict[str, Any]] = deque(maxlen=self.cfg.history)
+        self.last: Evaluation | None = None
+        self.baselines_dirty = False
+        self._recent_keys: dict[tuple[int, int], float] = {}
+        self._memo: dict[int, tuple[Sample, dict[str, float], GpuTally]] = {}
+        self.learned_at = float("-inf")
+
+    # --- input -------------------------------------------------------------------------------------
+
+    def add_snapshot(self, snap: NodeSnapshot) -> Evaluation | None:
+        """Ingest one snapshot; returns an evaluation when one is due at this snapshot's time."""
+        return self.add(sample_from_snapshot(snap))
+
+    def add(self, s: Sample) -> Evaluation | None:
+        if self.first_t is None:
+            self.first_t = s.t
+            self.next_eval = s.t + self.cfg.evaluate_every
+        self._watch_jobs(s)
+        self.samples.append(s)
+        horizon = s.t - self.cfg.window
+        while self.samples and self.samples[0].t <= horizon:
+            self.samples.popleft()
+        assert self.next_eval is not None
+        if s.t + 1e-6 >= self.next_eval:
+            # a late tick doesn't cause a burst of catch-up evaluations
+            self.next_eval = max(self.next_eval + self.cfg.evaluate_every, s.t + self.cfg.evaluate_every / 2)
+            return self.evaluate(s.t, s.wall)
+        return None
+
+    def _watch_jobs(self, s: Sample) -> None:
+        """A training process never seen within the last window starts a job: warm up from here.
+        Processes present when the agent starts are a job already running, not a new one."""
+        if s.trainers is None:
+            return
+        fresh = [k for k in s.trainers.keys if k not in self._recent_keys]
+        for k in s.trainers.keys:
+            self._recent_keys[k] = s.t
+        if fresh and s.t != self.first_t:
+            self.warmup_until = s.t + self.cfg.warmup
+            self.ignore_before = max(self.ignore_before, s.t + self.cfg.warmup)
+        if len(self._recent_keys) > 64 or fresh:
+            horizon = s.t - self.cfg.window
+            self._recent_keys = {k: t for k, t in self._recent_keys.items() if t >= horizon}
+
+    def checkpoint(self, phase: str, event_id: str, now: float) -> None:
+        """A checkpoint request suppresses verdict changes until it is answered (or
+        ``checkpoint_hold_max`` passes); what the window saw meanwhile is then dropped."""
+        if phase in CHECKPOINT_START:
+            self.checkpoints[event_id] = now
+        elif phase in CHECKPOINT_END and self.checkpoints.pop(event_id, None) is not None:
+            self.ignore_before = max(self.ignore_before, now)
+
+    def _checkpoint_active(self, now: float) -> bool:
+        expired = [k for k, t in self.checkpoints.items() if now - t > self.cfg.checkpoint_hold_max]
+        for k in expired:
+            del self.checkpoints[k]
+            self.ignore_before = max(self.ignore_before, now)
+        return bool(self.checkpoints)
+
+    # --- evaluation --------------------------------------------------------------------------------
+
+    def window(self) -> list[Sample]:
+        return [s for s in self.samples if s.t >= self.ignore_before]
+
+    def fill(self, now: float) -> float:
+        if self.first_t is None:
+            return 0.0
+        start = max(self.first_t, self.ignore_before)
+        return max(0.0, min(1.0, (now - start) / self.cfg.window))
+
+    def evaluate(self, now: float, wall: float) -> Evaluation:
+        cfg = self.cfg
+        self.evaluations += 1
+        window = self.window()
+        current = self.current.verdict if self.current else None
+        vote = classify(window, self.baselines, cfg, current, self._tallies(window))
+        if now - max(self.learned_at, self.first_t or now) >= cfg.window:
+            # once per window length: consecutive learning windows tile time, every sample counts once
+            self.learned_at = now
+            new = learn(window, self.baselines)
+            if new is not self.baselines:
+                self.baselines = new
+                self.baselines_dirty = True
+        held = None
+        if now < self.warmup_until:
+            held = "warming up"
+        elif self._checkpoint_active(now):
+            held = "checkpoint in progress"
+        elif self.fill(now) < cfg.min_window_fill or not window:
+            held = "filling window"
+        changed = False
+        events: list[VerdictEvent] = []
+        if current == "compute" and vote.detail.compute_vetoed:
+            # the GPUs spin more than they work: never leave that standing as compute, not even for
+            # the confirmations or a hold
+            changed = True
+            events += self._adopt(vote, now, wall)
+        elif held is not None or vote.verdict == current:
+            self.candidate, self.count = None, 0
+        else:
+            if vote.verdict == self.candidate:
+                self.count += 1
+            else:
+                self.candidate, self.count = vote.verdict, 1
+            if self.count >= cfg.confirmations:
+                changed = True
+                events += self._adopt(vote, now, wall)
+        if self.current is not None and not changed:
+            # keep the verdict in force, explained with this window's numbers
+            self.current = (
+                vote if vote.verdict == current else verdict_for(vote.features, vote.detail, current)
+            )
+        events += self._sustained(now, wall)
+        ev = Evaluation(wall, vote, self.current, held, changed, tuple(events))
+        self.last = ev
+        self.history.append(
+            {
+                "at": wall,
+                "verdict": self.current.label if self.current else None,
+                "vote": vote.label,
+                "held": held,
+                "scores": vote.scores,
+            }
+        )
+        return ev
+
+    def _adopt(self, vote: Verdict, now: float, wall: float) -> list[VerdictEvent]:
+        events: list[VerdictEvent] = []
+        previous = self.current.verdict if self.current else None
+        if self.published is not None:
+            events.append(self._cleared(self.published, vote))
+            self.published = None
+        if previous is not None:
+            self.changes_total += 1
+        self.current = vote
+        self.previous = previous
+        self.since_wall, self.since_mono = wall, now
+        self.candidate, self.count = None, 0
+        return events
+
+    def _sustained(self, now: float, wall: float) -> list[VerdictEvent]:
+        """A verdict in ``publish`` that has held for ``sustain`` is announced once."""
+        cur = self.current
+        if cur is None or self.published is not None or self.since_mono is None:
+            return []
+        if cur.verdict not in self.cfg.publish or now - self.since_mono < self.cfg.sustain:
+            return []
+        ev = VerdictEvent(
+            verdict=cur.verdict,
+            sub_reason=cur.sub_reason,
+            reasons=cur.reasons,
+            hint=cur.hint,
+            since=datetime.fromtimestamp(self.since_wall if self.since_wall is not None else wall, UTC),
+            scores=dict(cur.scores),
+            gpus=cur.features.waiting_gpus,
+            previous=self.previous,
+        )
+        self.published = ev
+        return [ev]
+
+    @staticmethod
+    def _cleared(ended: VerdictEvent, now: Verdict) -> VerdictEvent:
+        """The announced verdict ended; the reasons say what the node is now."""
+        return VerdictEvent(
+            verdict=ended.verdict,
+            sub_reason=ended.sub_reason,
+            reasons=(f"now {now.label}", *now.reasons),
+            hint=now.hint,
+            since=ended.since,
+            scores=dict(now.scores),
+            gpus=ended.gpus,
+            cleared=True,
+            previous=None,
+        )
+
+    def _tallies(self, window: list[Sample]) -> list[GpuTally]:
+        """Each sample's GPU tally, computed once per sample (again only if idle power was relearned)."""
+        idle = self.baselines.idle_power
+        memo = self._memo
+        fresh: dict[int, tuple[Sample, dict[str, float], GpuTally]] = {}
+        out = []
+        for s in window:
+            hit = memo.get(id(s))
+            if hit is None or hit[0] is not s or hit[1] is not idle:
+                hit = (s, idle, tally(s, self.baselines, self.cfg))
+            fresh[id(s)] = hit
+            out.append(hit[2])
+        self._memo = fresh
+        return out
+
+    # --- views -------------------------------------------------------------------------------------
+
+    def recent(self, n: int | None = None) -> Iterable[dict[str, Any]]:
+        items = list(self.history)
+        return items if n is None else items[-n:]

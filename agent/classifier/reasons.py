@@ -1,0 +1,123 @@
+"""The numbers that decided a verdict, as short sentences an operator can check (pure)."""
+
+from __future__ import annotations
+
+from agent.classifier.features import Features, Load, Signal
+from agent.classifier.scores import Scores
+
+
+def rate(v: float) -> str:
+    for unit in ("B/s", "KB/s", "MB/s", "GB/s"):
+        if v < 999.5:
+            return f"{v:.3g} {unit}"
+        v /= 1000
+    return f"{v:.3g} TB/s"
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.0f}%"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3g} ms"
+
+
+_KIND = {"disk": "disk", "nfs": "NFS", "nic": "NIC", "rdma": "RDMA"}
+_SOURCE = {"config": "", "learned": "~", "link": "", "unknown": ""}
+
+
+def load_text(x: Load, verb: str) -> str:
+    text = f"{_KIND[x.kind]} {x.name} {verb} {rate(x.rate)}"
+    if x.capacity:
+        text += f" of {_SOURCE[x.source]}{rate(x.capacity)} capacity ({pct(x.utilization)}"
+        text += ", learned)" if x.source == "learned" else ")"
+    else:
+        text += " (capacity unknown: set it in [classifier])"
+    return text
+
+
+def signal_text(s: Signal) -> str:
+    if s.what == "iowait":
+        return f"iowait {pct(s.value)} of CPU time"
+    if s.what == "psi_io":
+        return f"PSI io: tasks stalled on I/O {pct(s.value)} of the time"
+    if s.what == "disk_busy":
+        return f"disk {s.name} busy {pct(s.value)} of the time"
+    if s.what == "nfs_rtt":
+        base = f" (baseline {ms(s.baseline)})" if s.baseline else " (no baseline yet)"
+        return f"NFS {s.name} READ RTT {ms(s.value)}{base}"
+    if s.what == "cnp":
+        return f"RDMA {s.name} congestion: {s.value:.0f} CNP/s"
+    return f"RDMA {s.name} port_xmit_wait {s.value:.3g} ticks/s"
+
+
+def gpu_line(f: Features) -> str:
+    if f.util_mean is None:
+        return "no GPU utilization in the window"
+    text = f"GPU busy {pct(f.util_mean)} (p5 {pct(f.util_p5)}, p95 {pct(f.util_p95)})"
+    what = {
+        "sm": "SM activity",
+        "power": "power above idle",
+        "power+sm": "SM activity / power",
+        "utilization": "utilization only: no GPM or power reading",
+    }.get(f.work_source, f.work_source)
+    return text + f", real work {pct(f.work_mean)} ({what})"
+
+
+def _pressing(items, limit: int = 2) -> list:
+    return [x for x in items if x.pressure > 0][:limit]
+
+
+def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tuple[str, ...]:
+    """Reasons for ``verdict``, most decisive first; every one carries its numbers."""
+    out = [gpu_line(f)]
+    if verdict == "compute":
+        out.append(f"GPUs doing real work in {pct(f.working_share)} of samples")
+        if f.starved_share or f.spin_share:
+            out.append(f"starved {pct(f.starved_share)}, spinning {pct(f.spin_share)} of samples")
+    elif verdict == "data":
+        out.append(f"GPUs starved (low utilization, no real work) in {pct(f.starved_share)} of samples")
+        if sub_reason == "cpu":
+            out.append(_cpu_text(f))
+        else:
+            out += [load_text(x, "reading") for x in _pressing(f.storage, 1)]
+            out += [signal_text(x) for x in _pressing(f.storage_signals)]
+            if len(out) == 2 and f.storage:
+                out.append(load_text(f.storage[0], "reading"))
+    elif verdict == "network":
+        out.append(
+            f"GPUs waiting in {pct(f.spin_share + f.starved_share)} of samples "
+            f"(spinning {pct(f.spin_share)}: utilization high at low power/SM activity, as in NCCL)"
+        )
+        out += [load_text(x, "moving") + " while the GPUs wait" for x in _pressing(f.links_wait, 1)]
+        out += [signal_text(x) for x in _pressing(f.congestion)]
+    elif verdict == "sync-wait":
+        out.append(
+            f"GPUs spinning in {pct(f.spin_share)} of samples: utilization {pct(f.spin_util)} "
+            f"with {pct(f.spin_work)} real work (a collective waiting)"
+        )
+        if f.links_spin:
+            top = f.links_spin[0]
+            out.append("network quiet meanwhile: busiest " + load_text(top, "moving"))
+        else:
+            out.append("network quiet meanwhile: no NIC or RDMA traffic")
+    elif verdict == "idle":
+        if f.trainers == 0:
+            out.append("no training processes")
+        elif f.trainers:
+            out.append(f"training processes present ({f.trainer_label}) but neither GPUs nor inputs are busy")
+    elif verdict == "mixed":
+        ranked = sorted(s.by_class.items(), key=lambda kv: kv[1], reverse=True)
+        out.append("no class clearly wins: " + ", ".join(f"{k} {v:.2f}" for k, v in ranked[:3]))
+    if verdict not in ("compute", "idle") and 0 < len(f.waiting_gpus) < f.gpus:
+        out.append("only some GPUs wait: " + ",".join(str(i) for i in f.waiting_gpus))
+    return tuple(out)
+
+
+def _cpu_text(f: Features) -> str:
+    if f.cpu_saturation is None:
+        return "trainer CPU not measured"
+    return (
+        f"trainer {f.trainer_label} using {f.cpu_cores or 0:.2f} of {f.cpu_allowed or 0:.2f} allowed cores "
+        f"({pct(f.cpu_saturation)})"
+    )

@@ -1,0 +1,228 @@
+"""One compact classifier sample per snapshot.
+
+The window holds these instead of whole snapshots: only the numbers the classifier reads, laid out
+so that an evaluation over a 60-sample window of a large node stays under a millisecond.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent.snapshot import NodeSnapshot
+
+# NVML clocks event reasons that mean the GPU is held back (not idle or app-clock settings)
+SW_POWER_CAP = 0x4
+HW_SLOWDOWN = 0x8
+SW_THERMAL = 0x20
+HW_THERMAL = 0x40
+HW_POWER_BRAKE = 0x80
+THROTTLE_MASK = SW_POWER_CAP | HW_SLOWDOWN | SW_THERMAL | HW_THERMAL | HW_POWER_BRAKE
+
+_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """Per-device values of one sample, in key order. Equal key tuples are one shared object, so a
+    window whose devices did not change is summed column-wise in C (see ``features.weighted``)."""
+
+    keys: tuple[str, ...]
+    values: tuple[float, ...]
+
+    def items(self) -> Iterable[tuple[str, float]]:
+        return zip(self.keys, self.values, strict=True)
+
+    def get(self, key: str, default: float = 0.0) -> float:
+        try:
+            return self.values[self.keys.index(key)]
+        except ValueError:
+            return default
+
+
+EMPTY = Series((), ())
+
+
+def columns(window: Sequence[Sample], attr: str) -> dict[str, tuple[float, ...]]:
+    """Each series of one family across the window, one value per sample (0 where it was absent)."""
+    fam: list[Series] = [getattr(s, attr) for s in window]
+    keys = fam[0].keys if fam else ()
+    if all(f.keys is keys for f in fam):
+        return dict(zip(keys, zip(*(f.values for f in fam), strict=True), strict=False)) if keys else {}
+    names = sorted({k for f in fam for k in f.keys})
+    return {k: tuple(f.get(k) for f in fam) for k in names}
+
+
+def series(values: dict[str, float]) -> Series:
+    if not values:
+        return EMPTY
+    keys = tuple(sorted(values))
+    shared = _KEYS.get(keys)
+    if shared is None:
+        if len(_KEYS) > 4096:  # devices come and go for months: don't grow without bound
+            _KEYS.clear()
+        shared = _KEYS.setdefault(keys, keys)
+    return Series(shared, tuple(values[k] for k in shared))
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    index: int
+    uuid: str
+    up: bool
+    util: float | None  # utilization.gpu ratio
+    power: float | None  # watts
+    limit: float | None  # enforced power limit, watts
+    sm: float | None  # GPM SM (or tensor) activity ratio; None where unsupported
+    throttle: int = 0  # clocks event reasons & THROTTLE_MASK
+    xids: int = 0  # cumulative Xid errors
+
+
+@dataclass(frozen=True, slots=True)
+class Trainers:
+    """The training processes (and their workers) seen in one snapshot."""
+
+    keys: frozenset[tuple[int, int]]  # (pid, start time); start 0 when only NVML saw the pid
+    cores: float | None  # CPU cores used by the trees in the last interval
+    allowed: float | None  # cores they may use (cpuset / quota), capped at the host's CPUs
+    saturation: float | None  # cores over allowed, the tighter of per-process and all together
+    label: str  # "pid 4242 (python) +3 workers"
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    t: float  # monotonic seconds
+    wall: float
+    gpus: tuple[GpuSample, ...]
+    trainers: Trainers | None  # None: neither NVML nor the process collector can tell
+    disk_read: Series  # device -> bytes/s
+    disk_busy: Series  # device -> io_time share
+    nfs_read: Series  # mountpoint -> bytes/s from the server
+    nfs_ops: Series  # mountpoint -> READs/s
+    nfs_rtt_time: Series  # mountpoint -> READ RTT seconds per second (mean RTT x READs/s)
+    iowait: float | None
+    psi_io: float | None  # share of the interval some task stalled on I/O
+    nic: Series  # interface -> max(rx, tx) bytes/s
+    nic_speed: dict[str, float]  # interface -> link capacity bytes/s where known
+    rdma: Series  # "dev/port" -> max(rx, tx) bytes/s
+    rdma_rate: dict[str, float]  # "dev/port" -> link rate bytes/s
+    rdma_cnp: Series  # "dev/port" -> CNPs/s
+    rdma_xmit_wait: Series  # "dev/port" -> port_xmit_wait ticks/s
+
+    def nfs_rtt(self) -> dict[str, float]:
+        """Mean READ RTT per mount over this interval, for mounts that did READs."""
+        return {
+            k: t / ops
+            for (k, t), ops in zip(self.nfs_rtt_time.items(), self.nfs_ops.values, strict=True)
+            if ops > 0
+        }
+
+
+def _max_rx_tx(rx: dict, tx: dict, name: Callable[[Any], str] = str) -> Series:
+    return series({name(k): max(rx.get(k, 0.0), tx.get(k, 0.0)) for k in rx.keys() | tx.keys()})
+
+
+def port_name(key: tuple[str, int]) -> str:
+    return f"{key[0]}/{key[1]}"
+
+
+def _trainers(snap: NodeSnapshot) -> Trainers | None:
+    gpu_pids: dict[int, None] = {}
+    if snap.gpu is not None:
+        for g in snap.gpu.gpus:
+            for p in g.processes:
+                gpu_pids[p.pid] = None
+    procs = snap.processes.processes if snap.processes is not None else ()
+    if snap.gpu is None and snap.processes is None:
+        return None
+    keys = {(p.pid, p.start_time_ticks) for p in procs}
+    seen = {p.pid for p in procs}
+    keys.update((pid, 0) for pid in gpu_pids if pid not in seen)
+    cores_used = snap.rates.process_cpu_cores
+    total_cores = total_allowed = 0.0
+    per_process = 0.0
+    measured = False
+    for p in procs:
+        c = cores_used.get(p.pid)
+        if c is None:
+            continue
+        measured = True
+        total_cores += c
+        total_allowed += p.allowed_cores
+        if p.allowed_cores > 0:
+            per_process = max(per_process, c / p.allowed_cores)
+    if measured and snap.host is not None and snap.host.cpu_count:
+        total_allowed = min(total_allowed, float(snap.host.cpu_count))
+    saturation = None
+    if measured and total_allowed > 0:
+        # several ranks sharing one cpuset each see the whole set: the sum over the host catches that
+        saturation = max(per_process, total_cores / total_allowed)
+    return Trainers(
+        keys=frozenset(keys),
+        cores=total_cores if measured else None,
+        allowed=total_allowed if measured else None,
+        saturation=saturation,
+        label=_label(procs, gpu_pids),
+    )
+
+
+def _label(procs, gpu_pids: dict[int, None]) -> str:
+    if procs:
+        first = procs[0]
+        workers = sum(p.descendants for p in procs)
+        text = f"pid {first.pid} ({first.comm})"
+        if len(procs) > 1:
+            text += f" and {len(procs) - 1} more"
+        return text + (f" +{workers} workers" if workers else "")
+    if gpu_pids:
+        pids = list(gpu_pids)
+        return f"pid {pids[0]}" + (f" and {len(pids) - 1} more" if len(pids) > 1 else "")
+    return "none"
+
+
+def sample_from_snapshot(snap: NodeSnapshot) -> Sample:
+    r = snap.rates
+    gpus: tuple[GpuSample, ...] = ()
+    if snap.gpu is not None:
+        gpus = tuple(
+            GpuSample(
+                index=g.index,
+                uuid=g.uuid,
+                up=g.up,
+                util=g.utilization,
+                power=g.power_watts,
+                limit=g.power_limit_watts,
+                sm=g.sm_active if g.sm_active is not None else g.tensor_active,
+                throttle=(g.clocks_event_reasons or 0) & THROTTLE_MASK,
+                xids=sum(g.xid_counts.values()),
+            )
+            for g in snap.gpu.gpus
+        )
+    nic_speed: dict[str, float] = {}
+    rdma_rate: dict[str, float] = {}
+    if snap.network is not None:
+        nic_speed = {n.device: float(n.speed_bytes) for n in snap.network.nics if n.speed_bytes}
+        rdma_rate = {
+            port_name((p.device, p.port)): float(p.rate_bytes) for p in snap.network.rdma if p.rate_bytes
+        }
+    ops = r.nfs_read_ops
+    return Sample(
+        t=snap.monotonic,
+        wall=snap.timestamp,
+        gpus=gpus,
+        trainers=_trainers(snap),
+        disk_read=series(r.disk_read),
+        disk_busy=series(r.disk_busy_ratio),
+        nfs_read=series(r.nfs_read),
+        nfs_ops=series({k: ops.get(k, 0.0) for k in r.nfs_read}),
+        nfs_rtt_time=series({k: r.nfs_read_rtt_seconds.get(k, 0.0) * ops.get(k, 0.0) for k in r.nfs_read}),
+        iowait=r.cpu_iowait_ratio,
+        psi_io=r.pressure_some_ratio.get("io"),
+        nic=_max_rx_tx(r.nic_rx, r.nic_tx),
+        nic_speed=nic_speed,
+        rdma=_max_rx_tx(r.rdma_rx, r.rdma_tx, port_name),
+        rdma_rate=rdma_rate,
+        rdma_cnp=series({port_name(k): v for k, v in r.rdma_cnp.items()}),
+        rdma_xmit_wait=series({port_name(k): v for k, v in r.rdma_xmit_wait.items()}),
+    )

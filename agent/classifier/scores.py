@@ -1,0 +1,93 @@
+"""Features -> a 0-1 score per class, and the decision rule with its exit band (pure).
+
+- compute   = share of GPU samples doing real work
+- data      = share starved x max(storage pressure, trainer CPU pressure); the larger names the
+              sub-reason
+- network   = (share spinning + share starved that the input pipeline does not explain)
+              x network pressure while waiting
+- sync-wait = share spinning x (1 - network pressure while spinning)
+- idle      = share starved, less what any pressure explains; with no training process at all it is
+              the only waiting class that can score
+
+``mixed`` is not scored: it is what the decision says when no class clearly wins.
+
+A window in which the GPUs spin more than they work vetoes ``compute`` outright, whatever the scores
+and the exit band say: a spin-waiting node is never called compute-bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.classifier.features import Features
+from agent.config.classifier import ClassifierSection
+
+CLASSES = ("compute", "data", "network", "sync-wait", "idle")
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    by_class: dict[str, float]
+    data_storage: float
+    data_cpu: float
+    compute_vetoed: bool = False  # the GPUs spun more than they worked
+
+    @property
+    def sub_reason(self) -> str:
+        return "storage" if self.data_storage >= self.data_cpu else "cpu"
+
+
+def score(f: Features) -> Scores:
+    if f.gpus == 0:
+        zero = dict.fromkeys(CLASSES, 0.0)
+        if f.samples and f.trainers == 0:
+            zero["idle"] = 1.0
+        return Scores(zero, 0.0, 0.0, compute_vetoed=True)
+    starved = f.starved_share
+    spin = f.spin_share
+    pipeline = max(f.storage_pressure, f.cpu_pressure)
+    if f.trainers == 0:
+        # no training process: whatever the disks or NICs do, it is not a job waiting on them
+        storage = cpu = network = sync = 0.0
+        idle = starved
+    else:
+        storage = starved * f.storage_pressure
+        cpu = starved * f.cpu_pressure
+        network = (spin + starved * (1.0 - pipeline)) * f.network_pressure
+        sync = spin * (1.0 - f.network_pressure_spin)
+        idle = starved * (1.0 - max(pipeline, f.network_pressure))
+    by_class = {
+        "compute": f.working_share,
+        "data": max(storage, cpu),
+        "network": network,
+        "sync-wait": sync,
+        "idle": idle,
+    }
+    return Scores(
+        {k: round(min(1.0, max(0.0, v)), 4) for k, v in by_class.items()},
+        storage,
+        cpu,
+        compute_vetoed=f.spin_share > f.working_share,
+    )
+
+
+def decide(scores: Scores, current: str | None, cfg: ClassifierSection) -> str:
+    """The class this evaluation votes for.
+
+    The current verdict keeps the vote while it scores at least ``exit_score`` and nobody leads it by
+    ``margin``; a new class needs ``enter_score`` and a ``margin`` lead over the runner-up; else
+    ``mixed``.
+    """
+    eligible = scores.by_class
+    if scores.compute_vetoed:
+        eligible = {k: v for k, v in eligible.items() if k != "compute"}
+    ranked = sorted(eligible.items(), key=lambda kv: kv[1], reverse=True)
+    best, top = ranked[0]
+    second = ranked[1][1]
+    if current in eligible:
+        held = eligible[current]
+        if held >= cfg.exit_score and top - held < cfg.margin:
+            return current  # type: ignore[return-value]
+    if top >= cfg.enter_score and top - second >= cfg.margin:
+        return best
+    return "mixed"

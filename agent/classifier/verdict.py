@@ -1,0 +1,62 @@
+"""The classifier as one pure function: a window of samples, the learned baselines and the config in,
+a :class:`Verdict` with its reasons and remedy out. Hysteresis, warm-up and checkpoint holds are
+layered on top by :mod:`agent.classifier.engine`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent.classifier.baselines import Baselines
+from agent.classifier.features import Features, GpuTally, measure
+from agent.classifier.hints import hint
+from agent.classifier.reasons import explain
+from agent.classifier.samples import Sample
+from agent.classifier.scores import Scores, decide, score
+from agent.config.classifier import ClassifierSection
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    verdict: str  # compute | data | network | sync-wait | idle | mixed
+    sub_reason: str | None  # storage | cpu, for data
+    scores: dict[str, float]
+    reasons: tuple[str, ...]
+    hint: str
+    health: tuple[str, ...]
+    features: Features
+    detail: Scores
+
+    @property
+    def label(self) -> str:
+        return f"{self.verdict}/{self.sub_reason}" if self.sub_reason else self.verdict
+
+
+def verdict_for(f: Features, s: Scores, verdict: str) -> Verdict:
+    """A :class:`Verdict` for ``verdict`` (which may be one the hysteresis keeps) on these numbers."""
+    sub = s.sub_reason if verdict == "data" else None
+    return Verdict(
+        verdict=verdict,
+        sub_reason=sub,
+        scores=s.by_class,
+        reasons=explain(f, s, verdict, sub),
+        hint=hint(verdict, sub, f),
+        health=f.health,
+        features=f,
+        detail=s,
+    )
+
+
+def classify(
+    window: Sequence[Sample],
+    baselines: Baselines,
+    cfg: ClassifierSection,
+    current: str | None = None,
+    tallies: Sequence[GpuTally] | None = None,
+) -> Verdict:
+    """This window's vote. ``current`` is the verdict in force: it keeps the vote inside its exit band.
+    ``tallies`` are the samples' ``features.tally`` results when the caller already has them."""
+    f = measure(window, baselines, cfg, tallies)
+    s = score(f)
+    return verdict_for(f, s, decide(s, current, cfg))

@@ -1,0 +1,149 @@
+"""training_node_gpu_* families. A value NVML cannot give on a GPU has no series for that GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+
+from agent.snapshot import NodeSnapshot
+from agent.snapshot.parts import GpuStats
+
+LABELS = ["gpu", "uuid", "model"]
+
+# NVML's clocks event (throttle) reason bits, named for the ``reason`` label
+CLOCKS_EVENT_REASONS = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+)
+
+Value = Callable[[GpuStats], float | int | bool | None]
+
+GAUGES: tuple[tuple[str, str, Value], ...] = (
+    ("utilization_ratio", "Share of time a kernel ran (utilization.gpu).", lambda g: g.utilization),
+    (
+        "memory_utilization_ratio",
+        "Share of time device memory was read or written (utilization.memory).",
+        lambda g: g.memory_utilization,
+    ),
+    ("memory_used_bytes", "Device memory in use.", lambda g: g.memory_used_bytes),
+    ("memory_total_bytes", "Device memory size.", lambda g: g.memory_total_bytes),
+    ("power_watts", "Power draw.", lambda g: g.power_watts),
+    ("power_limit_watts", "Enforced power limit.", lambda g: g.power_limit_watts),
+    ("temperature_celsius", "GPU core temperature.", lambda g: g.temperature_celsius),
+    ("sm_clock_hertz", "SM clock.", lambda g: g.sm_clock_hertz),
+    ("sm_active_ratio", "GPM: share of SMs busy over the last interval.", lambda g: g.sm_active),
+    ("tensor_active_ratio", "GPM: tensor pipe activity over the last interval.", lambda g: g.tensor_active),
+    ("dram_active_ratio", "GPM: DRAM bandwidth utilization over the last interval.", lambda g: g.dram_active),
+    (
+        "clocks_event_reasons",
+        "NVML clocks event (throttle) reasons as a bit set; see training_node_gpu_clocks_event_active.",
+        lambda g: g.clocks_event_reasons,
+    ),
+    (
+        "row_remap_failure",
+        "1 when row remapping failed: the GPU needs service.",
+        lambda g: g.row_remap_failure,
+    ),
+    ("row_remap_pending", "1 when a row remap waits for a GPU reset.", lambda g: g.row_remap_pending),
+)
+
+COUNTERS: tuple[tuple[str, str, Value], ...] = (
+    ("pcie_rx_bytes", "Bytes received over PCIe.", lambda g: g.pcie_rx_bytes),
+    ("pcie_tx_bytes", "Bytes transmitted over PCIe.", lambda g: g.pcie_tx_bytes),
+    ("nvlink_rx_bytes", "Bytes received over NVLink, all links.", lambda g: g.nvlink_rx_bytes),
+    ("nvlink_tx_bytes", "Bytes transmitted over NVLink, all links.", lambda g: g.nvlink_tx_bytes),
+    (
+        "ecc_uncorrected_errors",
+        "Uncorrectable ECC errors since the driver loaded (volatile).",
+        lambda g: g.ecc_uncorrected_total,
+    ),
+)
+
+
+def _labels(g: GpuStats) -> list[str]:
+    return [str(g.index), g.uuid, g.model]
+
+
+def _per_gpu(family: GaugeMetricFamily | CounterMetricFamily, gpus: Iterable[GpuStats], value: Value) -> bool:
+    found = False
+    for g in gpus:
+        v = value(g)
+        if v is not None:
+            family.add_metric(_labels(g), float(v))
+            found = True
+    return found
+
+
+def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
+    part = snap.gpu
+    if part is None:
+        return
+    driver = InfoMetricFamily("training_node_gpu_driver", "NVIDIA driver and NVML versions.")
+    driver.add_metric(
+        [], {"driver_version": part.driver_version or "", "nvml_version": part.nvml_version or ""}
+    )
+    yield driver
+    info = InfoMetricFamily("training_node_gpu", "One series per GPU NVML enumerates.", labels=LABELS)
+    up = GaugeMetricFamily(
+        "training_node_gpu_up", "1 while the GPU answers NVML, 0 once it is lost.", labels=LABELS
+    )
+    for g in part.gpus:
+        info.add_metric(_labels(g), {"pci_bus_id": g.pci_bus_id or ""})
+        up.add_metric(_labels(g), 1.0 if g.up else 0.0)
+    yield info
+    yield up
+    for suffix, doc, value in GAUGES:
+        fam = GaugeMetricFamily(f"training_node_gpu_{suffix}", doc, labels=LABELS)
+        if _per_gpu(fam, part.gpus, value):
+            yield fam
+    for suffix, doc, value in COUNTERS:
+        cfam = CounterMetricFamily(f"training_node_gpu_{suffix}", doc, labels=LABELS)
+        if _per_gpu(cfam, part.gpus, value):
+            yield cfam
+    reasons = GaugeMetricFamily(
+        "training_node_gpu_clocks_event_active",
+        "1 while NVML reports this clocks event (throttle) reason.",
+        labels=[*LABELS, "reason"],
+    )
+    xids = CounterMetricFamily(
+        "training_node_gpu_xid_errors", "Xid critical errors NVML reported.", labels=[*LABELS, "xid"]
+    )
+    for g in part.gpus:
+        if g.clocks_event_reasons is not None:
+            for bit, name in CLOCKS_EVENT_REASONS:
+                reasons.add_metric([*_labels(g), name], 1.0 if g.clocks_event_reasons & bit else 0.0)
+        for xid, count in sorted(g.xid_counts.items()):
+            xids.add_metric([*_labels(g), str(xid)], count)
+    if reasons.samples:
+        yield reasons
+    if xids.samples:
+        yield xids
+    yield from _processes(part.gpus, processes)
+
+
+def _processes(gpus: Iterable[GpuStats], per_process: bool) -> Iterable[Metric]:
+    count = GaugeMetricFamily("training_node_gpu_processes", "Compute processes on the GPU.", labels=LABELS)
+    memory = GaugeMetricFamily(
+        "training_node_gpu_process_memory_used_bytes",
+        "Device memory used by one compute process.",
+        labels=[*LABELS, "pid"],
+    )
+    for g in gpus:
+        if not g.up:
+            continue
+        count.add_metric(_labels(g), len(g.processes))
+        for p in g.processes if per_process else ():
+            if p.used_memory_bytes is not None:
+                memory.add_metric([*_labels(g), str(p.pid)], p.used_memory_bytes)
+    if count.samples:
+        yield count
+    if memory.samples:
+        yield memory

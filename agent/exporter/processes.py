@@ -1,0 +1,54 @@
+"""training_node_process_* families: the followed training processes, each with its descendants."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from agent.snapshot import NodeSnapshot
+
+LABELS = ["pid", "comm"]
+
+
+def render(snap: NodeSnapshot) -> Iterable[Metric]:
+    part = snap.processes
+    if part is None:
+        return
+    cpu = CounterMetricFamily(
+        "training_node_process_cpu_seconds",
+        "CPU time of the training process and its descendants (reaped ones included).",
+        labels=LABELS,
+    )
+    rchar = CounterMetricFamily(
+        "training_node_process_read_bytes",
+        "Bytes read() returned to the process tree (rchar): page cache, FUSE mounts (ossfs), NFS, disks.",
+        labels=LABELS,
+    )
+    storage = CounterMetricFamily(
+        "training_node_process_storage_read_bytes",
+        "Bytes the process tree caused to be fetched from block devices or NFS (read_bytes).",
+        labels=LABELS,
+    )
+    cores = GaugeMetricFamily(
+        "training_node_process_allowed_cores",
+        "CPUs the training process may use: min(affinity list, cgroup CPU quota).",
+        labels=LABELS,
+    )
+    desc = GaugeMetricFamily(
+        "training_node_process_descendants", "Live descendants (data-loader workers).", labels=LABELS
+    )
+    threads = GaugeMetricFamily(
+        "training_node_process_threads", "Threads of the process and its descendants.", labels=LABELS
+    )
+    for p in part.processes:
+        lv = [str(p.pid), p.comm]
+        cpu.add_metric(lv, p.cpu_seconds)
+        if p.rchar is not None:
+            rchar.add_metric(lv, p.rchar)
+        if p.read_bytes is not None:
+            storage.add_metric(lv, p.read_bytes)
+        cores.add_metric(lv, p.allowed_cores)
+        desc.add_metric(lv, p.descendants)
+        threads.add_metric(lv, p.threads)
+    yield from (cpu, rchar, storage, cores, desc, threads)

@@ -1,0 +1,219 @@
+"""AWS EC2 (IMDSv2): spot instance action, rebalance recommendation, scheduled maintenance events.
+
+Paths (base ``http://169.254.169.254``), every read with ``X-aws-ec2-metadata-token`` from
+``PUT /latest/api/token`` (``X-aws-ec2-metadata-token-ttl-seconds``):
+
+- ``/latest/meta-data/spot/instance-action``: 404, or ``{"action": "terminate|stop|hibernate",
+  "time": "<RFC 3339>"}``.
+- ``/latest/meta-data/events/recommendations/rebalance``: 404, or ``{"noticeTime": "<RFC 3339>"}``.
+  An early warning with no deadline of its own (``noticeTime`` is when it was issued).
+- ``/latest/meta-data/events/maintenance/scheduled``: a JSON list of ``{"Code", "Description",
+  "EventId", "NotBefore", "NotAfter", "State"}`` with times like ``21 Jan 2019 09:00:43 GMT``; a
+  ``canceled`` or ``completed`` event withdraws the notice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from agent.events import InstanceIdentityEvent
+from agent.preemption.client import TokenScheme
+from agent.preemption.provider import (
+    MONTHS,
+    BodyFormatError,
+    Provider,
+    Reading,
+    Source,
+    TimeFormatError,
+    parse_iso_time,
+    parse_json,
+    stable_id,
+)
+
+ACTION_PATH = "/latest/meta-data/spot/instance-action"
+REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
+SCHEDULED_PATH = "/latest/meta-data/events/maintenance/scheduled"
+IDENTITY_PATH = "/latest/dynamic/instance-identity/document"
+TOKEN = TokenScheme("/latest/api/token", "X-aws-ec2-metadata-token-ttl-seconds", "X-aws-ec2-metadata-token")
+
+ACTION_KINDS = {"terminate": "spot-termination", "stop": "spot-stop", "hibernate": "spot-hibernate"}
+CODE_KINDS = {
+    "instance-reboot": "maintenance-reboot",
+    "system-reboot": "maintenance-reboot",
+    "system-maintenance": "maintenance-other",
+    "instance-retirement": "maintenance-retirement",
+    "instance-stop": "maintenance-stop",
+}
+_AWS_TIME = re.compile(r"^(\d{1,2}) ([A-Z][a-z]{2}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) (GMT|UTC)$")
+
+
+def parse_aws_time(text: str) -> datetime:
+    """``21 Jan 2019 09:00:43 GMT`` (Go's ``2 Jan 2006 15:04:05 GMT``) -> aware UTC datetime."""
+    m = _AWS_TIME.match(text.strip())
+    if not m or m.group(2) not in MONTHS:
+        raise TimeFormatError(f'not an AWS event time like "21 Jan 2019 09:00:43 GMT": {text.strip()[:80]!r}')
+    day, mon, year = int(m.group(1)), MONTHS[m.group(2)], int(m.group(3))
+    hh, mm, ss = int(m.group(4)), int(m.group(5)), int(m.group(6))
+    try:
+        return datetime(year, mon, day, hh, mm, ss, tzinfo=UTC)
+    except ValueError as e:
+        raise TimeFormatError(f"impossible time {text.strip()!r}: {e}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceAction:
+    action: str
+    time: datetime | None
+    time_problem: str | None
+    raw: str
+
+
+def parse_instance_action(body: str) -> InstanceAction:
+    doc = parse_json(body.strip(), "spot/instance-action")
+    if not isinstance(doc, dict) or not isinstance(doc.get("action"), str):
+        raise BodyFormatError(f"spot/instance-action has no action: {body.strip()[:80]!r}")
+    when, problem = None, None
+    try:
+        when = parse_iso_time(str(doc.get("time", "")))
+    except TimeFormatError as e:
+        problem = str(e)
+    return InstanceAction(doc["action"].strip().lower(), when, problem, body.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class Rebalance:
+    notice_time: str  # when the recommendation was issued: its identity, not a deadline
+    raw: str
+
+
+def parse_rebalance(body: str) -> Rebalance:
+    doc = parse_json(body.strip(), "rebalance recommendation")
+    if not isinstance(doc, dict) or "noticeTime" not in doc:
+        raise BodyFormatError(f"rebalance recommendation has no noticeTime: {body.strip()[:80]!r}")
+    return Rebalance(str(doc["noticeTime"]), body.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledEvent:
+    code: str
+    event_id: str
+    state: str
+    description: str
+    not_before: datetime | None
+    time_problem: str | None
+    raw: str
+
+
+def _event_time(text: str) -> tuple[datetime | None, str | None]:
+    try:
+        return parse_aws_time(text), None
+    except TimeFormatError as e:
+        try:
+            return parse_iso_time(text), None
+        except TimeFormatError:
+            return None, str(e)
+
+
+def parse_scheduled_events(body: str) -> list[ScheduledEvent]:
+    text = body.strip()
+    if not text:
+        return []
+    doc = parse_json(text, "events/maintenance/scheduled")
+    if isinstance(doc, dict):
+        doc = [doc]
+    if not isinstance(doc, list):
+        raise BodyFormatError(f"events/maintenance/scheduled is a JSON {type(doc).__name__}, not a list")
+    out = []
+    for item in doc:
+        if not isinstance(item, dict):
+            continue
+        code = str(item.get("Code") or "unknown")
+        description = str(item.get("Description") or "")
+        state = str(item.get("State") or "").lower()
+        if not state and description.startswith(("[Completed]", "[Canceled]")):
+            state = description[1:].split("]", 1)[0].lower()
+        not_before, problem = _event_time(str(item.get("NotBefore") or ""))
+        raw = json.dumps(item, sort_keys=True)
+        event_id = str(item.get("EventId") or stable_id("aws", code, raw))
+        out.append(ScheduledEvent(code, event_id, state or "active", description, not_before, problem, raw))
+    return out
+
+
+def parse_identity_document(body: str) -> dict[str, Any]:
+    doc = parse_json(body, "instance-identity document")
+    if not isinstance(doc, dict):
+        raise BodyFormatError("instance-identity document is not a JSON object")
+    return doc
+
+
+class AwsProvider(Provider):
+    name = "aws"
+    base_url = "http://169.254.169.254"
+    kinds = (
+        "spot-termination",
+        "spot-stop",
+        "spot-hibernate",
+        "rebalance-recommendation",
+        "maintenance-reboot",
+        "maintenance-stop",
+        "maintenance-retirement",
+        "maintenance-other",
+    )
+    token = TOKEN
+
+    def sources(self) -> list[Source]:
+        return [
+            Source("spot", self.read_action),
+            Source("rebalance", self.read_rebalance),
+            Source("maintenance", self.read_scheduled, cadence="slow"),
+        ]
+
+    async def read_action(self) -> Reading:
+        act = await self.fetch(ACTION_PATH, parse_instance_action)
+        reading = self.reading()
+        if act is None:
+            return reading
+        kind = ACTION_KINDS.get(act.action, "spot-termination")
+        if act.action not in ACTION_KINDS:
+            reading.warnings.append(f"unknown spot action {act.action!r}; treated as termination")
+        reading.add(
+            kind, stable_id(self.name, kind, act.raw), act.time, act.raw, time_problem=act.time_problem
+        )
+        return reading
+
+    async def read_rebalance(self) -> Reading:
+        rebalance = await self.fetch(REBALANCE_PATH, parse_rebalance)
+        reading = self.reading()
+        if rebalance is not None:
+            kind = "rebalance-recommendation"
+            reading.add(kind, stable_id(self.name, kind, rebalance.notice_time), None, rebalance.raw)
+        return reading
+
+    async def read_scheduled(self) -> Reading:
+        events = await self.fetch(SCHEDULED_PATH, parse_scheduled_events)
+        reading = self.reading()
+        for ev in events or []:
+            ended = ev.state in ("completed", "canceled", "cancelled")
+            kind = CODE_KINDS.get(ev.code, "maintenance-other")
+            problem = None if ended else ev.time_problem
+            reading.add(kind, ev.event_id, ev.not_before, ev.raw, withdrawn=ended, time_problem=problem)
+        return reading
+
+    async def identity(self) -> InstanceIdentityEvent:
+        doc = await self.fetch(IDENTITY_PATH, parse_identity_document) or {}
+
+        def get(key: str) -> str | None:
+            v = doc.get(key)
+            return str(v) if v else None
+
+        return InstanceIdentityEvent(
+            provider=self.name,
+            instance_id=get("instanceId"),
+            instance_type=get("instanceType"),
+            region=get("region"),
+            zone=get("availabilityZone"),
+        )

@@ -1,0 +1,193 @@
+"""Azure Scheduled Events: Preempt, Terminate, Reboot, Redeploy and Freeze for this VM.
+
+``GET http://169.254.169.254/metadata/scheduledevents?api-version=2020-07-01`` with ``Metadata: true``
+answers ``{"DocumentIncarnation": N, "Events": [{"EventId", "EventType", "ResourceType", "Resources",
+"EventStatus", "NotBefore", "Description", "EventSource", "DurationInSeconds"}]}``. ``NotBefore`` is an
+RFC 1123 time (``Mon, 19 Sep 2016 18:29:47 GMT``), empty once the event has started. The first call
+enables the service for the VM, so the watcher makes it at start-up. Events for a whole availability
+set reach every VM in it: an event whose ``Resources`` does not name this VM is not ours.
+
+``POST`` of ``{"StartRequests": [{"EventId": ...}]}`` to the same URL approves an event early. That
+speeds the eviction for every VM listed, so the watcher only does it when ``azure_ack = true``, after
+the checkpoint helper reports the checkpoint completed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from agent.events import InstanceIdentityEvent
+from agent.preemption.provider import (
+    MONTHS,
+    BodyFormatError,
+    Provider,
+    Reading,
+    Source,
+    TimeFormatError,
+    parse_iso_time,
+    parse_json,
+)
+
+EVENTS_PATH = "/metadata/scheduledevents"
+COMPUTE_PATH = "/metadata/instance/compute"
+COMPUTE_API_VERSION = "2021-02-01"
+HEADERS = {"Metadata": "true"}
+TYPE_KINDS = {
+    "Preempt": "spot-termination",
+    "Terminate": "termination",
+    "Reboot": "maintenance-reboot",
+    "Redeploy": "maintenance-redeploy",
+    "Freeze": "maintenance-freeze",
+}
+_RFC1123 = re.compile(
+    r"^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d{1,2}) ([A-Z][a-z]{2}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) (GMT|UTC)$"
+)
+
+
+def parse_rfc1123(text: str) -> datetime:
+    """``Mon, 19 Sep 2016 18:29:47 GMT`` -> aware UTC datetime."""
+    m = _RFC1123.match(text.strip())
+    if not m or m.group(2) not in MONTHS:
+        raise TimeFormatError(
+            f'not an RFC 1123 time like "Mon, 19 Sep 2016 18:29:47 GMT": {text.strip()[:80]!r}'
+        )
+    try:
+        return datetime(
+            int(m.group(3)), MONTHS[m.group(2)], int(m.group(1)),
+            int(m.group(4)), int(m.group(5)), int(m.group(6)), tzinfo=UTC,
+        )  # fmt: skip
+    except ValueError as e:
+        raise TimeFormatError(f"impossible time {text.strip()!r}: {e}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledEvent:
+    event_id: str
+    event_type: str
+    status: str
+    resources: tuple[str, ...]
+    not_before: datetime | None
+    time_problem: str | None
+    description: str
+    source: str
+    duration_seconds: int | None
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledEvents:
+    incarnation: int | None
+    events: tuple[ScheduledEvent, ...]
+
+
+def _not_before(text: str) -> tuple[datetime | None, str | None]:
+    if not text.strip():
+        return None, None  # the event has started: no NotBefore any more
+    try:
+        return parse_rfc1123(text), None
+    except TimeFormatError as e:
+        try:
+            return parse_iso_time(text), None
+        except TimeFormatError:
+            return None, str(e)
+
+
+def parse_scheduled_events(body: str) -> ScheduledEvents:
+    doc = parse_json(body, "scheduledevents")
+    if not isinstance(doc, dict) or not isinstance(doc.get("Events", []), list):
+        raise BodyFormatError(f"scheduledevents has no Events list: {body.strip()[:80]!r}")
+    inc = doc.get("DocumentIncarnation")
+    events = []
+    for item in doc.get("Events", []):
+        if not isinstance(item, dict) or not item.get("EventId"):
+            continue
+        not_before, problem = _not_before(str(item.get("NotBefore") or ""))
+        resources = item.get("Resources") or []
+        duration = item.get("DurationInSeconds")
+        events.append(
+            ScheduledEvent(
+                event_id=str(item["EventId"]),
+                event_type=str(item.get("EventType") or "unknown"),
+                status=str(item.get("EventStatus") or "Scheduled"),
+                resources=tuple(str(r) for r in resources) if isinstance(resources, list) else (),
+                not_before=not_before,
+                time_problem=problem,
+                description=str(item.get("Description") or ""),
+                source=str(item.get("EventSource") or ""),
+                duration_seconds=duration if isinstance(duration, int) and duration >= 0 else None,
+                raw=json.dumps(item, sort_keys=True),
+            )
+        )
+    return ScheduledEvents(inc if isinstance(inc, int) else None, tuple(events))
+
+
+def parse_compute(body: str) -> dict[str, Any]:
+    doc = parse_json(body, "instance/compute")
+    if not isinstance(doc, dict):
+        raise BodyFormatError("instance/compute is not a JSON object")
+    return doc
+
+
+class AzureProvider(Provider):
+    name = "azure"
+    base_url = "http://169.254.169.254"
+    kinds = (
+        "spot-termination",
+        "termination",
+        "maintenance-reboot",
+        "maintenance-redeploy",
+        "maintenance-freeze",
+        "maintenance-other",
+    )
+    headers = HEADERS
+    vm_name: str | None = None
+    incarnation: int | None = None
+
+    def sources(self) -> list[Source]:
+        return [Source("scheduledevents", self.read_events)]
+
+    @property
+    def _params(self) -> dict[str, str]:
+        return {"api-version": self.cfg.azure_api_version}
+
+    async def read_events(self) -> Reading:
+        doc = await self.fetch(EVENTS_PATH, parse_scheduled_events, params=self._params)
+        reading = self.reading()
+        if doc is None:
+            return reading
+        self.incarnation = doc.incarnation
+        for ev in doc.events:
+            if self.vm_name and ev.resources and self.vm_name not in ev.resources:
+                continue  # another VM of the availability set / scale set
+            ended = ev.status.lower() in ("completed", "canceled", "cancelled")
+            kind = TYPE_KINDS.get(ev.event_type, "maintenance-other")
+            problem = None if ended else ev.time_problem
+            reading.add(kind, ev.event_id, ev.not_before, ev.raw, withdrawn=ended, time_problem=problem)
+        return reading
+
+    async def ack(self, event_id: str) -> None:
+        """Approve ``event_id`` now (StartRequests). Raises MetadataError when the service refuses."""
+        await self.client.request(
+            "POST", EVENTS_PATH, params=self._params, json_body={"StartRequests": [{"EventId": event_id}]}
+        )
+
+    async def identity(self) -> InstanceIdentityEvent:
+        params = {"api-version": COMPUTE_API_VERSION}
+        doc = await self.fetch(COMPUTE_PATH, parse_compute, params=params) or {}
+
+        def get(key: str) -> str | None:
+            v = doc.get(key)
+            return str(v) if v else None
+
+        self.vm_name = get("name")
+        return InstanceIdentityEvent(
+            provider=self.name,
+            instance_id=get("vmId"),
+            instance_type=get("vmSize"),
+            region=get("location"),
+            zone=get("zone"),
+        )

@@ -1,0 +1,111 @@
+"""Google Compute Engine: preemption and host maintenance, by long-poll.
+
+Paths (base ``http://metadata.google.internal``, every request with ``Metadata-Flavor: Google``):
+
+- ``/computeMetadata/v1/instance/preempted``: ``TRUE`` / ``FALSE``.
+- ``/computeMetadata/v1/instance/maintenance-event``: ``NONE``, ``MIGRATE_ON_HOST_MAINTENANCE`` or
+  ``TERMINATE_ON_HOST_MAINTENANCE``.
+
+Each is watched with ``?wait_for_change=true&timeout_sec=N&last_etag=E``: the first plain read gives the
+value and its ``ETag``, and each long-poll returns as soon as the value differs from that ETag (or
+after N seconds with the same value). The server answers 503 during maintenance; the watcher retries.
+GCE gives no deadline: preemption leaves about 30 s, a maintenance event about 60 s.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.events import InstanceIdentityEvent
+from agent.preemption.provider import BodyFormatError, Provider, Reading, Source, first_line, stable_id
+
+PREFIX = "/computeMetadata/v1/"
+PREEMPTED_PATH = PREFIX + "instance/preempted"
+MAINTENANCE_PATH = PREFIX + "instance/maintenance-event"
+HEADERS = {"Metadata-Flavor": "Google"}
+MAINTENANCE_KINDS = {
+    "MIGRATE_ON_HOST_MAINTENANCE": "maintenance-migrate",
+    "TERMINATE_ON_HOST_MAINTENANCE": "maintenance-terminate",
+}
+_VALUE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def parse_preempted(body: str) -> bool:
+    value = body.strip().upper()
+    if value not in ("TRUE", "FALSE"):
+        raise BodyFormatError(f"instance/preempted is not TRUE or FALSE: {body.strip()[:80]!r}")
+    return value == "TRUE"
+
+
+def parse_maintenance_event(body: str) -> str | None:
+    """The pending maintenance event's name, or None for ``NONE``."""
+    value = body.strip()
+    if not _VALUE.match(value):
+        raise BodyFormatError(f"instance/maintenance-event is not an event name: {value[:80]!r}")
+    return None if value == "NONE" else value
+
+
+PARSERS = {PREEMPTED_PATH: parse_preempted, MAINTENANCE_PATH: parse_maintenance_event}
+
+
+def _last_segment(value: str | None) -> str | None:
+    """``projects/123/zones/us-central1-a`` -> ``us-central1-a``."""
+    return value.rsplit("/", 1)[-1] if value else None
+
+
+class GcpProvider(Provider):
+    name = "gcp"
+    base_url = "http://metadata.google.internal"
+    kinds = ("spot-termination", "maintenance-migrate", "maintenance-terminate", "maintenance-other")
+    headers = HEADERS
+
+    def sources(self) -> list[Source]:
+        long_poll = self.cfg.gcp_long_poll
+        return [
+            Source(
+                "preempted",
+                lambda: self._read(PREEMPTED_PATH, None),
+                long_poll=(lambda etag: self._poll(PREEMPTED_PATH, etag)) if long_poll else None,
+            ),
+            Source(
+                "maintenance",
+                lambda: self._read(MAINTENANCE_PATH, None),
+                long_poll=(lambda etag: self._poll(MAINTENANCE_PATH, etag)) if long_poll else None,
+            ),
+        ]
+
+    def _to_reading(self, path: str, value: bool | str | None) -> Reading:
+        """``value``: parse_preempted's or parse_maintenance_event's answer (None: nothing, or 404)."""
+        reading = self.reading()
+        if value is True:
+            kind = "spot-termination"
+            reading.add(kind, stable_id(self.name, kind, "preempted"), None, "TRUE")
+        elif isinstance(value, str):
+            kind = MAINTENANCE_KINDS.get(value, "maintenance-other")
+            reading.add(kind, stable_id(self.name, kind, value), None, value)
+        return reading
+
+    async def _read(self, path: str, _: None) -> Reading:
+        return self._to_reading(path, await self.fetch(path, PARSERS[path]))
+
+    async def _poll(self, path: str, etag: str | None) -> tuple[Reading, str | None]:
+        """One long-poll round; without an ETag yet, a plain read that fetches one."""
+        params = None
+        timeout = None
+        if etag is not None:
+            wait = int(self.cfg.gcp_long_poll_timeout)
+            params = {"wait_for_change": "true", "timeout_sec": str(wait), "last_etag": etag}
+            timeout = wait + self.cfg.timeout
+        resp = await self.client.request("GET", path, params=params, timeout=timeout, parse=PARSERS[path])
+        value = None if resp.status == 404 else resp.parsed
+        return self._to_reading(path, value), resp.headers.get("ETag") or None
+
+    async def identity(self) -> InstanceIdentityEvent:
+        zone = _last_segment(await self.fetch(PREFIX + "instance/zone", first_line))
+        return InstanceIdentityEvent(
+            provider=self.name,
+            instance_id=await self.fetch(PREFIX + "instance/id", first_line),
+            instance_type=_last_segment(await self.fetch(PREFIX + "instance/machine-type", first_line)),
+            region=zone.rsplit("-", 1)[0] if zone and "-" in zone else None,
+            zone=zone,
+        )

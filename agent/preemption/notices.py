@@ -1,0 +1,164 @@
+"""De-duplication of notices across polls and across agent restarts.
+
+Every read of a source gives the notices present now. :class:`NoticeTracker` turns that stream into
+announcements: a notice seen for the first time is announced once; one the cloud marks canceled or
+completed, or that stays absent for ``withdraw_after`` successful reads in a row, is announced as
+withdrawn; a notice whose deadline moves earlier is announced again with the same ``event_id``. A
+read that failed says nothing about presence, so errors never withdraw anything.
+
+:class:`NoticeStore` keeps the active notices in ``<state_dir>/preemption-notices.json`` (atomic
+write) so a restart during a notice does not announce it again as new.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agent.events import PreemptionEvent
+from agent.statefile import write_atomic
+
+log = structlog.get_logger("preemption.notices")
+
+EARLIER_BY = 1.0  # seconds a deadline must move earlier to be announced again
+
+
+@dataclass
+class ActiveNotice:
+    event: PreemptionEvent  # as last announced
+    source: str
+    last_seen: datetime
+    misses: int = 0
+    deadline: datetime | None = None  # the cloud's latest word (may be later than the announced one)
+
+
+class NoticeTracker:
+    def __init__(self, withdraw_after: int = 3) -> None:
+        self.withdraw_after = withdraw_after
+        self.active: dict[str, ActiveNotice] = {}
+
+    def restore(self, source: str, event: PreemptionEvent) -> None:
+        self.active[event.event_id] = ActiveNotice(event, source, event.received_at, deadline=event.deadline)
+
+    def observe(
+        self, source: str, seen: list[PreemptionEvent], withdraw_after: int | None = None
+    ) -> list[PreemptionEvent]:
+        """One successful read of ``source`` -> the events to announce (possibly none)."""
+        out: list[PreemptionEvent] = []
+        present: set[str] = set()
+        for ev in seen:
+            current = self.active.get(ev.event_id)
+            if ev.withdrawn:
+                if current is not None:
+                    del self.active[ev.event_id]
+                    out.append(_withdrawn(current.event, ev.received_at, ev.raw))
+                continue
+            present.add(ev.event_id)
+            if current is None:
+                self.active[ev.event_id] = ActiveNotice(ev, source, ev.received_at, deadline=ev.deadline)
+                out.append(ev)
+                continue
+            current.misses = 0
+            current.last_seen = ev.received_at
+            current.deadline = ev.deadline or current.deadline
+            announced = current.event.deadline
+            if (
+                ev.deadline is not None
+                and announced is not None
+                and (announced - ev.deadline).total_seconds() > EARLIER_BY
+            ):
+                # moved earlier: acting on the old deadline would be late
+                current.event = replace(ev, replayed=False)
+                out.append(current.event)
+        limit = withdraw_after or self.withdraw_after
+        now = seen[0].received_at if seen else datetime.now(UTC)
+        for event_id, notice in list(self.active.items()):
+            if notice.source != source or event_id in present:
+                continue
+            notice.misses += 1
+            if notice.misses >= limit:
+                del self.active[event_id]
+                out.append(_withdrawn(notice.event, now, ""))
+        return out
+
+
+def _withdrawn(event: PreemptionEvent, at: datetime, raw: str) -> PreemptionEvent:
+    return replace(event, withdrawn=True, received_at=at, raw=raw or event.raw, replayed=False)
+
+
+# --- persistence ---------------------------------------------------------------------------------
+
+VERSION = 1
+
+
+def event_to_json(event: PreemptionEvent) -> dict[str, Any]:
+    return {
+        "provider": event.provider,
+        "kind": event.kind,
+        "event_id": event.event_id,
+        "deadline": event.deadline.isoformat() if event.deadline else None,
+        "received_at": event.received_at.isoformat(),
+        "raw": event.raw,
+    }
+
+
+def event_from_json(d: dict[str, Any]) -> PreemptionEvent:
+    deadline = d.get("deadline")
+    return PreemptionEvent(
+        provider=str(d["provider"]),
+        kind=str(d["kind"]),
+        event_id=str(d["event_id"]),
+        deadline=datetime.fromisoformat(deadline) if deadline else None,
+        received_at=datetime.fromisoformat(d["received_at"]),
+        raw=str(d.get("raw", "")),
+    )
+
+
+class NoticeStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self, provider: str) -> list[tuple[str, PreemptionEvent]]:
+        """Active notices saved by an earlier run for ``provider``. An unreadable file is kept aside
+        as ``*.corrupt`` (nothing is silently lost) and the watcher starts empty."""
+        try:
+            doc = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as e:
+            self._set_aside(f"unreadable: {e}")
+            return []
+        try:
+            if doc.get("version") != VERSION:
+                raise ValueError(f"version {doc.get('version')!r}")
+            if doc.get("provider") != provider:
+                log.info("saved notices are for another provider; ignoring them", saved=doc.get("provider"))
+                return []
+            return [(str(item["source"]), event_from_json(item["event"])) for item in doc["active"]]
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            self._set_aside(f"unexpected content: {e}")
+            return []
+
+    def _set_aside(self, why: str) -> None:
+        aside = self.path.with_suffix(".corrupt")
+        with contextlib.suppress(OSError):
+            os.replace(self.path, aside)
+        log.error(
+            "saved preemption notices unusable; set aside", path=str(self.path), aside=str(aside), why=why
+        )
+
+    def save(self, provider: str, active: dict[str, ActiveNotice]) -> None:
+        doc = {
+            "version": VERSION,
+            "provider": provider,
+            "saved_at": datetime.now(UTC).isoformat(),
+            "active": [{"source": n.source, "event": event_to_json(n.event)} for n in active.values()],
+        }
+        write_atomic(self.path, json.dumps(doc, indent=1).encode())

@@ -1,0 +1,72 @@
+"""Tencent Cloud CVM: spot termination time.
+
+``GET http://metadata.tencentyun.com/latest/meta-data/spot/termination-time`` answers 404 while nothing
+is scheduled, else a body like ``2018-08-18 12:05:33``: Beijing time (UTC+8) with no zone marker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from agent.events import InstanceIdentityEvent
+from agent.preemption.provider import (
+    BodyFormatError,
+    Provider,
+    Reading,
+    Source,
+    TimeFormatError,
+    parse_iso_time,
+    stable_id,
+)
+
+SPOT_PATH = "/latest/meta-data/spot/termination-time"
+BEIJING = timezone(timedelta(hours=8), "UTC+8")
+IDENTITY_PATHS = {
+    "instance_id": "/latest/meta-data/instance-id",
+    "instance_type": "/latest/meta-data/instance/instance-type",
+    "region": "/latest/meta-data/placement/region",
+    "zone": "/latest/meta-data/placement/zone",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SpotTermination:
+    time: datetime
+    text: str
+
+
+def parse_tencent_time(text: str) -> datetime:
+    """``2018-08-18 12:05:33`` (UTC+8, no zone marker) -> aware UTC datetime. A time that does carry a
+    zone (``...Z`` or ``+08:00``) is read with that zone."""
+    return parse_iso_time(text, assume=BEIJING)
+
+
+def parse_spot_termination(body: str) -> SpotTermination:
+    text = body.strip()
+    if not text:
+        raise BodyFormatError("empty termination-time body")
+    try:
+        return SpotTermination(parse_tencent_time(text), text)
+    except TimeFormatError:
+        raise BodyFormatError(f"termination-time is not a time: {text[:80]!r}") from None
+
+
+class TencentProvider(Provider):
+    name = "tencent"
+    base_url = "http://metadata.tencentyun.com"
+    kinds = ("spot-termination",)
+
+    def sources(self) -> list[Source]:
+        return [Source("spot", self.read_spot)]
+
+    async def read_spot(self) -> Reading:
+        spot = await self.fetch(SPOT_PATH, parse_spot_termination)
+        reading = self.reading()
+        if spot is not None:
+            kind = "spot-termination"
+            reading.add(kind, stable_id(self.name, kind, spot.text), spot.time, spot.text)
+        return reading
+
+    async def identity(self) -> InstanceIdentityEvent:
+        return await self.identity_from_paths(IDENTITY_PATHS)

@@ -1,0 +1,476 @@
+"""The preemption watcher component: polls the cloud's metadata service and publishes one
+de-duplicated :class:`~agent.events.PreemptionEvent` per notice (and one when it is withdrawn).
+
+Each source of the provider runs its own loop on a fixed cadence (``poll_interval`` with jitter for
+spot notices, ``maintenance_interval`` for maintenance lists, GCP's long-poll when enabled). All
+requests share one budget of ``max_requests_per_second``. A failing read backs off exponentially up to
+``backoff_max``, is counted and shown in status, and never withdraws a notice or stops the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import structlog
+from aiohttp import web
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+
+from agent.component import Context, Route
+from agent.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
+from agent.preemption.azure import AzureProvider
+from agent.preemption.client import MetadataClient, RateLimiter, RequestCounter
+from agent.preemption.clouds import PROVIDERS
+from agent.preemption.detect import detect
+from agent.preemption.notices import NoticeStore, NoticeTracker
+from agent.preemption.provider import MetadataError, Provider, Reading, Source
+
+log = structlog.get_logger("preemption")
+
+STATE_FILE = "preemption-notices.json"
+
+
+@dataclass
+class SourceState:
+    name: str
+    cadence: str
+    reads: int = 0
+    errors: int = 0  # consecutive
+    last_ok: float | None = None  # wall time
+    last_error: str | None = None
+    last_error_at: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cadence": self.cadence,
+            "reads": self.reads,
+            "consecutive_errors": self.errors,
+            "last_ok": _iso(self.last_ok),
+            "last_error": self.last_error,
+            "last_error_at": _iso(self.last_error_at),
+        }
+
+
+class PreemptionWatcher:
+    name = "preemption"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.cfg = ctx.cfg.preemption
+        if self.cfg.provider == "auto":
+            found = detect(ctx.cfg.agent.sysfs)
+            self.provider_name, self.selected_by = found.provider, f"auto: {found.evidence}"
+        else:
+            self.provider_name, self.selected_by = self.cfg.provider, "config"
+        cls = PROVIDERS.get(self.provider_name)
+        self.provider_cls = cls
+        self.endpoint = (self.cfg.endpoint_for(self.provider_name) or cls.base_url) if cls else None
+        self.counter = RequestCounter()
+        self.tracker = NoticeTracker(self.cfg.withdraw_after_polls)
+        self.store = NoticeStore(ctx.state_dir / STATE_FILE)
+        self.instance: InstanceIdentityEvent | None = None
+        self.sources: dict[str, SourceState] = {}
+        self.recent: deque[dict[str, Any]] = deque(maxlen=20)
+        self.warnings: dict[str, dict[str, Any]] = {}
+        self.announce_times: dict[str, float] = {}  # event_id -> monotonic time it was published
+        self.acks: dict[str, str] = {}
+        self.provider: Provider | None = None
+        self.client: MetadataClient | None = None
+        self._replay: list[tuple[str, PreemptionEvent]] = []
+        if cls is not None:
+            self._replay = self.store.load(self.provider_name)
+            for source, ev in self._replay:
+                self.tracker.restore(source, ev)
+        wants_acks = self.provider_name == "azure" and self.cfg.azure_ack
+        self._ack_q = ctx.bus.subscribe("preemption-azure-ack", (CheckpointEvent,)) if wants_acks else None
+
+    # --- the loops ---------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        if self.provider_cls is None:
+            log.info("preemption watcher off: no metadata request will be sent", reason=self.selected_by)
+            return
+        for source, ev in self._replay:
+            log.info("notice still active from before the restart", event_id=ev.event_id, kind=ev.kind)
+            self._publish(replace(ev, replayed=True), source)
+        self._replay = []
+        connector = aiohttp.TCPConnector(limit=8, ttl_dns_cache=300)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            self.client = MetadataClient(
+                session,
+                self.provider_name,
+                self.endpoint or "",
+                timeout=self.cfg.timeout,
+                max_body=self.cfg.max_body_bytes,
+                limiter=RateLimiter(self.cfg.max_requests_per_second),
+                counter=self.counter,
+                headers=self.provider_cls.headers,
+                token=self.provider_cls.token,
+                token_ttl=int(self.cfg.token_ttl),
+                allow_tokenless=self.cfg.allow_tokenless_fallback,
+            )
+            self.provider = self.provider_cls(self.client, self.cfg)
+            log.info(
+                "watching for preemption notices",
+                provider=self.provider_name,
+                selected_by=self.selected_by,
+                endpoint=self.endpoint,
+            )
+            tasks = [asyncio.create_task(self._run_source(src)) for src in self.provider.sources()]
+            tasks.append(asyncio.create_task(self._run_identity()))
+            if self._ack_q is not None:
+                tasks.append(asyncio.create_task(self._run_acks()))
+            try:
+                await asyncio.gather(*tasks)
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def stop(self) -> None:
+        if self.provider_cls is not None:
+            self._save()
+
+    def _interval(self, src: Source) -> float:
+        return self.cfg.maintenance_interval if src.cadence == "slow" else self.cfg.poll_interval
+
+    def _backoff(self, src: Source, errors: int) -> float:
+        interval = self._interval(src)
+        grown = self.cfg.poll_interval * 2 ** min(errors - 1, 16)
+        delay = min(max(self.cfg.backoff_max, interval), max(interval, grown))
+        return delay * random.uniform(0.8, 1.2)
+
+    async def _run_source(self, src: Source) -> None:
+        st = self.sources.setdefault(
+            src.name, SourceState(src.name, "long-poll" if src.long_poll else src.cadence)
+        )
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        etag: str | None = None
+        while True:
+            delay = next_at - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            started = loop.time()
+            try:
+                if src.long_poll is not None:
+                    previous = etag
+                    reading, etag = await src.long_poll(etag)
+                else:
+                    reading = await src.read()
+            except MetadataError as e:
+                outcome = e.outcome
+                etag = None  # re-read plainly after a failure: no change may be missed
+                self._failed(st, f"{outcome}: {e}")
+                next_at = loop.time() + self._backoff(src, st.errors)
+                continue
+            except Exception as e:  # a bug in a parser must not end the watch
+                log.exception("preemption source failed unexpectedly", source=src.name)
+                etag = None
+                self._failed(st, f"internal error: {type(e).__name__}: {e}")
+                next_at = loop.time() + self._backoff(src, st.errors)
+                continue
+            self._succeeded(st)
+            self._handle(src, reading)
+            if src.long_poll is not None:
+                # a long-poll that came back unchanged at once is a server ignoring wait_for_change:
+                # fall back to the poll cadence rather than spin
+                quick = loop.time() - started < self.cfg.poll_interval / 2
+                next_at = loop.time() + (self.cfg.poll_interval if quick and etag == previous else 0)
+            else:
+                jitter = random.uniform(-self.cfg.jitter, self.cfg.jitter)
+                next_at = max(loop.time(), started + self._interval(src) * (1 + jitter))
+
+    def _failed(self, st: SourceState, message: str) -> None:
+        st.errors += 1
+        st.last_error = message[:500]
+        st.last_error_at = time.time()
+        level = log.warning if st.errors in (1, 10) or st.errors % 100 == 0 else log.debug
+        level(
+            "metadata read failed; retrying with backoff",
+            provider=self.provider_name,
+            source=st.name,
+            error=st.last_error,
+            consecutive=st.errors,
+        )
+
+    def _succeeded(self, st: SourceState) -> None:
+        if st.errors:
+            log.info("metadata reads recovered", provider=self.provider_name, source=st.name, after=st.errors)
+        st.errors = 0
+        st.reads += 1
+        st.last_ok = time.time()
+
+    def _handle(self, src: Source, reading: Reading) -> None:
+        for text in reading.warnings:
+            self._warn(src.name, text)
+        out = self.tracker.observe(src.name, reading.notices, withdraw_after=1 if src.long_poll else None)
+        for ev in out:
+            self._publish(ev, src.name)
+        if out:
+            self._save()
+
+    def _warn(self, source: str, text: str) -> None:
+        w = self.warnings.get(text)
+        if w is None:
+            log.warning(
+                "metadata answer only partly understood",
+                provider=self.provider_name,
+                source=source,
+                problem=text,
+            )
+            if len(self.warnings) >= 20:
+                self.warnings.pop(next(iter(self.warnings)))
+            w = self.warnings[text] = {"source": source, "text": text, "count": 0, "first": _iso(time.time())}
+        w["count"] += 1
+        w["last"] = _iso(time.time())
+
+    def _publish(self, ev: PreemptionEvent, source: str) -> None:
+        self.announce_times[ev.event_id] = time.monotonic()
+        if len(self.announce_times) > 1000:
+            self.announce_times.pop(next(iter(self.announce_times)))
+        self.ctx.bus.publish(ev)
+        entry = {k: v for k, v in event_to_dict(ev).items() if k not in ("type", "raw")}
+        self.recent.append({**entry, "source": source})
+        fields = {
+            "provider": ev.provider,
+            "kind": ev.kind,
+            "event_id": ev.event_id,
+            "deadline": ev.deadline.isoformat() if ev.deadline else None,
+            "seconds_remaining": None if ev.seconds_remaining is None else round(ev.seconds_remaining, 1),
+            "source": source,
+        }
+        if ev.withdrawn:
+            log.info("preemption notice withdrawn", **fields)
+        elif ev.replayed:
+            log.info("preemption notice restored after restart", **fields)
+        else:
+            log.warning("preemption notice", **fields)
+
+    def _save(self) -> None:
+        try:
+            self.store.save(self.provider_name, self.tracker.active)
+        except OSError as e:
+            log.error("cannot save preemption notices", path=str(self.store.path), error=str(e))
+
+    async def _run_identity(self) -> None:
+        assert self.provider is not None
+        errors = 0
+        while True:
+            try:
+                ident = await self.provider.identity()
+                break
+            except MetadataError as e:
+                errors += 1
+                if errors == 1:
+                    log.warning("cannot read the instance identity yet", error=str(e))
+                await asyncio.sleep(min(self.cfg.backoff_max, self.cfg.poll_interval * 2**errors))
+        self.instance = ident
+        self.ctx.bus.publish(ident)
+        log.info(
+            "instance identity",
+            provider=ident.provider,
+            instance_id=ident.instance_id,
+            instance_type=ident.instance_type,
+            region=ident.region,
+            zone=ident.zone,
+        )
+
+    # --- Azure acknowledgement ---------------------------------------------------------------------
+
+    async def _run_acks(self) -> None:
+        assert self._ack_q is not None
+        while True:
+            ev = await self._ack_q.get()
+            if isinstance(ev, CheckpointEvent) and ev.phase == "completed" and not ev.drill:
+                await self.ack(ev.event_id)
+
+    async def ack(self, event_id: str) -> str:
+        """Approve an active Azure event now (StartRequests); returns what happened, in words.
+        Called after a confirmed checkpoint when ``azure_ack = true``, or over the control socket."""
+        notice = self.tracker.active.get(event_id)
+        if not isinstance(self.provider, AzureProvider):
+            return "not acknowledged: the provider is not azure"
+        if notice is None:
+            return f"not acknowledged: no active notice {event_id}"
+        if event_id in self.acks and self.acks[event_id].startswith("acknowledged"):
+            return self.acks[event_id]
+        try:
+            await self.provider.ack(event_id)
+        except MetadataError as e:
+            self.acks[event_id] = f"failed: {e}"
+            log.error("azure StartRequests failed", event_id=event_id, error=str(e))
+        else:
+            self.acks[event_id] = f"acknowledged at {_iso(time.time())}"
+            log.warning(
+                "azure event approved early (StartRequests)", event_id=event_id, kind=notice.event.kind
+            )
+        return self.acks[event_id]
+
+    def control_routes(self) -> list[Route]:
+        async def ack(request: web.Request) -> web.Response:
+            body = await request.json()
+            event_id = body.get("event_id") if isinstance(body, dict) else None
+            if not isinstance(event_id, str) or not event_id:
+                raise ValueError('expected {"event_id": "..."}')
+            result = await self.ack(event_id)
+            return web.json_response({"event_id": event_id, "result": result})
+
+        return [("POST", "/preemption/ack", ack)] if self.provider_name == "azure" else []
+
+    # --- faces -------------------------------------------------------------------------------------
+
+    def active_notices(self) -> list[dict[str, Any]]:
+        now = datetime.now(UTC)
+        out = []
+        for n in sorted(self.tracker.active.values(), key=lambda n: (n.deadline is None, n.deadline or now)):
+            ev = n.event
+            deadline = n.deadline or ev.deadline
+            out.append(
+                {
+                    "event_id": ev.event_id,
+                    "provider": ev.provider,
+                    "kind": ev.kind,
+                    "source": n.source,
+                    "deadline": deadline.isoformat() if deadline else None,
+                    "received_at": ev.received_at.isoformat(),
+                    "seconds_remaining_at_receipt": ev.seconds_remaining,
+                    "remaining_seconds": round((deadline - now).total_seconds(), 1) if deadline else None,
+                    "raw": ev.raw[:500],
+                    **({"azure_ack": self.acks[ev.event_id]} if ev.event_id in self.acks else {}),
+                }
+            )
+        return out
+
+    def status(self) -> dict[str, Any]:
+        active = self.active_notices()
+        requests: dict[str, int] = {}
+        for (_, outcome), n in self.counter.counts.items():
+            requests[outcome] = requests.get(outcome, 0) + n
+        return {
+            "provider": self.provider_name,
+            "selected_by": self.selected_by,
+            "enabled": self.provider_cls is not None,
+            "endpoint": self.endpoint,
+            "token": self.client.token_state if self.client else None,
+            "instance": _identity_dict(self.instance),
+            "active": active,
+            "sources": {name: st.as_dict() for name, st in self.sources.items()},
+            "requests": requests,
+            "warnings": list(self.warnings.values())[-10:],
+            "recent": list(self.recent)[-10:],
+            "lines": self._lines(active),
+        }
+
+    def _lines(self, active: list[dict[str, Any]]) -> list[str]:
+        if self.provider_cls is None:
+            return [f"off: provider none ({self.selected_by}); no metadata request is sent"]
+        lines = [f"{self.provider_name} at {self.endpoint} ({self.selected_by})"]
+        if self.instance:
+            i = self.instance
+            lines.append(
+                f"instance {i.instance_id or '?'}  {i.instance_type or '?'}  "
+                f"{i.region or '?'}/{i.zone or '?'}"
+            )
+        if not active:
+            lines.append("no notice")
+        for n in active:
+            left = n["remaining_seconds"]
+            when = (
+                "deadline unknown: act now"
+                if left is None
+                else f"deadline {n['deadline']}, {_countdown(left)}"
+            )
+            lines.append(f"NOTICE {n['kind']} ({n['event_id']}): {when}")
+        failing = [st for st in self.sources.values() if st.errors]
+        for st in failing:
+            lines.append(f"metadata {st.name}: FAILING x{st.errors}: {st.last_error}")
+        if not failing and self.sources:
+            lines.append(f"metadata ok: {self.counter.total()} requests")
+        return lines
+
+    def metrics(self) -> list[Metric]:
+        if self.provider_cls is None:
+            return []
+        notice = GaugeMetricFamily(
+            "training_node_preemption_notice",
+            "Whether a notice of this kind is active (1) or not (0).",
+            labels=["kind"],
+        )
+        deadline = GaugeMetricFamily(
+            "training_node_preemption_deadline_timestamp_seconds",
+            "Unix time of the earliest active notice's deadline, per kind (absent when unknown).",
+            labels=["kind"],
+        )
+        remaining = GaugeMetricFamily(
+            "training_node_preemption_notice_remaining_seconds",
+            "Seconds the cloud left before the deadline when the notice was received.",
+            labels=["kind"],
+        )
+        earliest: dict[str, PreemptionEvent] = {}
+        active_kinds = set()
+        for n in self.tracker.active.values():
+            ev = n.event
+            active_kinds.add(ev.kind)
+            if ev.deadline is not None and (
+                ev.kind not in earliest or ev.deadline < earliest[ev.kind].deadline  # type: ignore[operator]
+            ):
+                earliest[ev.kind] = ev
+        for kind in sorted(set(self.provider_cls.kinds) | active_kinds):
+            notice.add_metric([kind], 1.0 if kind in active_kinds else 0.0)
+        for kind, ev in sorted(earliest.items()):
+            assert ev.deadline is not None
+            deadline.add_metric([kind], ev.deadline.timestamp())
+            remaining.add_metric([kind], float(ev.seconds_remaining or 0.0))
+        requests = CounterMetricFamily(
+            "training_node_metadata_requests",
+            "Requests to the cloud metadata service, by outcome.",
+            labels=["provider", "outcome"],
+        )
+        for (provider, outcome), n in sorted(self.counter.counts.items()):
+            requests.add_metric([provider, outcome], float(n))
+        out: list[Metric] = [notice, deadline, remaining, requests]
+        if self.counter.last_success:
+            last = GaugeMetricFamily(
+                "training_node_metadata_last_success_timestamp_seconds",
+                "Unix time of the last answered metadata request.",
+                labels=["provider"],
+            )
+            for provider, t in sorted(self.counter.last_success.items()):
+                last.add_metric([provider], t)
+            out.append(last)
+        if self.instance is not None:
+            info = InfoMetricFamily(
+                "training_node_instance", "The cloud instance this node is, from metadata."
+            )
+            info.add_metric([], {k: v or "" for k, v in _identity_dict(self.instance).items()})  # type: ignore[union-attr]
+            out.append(info)
+        return out
+
+
+def _identity_dict(ident: InstanceIdentityEvent | None) -> dict[str, str | None] | None:
+    if ident is None:
+        return None
+    return {
+        "provider": ident.provider,
+        "instance_id": ident.instance_id,
+        "instance_type": ident.instance_type,
+        "region": ident.region,
+        "zone": ident.zone,
+    }
+
+
+def _iso(t: float | None) -> str | None:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds") if t else None
+
+
+def _countdown(seconds: float) -> str:
+    s = abs(int(seconds))
+    text = f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+    return f"{text} left" if seconds >= 0 else f"passed {text} ago"

@@ -1,0 +1,207 @@
+"""Cost of one classifier evaluation at a large node's size, next to the sampler's own per-tick rate
+computation for the same node, measured in the same run.
+
+    .venv/bin/python bench/classifier_cost.py            # 2000 evaluations
+    .venv/bin/python bench/classifier_cost.py --quick    # 200 evaluations
+
+The node: 8 GPUs, 16 disks, 20 NFS mounts, 8 NICs, 4 RDMA ports, every series active in every sample
+(the worst case: idle series are dropped from samples), a full default window of 60 one-second
+samples. One evaluation = measure + score + decide + reasons + hint (``classify``) plus learning the
+baselines from the window (``learn``), which is what the daemon runs every ``evaluate_every``.
+The peer is ``family_rates`` over all five parts for one tick of the same node (the sampler's work
+that turns counters into the rates the classifier reads). Goal: <= 1 ms per evaluation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+from agent.classifier.baselines import Baselines, learn
+from agent.classifier.engine import Engine
+from agent.classifier.samples import sample_from_snapshot
+from agent.classifier.verdict import classify
+from agent.config.classifier import ClassifierSection
+from agent.snapshot import NodeSnapshot
+from agent.snapshot.parts import (
+    CpuTimes,
+    DiskStat,
+    GpuPart,
+    GpuProcess,
+    GpuStats,
+    HostPart,
+    NetworkPart,
+    NfsMount,
+    NicStat,
+    Pressure,
+    ProcessPart,
+    ProcessStat,
+    RdmaPort,
+    StoragePart,
+)
+from agent.snapshot.rates import NodeRates, family_rates
+
+GPUS, DISKS, NFS, NICS, PORTS = 8, 16, 20, 8, 4
+
+
+def parts(t: float, rnd: random.Random) -> dict[str, object]:
+    """Cumulative counters of the node at time ``t`` (rates of a few hundred MB/s, jittered)."""
+
+    def c(rate: float) -> int:
+        return int((t + 0.05 * rnd.random()) * rate)  # jittered, never backwards
+
+    phase = int(t) % 3
+    util, power, sm = [(0.97, 330.0, 0.8), (1.0, 85.0, 0.04), (0.0, 62.0, 0.0)][phase]
+    gpu = GpuPart(
+        "550.54",
+        "12.550",
+        tuple(
+            GpuStats(
+                index=i,
+                uuid=f"GPU-{i}",
+                model="NVIDIA H800",
+                up=True,
+                utilization=util,
+                power_watts=power,
+                power_limit_watts=700.0,
+                sm_active=sm,
+                tensor_active=sm / 2,
+                clocks_event_reasons=0x4 if phase == 0 else 0,
+                pcie_tx_bytes=c(1e9),
+                pcie_rx_bytes=c(2e9),
+                nvlink_tx_bytes=c(5e9),
+                nvlink_rx_bytes=c(5e9),
+                processes=(GpuProcess(1000 + i, 1 << 34),),
+            )
+            for i in range(GPUS)
+        ),
+    )
+    storage = StoragePart(
+        tuple(
+            DiskStat(f"nvme{i}n1", c(1e4), 0, c(2e8) // 512, t * 0.5, 0, 0, 0.0, 1, t * 0.6)
+            for i in range(DISKS)
+        ),
+        tuple(
+            NfsMount(f"/mnt/d{i}", f"nas{i}:/data", "tcp", "nfs4", c(3e8), c(3e8), c(300), t * 1.2, t * 1.3)
+            for i in range(NFS)
+        ),
+    )
+    network = NetworkPart(
+        tuple(
+            NicStat(f"eth{i}", c(1e9), c(1e9), c(1e6), c(1e6), 0, 0, 0, 0, 3_125_000_000) for i in range(NICS)
+        ),
+        tuple(
+            RdmaPort(f"mlx5_{i}", 1, c(2e10), c(2e10), 50_000_000_000, c(1e5), c(200), c(100), 0)
+            for i in range(PORTS)
+        ),
+    )
+    host = HostPart(
+        CpuTimes(t * 50, 0, t * 10, t * 30, t * 5, 0, 0, 0),
+        96,
+        30.0,
+        30.0,
+        30.0,
+        1 << 40,
+        1 << 39,
+        pressure={"io": Pressure(1, 1, 1, t * 0.2, 1, 1, 1, t * 0.1)},
+    )
+    procs = ProcessPart(
+        tuple(
+            ProcessStat(1000 + i, 5000, "python", t * 6.0, c(1e8), c(1e8), 12.0, 40, 8) for i in range(GPUS)
+        )
+    )
+    return {"host": host, "gpu": gpu, "storage": storage, "network": network, "processes": procs}
+
+
+def tick_rates(prev: dict[str, object], cur: dict[str, object]) -> NodeRates:
+    fields: dict[str, object] = {"interval_seconds": 1.0}
+    for name in cur:
+        fields.update(family_rates(name, prev[name], cur[name], 1.0))
+    return NodeRates(**fields)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="200 evaluations instead of 2000")
+    args = ap.parse_args()
+    n = 200 if args.quick else 2000
+    rnd = random.Random(7)
+    cfg = ClassifierSection()
+    history = [parts(float(t), rnd) for t in range(61)]
+    window = []
+    for t in range(1, 61):
+        snap = NodeSnapshot(
+            seq=t,
+            timestamp=1.7e9 + t,
+            monotonic=float(t),
+            rates=tick_rates(history[t - 1], history[t]),
+            **history[t],  # type: ignore[arg-type]
+        )
+        window.append(sample_from_snapshot(snap))
+    baselines = learn(window, Baselines())
+
+    def timed(fn, reps: int) -> list[float]:
+        out = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+        return out
+
+    def cold() -> None:  # everything from scratch, learning included
+        classify(window, baselines, cfg, "compute")
+        learn(window, baselines)
+
+    # the daemon's steady state: an Engine over a stream of snapshots, evaluating every 10 s (each
+    # evaluation sorts only the 10 new samples' GPUs; learning runs once per window length)
+    engine = Engine(cfg, baselines)
+    stream = [parts(float(t), rnd) for t in range(61, 61 + 10 * (n + 10) + 2)]
+    prev = history[60]
+    snaps = []
+    for i, cur in enumerate(stream):
+        t = 61.0 + i
+        snaps.append(
+            NodeSnapshot(seq=int(t), timestamp=1.7e9 + t, monotonic=t, rates=tick_rates(prev, cur), **cur)
+        )  # type: ignore[arg-type]
+        prev = cur
+    for s in snaps[:60]:
+        engine.add_snapshot(s)
+    steady: list[float] = []
+    for s in snaps[60:]:
+        t0 = time.perf_counter()
+        ev = engine.add_snapshot(s)
+        if ev is not None:
+            steady.append(time.perf_counter() - t0)
+
+    for _ in range(20):  # warm caches
+        cold()
+    ev = timed(cold, n)
+    cls = timed(lambda: classify(window, baselines, cfg, "compute"), n)
+    prev, cur = history[59], history[60]
+    peer = timed(lambda: tick_rates(prev, cur), n)
+    snap = NodeSnapshot(seq=60, timestamp=0, monotonic=60.0, rates=tick_rates(prev, cur), **cur)  # type: ignore[arg-type]
+    ingest = timed(lambda: sample_from_snapshot(snap), n)
+
+    def fmt(xs: list[float]) -> str:
+        xs = sorted(xs)
+        return f"median {statistics.median(xs) * 1e3:.3f} ms  p99 {xs[int(len(xs) * 0.99) - 1] * 1e3:.3f} ms"
+
+    verdict = classify(window, baselines, cfg).label
+    print(f"node: {GPUS} GPUs, {DISKS} disks, {NFS} NFS mounts, {NICS} NICs, {PORTS} RDMA ports")
+    print(f"window: 60 one-second samples; verdict on the synthetic window: {verdict}")
+    print(f"evaluation in the daemon (Engine, steady state)  {fmt(steady)}   over {len(steady)} evaluations")
+    print(f"evaluation from scratch (classify + learn)       {fmt(ev)}   over {n} runs")
+    print(f"  classify alone, from scratch                   {fmt(cls)}")
+    print(f"ingest one snapshot (every tick)                 {fmt(ingest)}")
+    print(f"peer: the sampler's rates for one tick           {fmt(peer)}")
+    med_steady, med_peer = statistics.median(steady), statistics.median(peer)
+    print(f"ratio steady evaluation / peer tick              {med_steady / med_peer:.2f}x")
+    print(f"ratio from-scratch evaluation / peer tick        {statistics.median(ev) / med_peer:.2f}x")
+    ok = "OK" if med_steady <= 1e-3 else "OVER"
+    print(f"budget 1 ms per evaluation: {ok} ({med_steady * 1e3:.3f} ms in the daemon)")
+
+
+if __name__ == "__main__":
+    main()

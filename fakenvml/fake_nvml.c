@@ -1,0 +1,871 @@
+/* A fake libnvidia-ml.so.1: the NVML calls the agent makes, answered from the JSON state file named by
+ * FAKE_NVML_STATE (see docs/fake-nvml.md). The file is re-read whenever it changes (device, inode,
+ * size, mtime or ctime differ), so other tools drive the fake by replacing it atomically.
+ *
+ * Thread-safe: one mutex guards the state; a device's ``delay_ms`` is slept outside it, so one slow
+ * GPU never blocks a waiting event thread. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "functions.h"
+#include "nvml_subset.h"
+#include "state.h"
+
+#define HANDLE_MAGIC 0x4e564d4cU /* "NVML" */
+#define EVENTSET_MAGIC 0x45565453U
+#define GPM_MAGIC 0x47504d53U
+#define MAX_STATE_BYTES (64u << 20)
+#define EVENT_POLL_MS 50
+#define SUPPORTED_EVENTS                                                                                   \
+    (nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError | nvmlEventTypePState |              \
+     nvmlEventTypeXidCriticalError | nvmlEventTypeClock)
+
+struct nvmlDevice_st {
+    unsigned int magic;
+    unsigned int index;
+};
+
+struct nvmlEventSet_st {
+    unsigned int magic;
+    unsigned long long types[FAKE_MAX_DEVICES]; /* registered event types per device index */
+};
+
+struct nvmlGpmSample_st {
+    unsigned int magic;
+    int filled;
+    unsigned int index;
+    int has_sm, has_tensor, has_dram;
+    double sm, tensor, dram;
+};
+
+typedef struct {
+    unsigned long long *seqs;
+    size_t n, cap;
+} seq_set;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static fake_state *g_state; /* NULL until a state file has been read */
+static fake_state *g_spare;
+static char g_path[PATH_MAX];
+static struct stat g_seen;
+static int g_seen_valid;
+static int g_last_errno;
+static int g_refcount;
+static struct nvmlDevice_st g_handles[FAKE_MAX_DEVICES];
+static seq_set g_delivered[FAKE_MAX_DEVICES]; /* Xid seqs handed out, per device, per state path */
+
+/* --- hiding missing functions' symbols ------------------------------------------------------------
+ * ctypes (and so nvidia-ml-py) finds functions with dlsym(). glibc's lookup skips a symbol whose
+ * st_value is 0, so setting it to 0 in our own .dynsym makes dlsym() fail exactly as on an older
+ * driver that lacks the function; the saved value restores it when the state file no longer lists it.
+ * A caller that resolved the function before it was listed keeps its pointer, so every function also
+ * answers NVML_ERROR_FUNCTION_NOT_FOUND itself while it is listed. */
+
+#define FAKE_FN_ADDR(name) (void *)name,
+static void *const g_fn_addrs[FN_COUNT] = {FAKE_FUNCTIONS(FAKE_FN_ADDR)};
+#undef FAKE_FN_ADDR
+static ElfW(Sym) *g_syms[FN_COUNT];
+static ElfW(Addr) g_sym_values[FN_COUNT];
+static unsigned char g_hidden[FN_COUNT];
+
+static int page_protection(const void *addr) {
+    /* keep whatever execute bit the page has (a linker without -z separate-code shares pages) */
+    FILE *maps = fopen("/proc/self/maps", "r");
+    char line[512];
+    int prot = PROT_READ | PROT_WRITE;
+    if (!maps) return prot;
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && (uintptr_t)addr >= lo && (uintptr_t)addr < hi) {
+            if (perms[2] == 'x') prot |= PROT_EXEC;
+            break;
+        }
+    }
+    fclose(maps);
+    return prot;
+}
+
+static int make_writable(void *addr, size_t len) {
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)addr & ~(uintptr_t)(page - 1);
+    uintptr_t end = ((uintptr_t)addr + len + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+    return mprotect((void *)start, end - start, page_protection(addr));
+}
+
+static void find_own_symbols(void) {
+    for (int i = 0; i < FN_COUNT; i++) {
+        Dl_info info;
+        const ElfW(Sym) *sym = NULL;
+        if (dladdr1(g_fn_addrs[i], &info, (void **)&sym, RTLD_DL_SYMENT) && sym && info.dli_sname &&
+            strcmp(info.dli_sname, fake_function_names[i]) == 0) {
+            g_syms[i] = (ElfW(Sym) *)sym;
+            g_sym_values[i] = sym->st_value;
+        }
+    }
+}
+
+static void apply_missing_locked(const unsigned char missing[FN_COUNT]) {
+    for (int i = 0; i < FN_COUNT; i++) {
+        unsigned char want = missing ? missing[i] : 0;
+        if (want == g_hidden[i] || !g_syms[i]) continue;
+        if (make_writable(g_syms[i], sizeof *g_syms[i]) != 0) {
+            fprintf(stderr, "fake-nvml: cannot hide %s: %s\n", fake_function_names[i], strerror(errno));
+            continue;
+        }
+        g_syms[i]->st_value = want ? 0 : g_sym_values[i];
+        g_hidden[i] = want;
+    }
+}
+
+/* --- the state file ------------------------------------------------------------------------------- */
+
+static void forget_delivered_locked(void) {
+    for (int i = 0; i < FAKE_MAX_DEVICES; i++) g_delivered[i].n = 0;
+}
+
+static int same_file(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+static char *read_file(const char *path, size_t *len, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        if (cap >= MAX_STATE_BYTES) {
+            snprintf(err, errlen, "larger than %u bytes", MAX_STATE_BYTES);
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        char *bigger = realloc(buf, cap * 2);
+        if (!bigger) free(buf);
+        buf = bigger;
+        cap *= 2;
+    }
+    if (buf && ferror(f)) {
+        snprintf(err, errlen, "read error");
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+static void refresh_locked(void) {
+    const char *path = getenv("FAKE_NVML_STATE");
+    if (!path || !*path) path = "";
+    if (strcmp(path, g_path) != 0) {
+        /* another state file is another machine: forget the last one */
+        snprintf(g_path, sizeof g_path, "%s", path);
+        g_seen_valid = 0;
+        g_last_errno = 0;
+        free(g_state);
+        g_state = NULL;
+        forget_delivered_locked();
+        apply_missing_locked(NULL);
+        if (!*path) fprintf(stderr, "fake-nvml: FAKE_NVML_STATE is not set; no driver to talk to\n");
+    }
+    if (!*path) return;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno != g_last_errno) fprintf(stderr, "fake-nvml: %s: %s\n", path, strerror(errno));
+        g_last_errno = errno; /* keep the last good state meanwhile */
+        return;
+    }
+    g_last_errno = 0;
+    if (g_seen_valid && same_file(&st, &g_seen)) return;
+    g_seen = st;
+    g_seen_valid = 1;
+    char err[256] = "", warn[1024] = "";
+    size_t len = 0;
+    char *text = read_file(path, &len, err, sizeof err);
+    if (!g_spare) g_spare = malloc(sizeof *g_spare);
+    if (text && g_spare && fake_state_parse(text, len, g_spare, err, sizeof err, warn, sizeof warn) == 0) {
+        fake_state *old = g_state;
+        g_state = g_spare;
+        g_spare = old;
+        apply_missing_locked(g_state->missing);
+        if (warn[0]) fprintf(stderr, "fake-nvml: %s: %s\n", path, warn);
+    } else {
+        fprintf(stderr, "fake-nvml: %s: %s; keeping the previous state\n", path, err[0] ? err : "out of memory");
+    }
+    free(text);
+}
+
+__attribute__((constructor)) static void fake_nvml_load(void) {
+    for (unsigned i = 0; i < FAKE_MAX_DEVICES; i++) g_handles[i] = (struct nvmlDevice_st){HANDLE_MAGIC, i};
+    pthread_mutex_lock(&g_lock);
+    find_own_symbols();
+    refresh_locked(); /* hides missing functions before anyone can dlsym() them */
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* --- entering a call ------------------------------------------------------------------------------
+ * Every entry point calls enter() (or system_enter()) first; both return with g_lock held, and the
+ * caller unlocks on every path. */
+
+static void sleep_ms(unsigned ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static nvmlReturn_t system_enter(enum fake_function fn) {
+    pthread_mutex_lock(&g_lock);
+    refresh_locked();
+    if (!g_state) return NVML_ERROR_DRIVER_NOT_LOADED;
+    if (g_state->missing[fn]) return NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (g_state->driver_error != NVML_SUCCESS) return g_state->driver_error;
+    if (g_refcount == 0) return NVML_ERROR_UNINITIALIZED;
+    return NVML_SUCCESS;
+}
+
+static int valid_handle(nvmlDevice_t h) {
+    uintptr_t p = (uintptr_t)h, base = (uintptr_t)g_handles;
+    return p >= base && p < base + sizeof g_handles && (p - base) % sizeof g_handles[0] == 0 &&
+           h->magic == HANDLE_MAGIC;
+}
+
+static nvmlReturn_t device_check(enum fake_function fn, nvmlDevice_t h, const fake_device **out) {
+    nvmlReturn_t r = system_enter(fn);
+    if (r != NVML_SUCCESS) return r;
+    if (!valid_handle(h)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (h->index >= g_state->ndevices) return NVML_ERROR_GPU_IS_LOST; /* gone from the state file */
+    *out = &g_state->devices[h->index];
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t enter(enum fake_function fn, nvmlDevice_t h, const fake_device **out) {
+    const fake_device *d = NULL;
+    nvmlReturn_t r = device_check(fn, h, &d);
+    if (r == NVML_SUCCESS && d->delay_ms) {
+        unsigned delay = d->delay_ms;
+        pthread_mutex_unlock(&g_lock);
+        sleep_ms(delay);
+        r = device_check(fn, h, &d); /* the state may have changed while we slept */
+    }
+    if (r != NVML_SUCCESS) return r;
+    if (d->lost) return NVML_ERROR_GPU_IS_LOST;
+    if (d->unsupported[fn]) return NVML_ERROR_NOT_SUPPORTED;
+    *out = d;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t leave(nvmlReturn_t r) {
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+
+static nvmlReturn_t copy_string(char *dst, unsigned int length, const char *src) {
+    if (!dst) return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(src) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(dst, src, strlen(src) + 1);
+    return NVML_SUCCESS;
+}
+
+/* --- library and system --------------------------------------------------------------------------- */
+
+static nvmlReturn_t init(enum fake_function fn) {
+    pthread_mutex_lock(&g_lock);
+    refresh_locked();
+    if (!g_state) return leave(NVML_ERROR_DRIVER_NOT_LOADED);
+    if (g_state->missing[fn]) return leave(NVML_ERROR_FUNCTION_NOT_FOUND);
+    if (g_state->driver_error != NVML_SUCCESS) return leave(g_state->driver_error);
+    g_refcount++;
+    return leave(NVML_SUCCESS);
+}
+
+FAKE_API nvmlReturn_t nvmlInit(void) { return init(FN_nvmlInit); }
+FAKE_API nvmlReturn_t nvmlInit_v2(void) { return init(FN_nvmlInit_v2); }
+FAKE_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    (void)flags;
+    return init(FN_nvmlInitWithFlags);
+}
+
+FAKE_API nvmlReturn_t nvmlShutdown(void) {
+    pthread_mutex_lock(&g_lock);
+    refresh_locked();
+    if (g_state && g_state->missing[FN_nvmlShutdown]) return leave(NVML_ERROR_FUNCTION_NOT_FOUND);
+    if (g_refcount == 0) return leave(NVML_ERROR_UNINITIALIZED);
+    g_refcount--;
+    return leave(NVML_SUCCESS);
+}
+
+FAKE_API const char *nvmlErrorString(nvmlReturn_t result) {
+    switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires restart";
+    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request.";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_MEMORY: return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA: return "No data";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    case NVML_ERROR_UNKNOWN: return "Unknown Error";
+    default: return "Unknown Error";
+    }
+}
+
+FAKE_API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    nvmlReturn_t r = system_enter(FN_nvmlSystemGetDriverVersion);
+    return leave(r ? r : copy_string(version, length, g_state->driver_version));
+}
+
+FAKE_API nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length) {
+    nvmlReturn_t r = system_enter(FN_nvmlSystemGetNVMLVersion);
+    return leave(r ? r : copy_string(version, length, g_state->nvml_version));
+}
+
+static nvmlReturn_t cuda_version(enum fake_function fn, int *out) {
+    nvmlReturn_t r = system_enter(fn);
+    if (r == NVML_SUCCESS && !out) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) *out = g_state->cuda_driver_version;
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v) { return cuda_version(FN_nvmlSystemGetCudaDriverVersion, v); }
+FAKE_API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v) {
+    return cuda_version(FN_nvmlSystemGetCudaDriverVersion_v2, v);
+}
+
+static nvmlReturn_t device_count(enum fake_function fn, unsigned int *count) {
+    nvmlReturn_t r = system_enter(fn);
+    if (r == NVML_SUCCESS && !count) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) *count = g_state->ndevices;
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetCount(unsigned int *c) { return device_count(FN_nvmlDeviceGetCount, c); }
+FAKE_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *c) { return device_count(FN_nvmlDeviceGetCount_v2, c); }
+
+static nvmlReturn_t handle_by_index(enum fake_function fn, unsigned int index, nvmlDevice_t *device) {
+    nvmlReturn_t r = system_enter(fn);
+    if (r == NVML_SUCCESS && (!device || index >= g_state->ndevices)) r = NVML_ERROR_INVALID_ARGUMENT;
+    leave(r);
+    if (r != NVML_SUCCESS) return r;
+    const fake_device *d;
+    r = enter(fn, &g_handles[index], &d);
+    if (r == NVML_SUCCESS) *device = &g_handles[index];
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, nvmlDevice_t *d) {
+    return handle_by_index(FN_nvmlDeviceGetHandleByIndex, i, d);
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d) {
+    return handle_by_index(FN_nvmlDeviceGetHandleByIndex_v2, i, d);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+    nvmlReturn_t r = system_enter(FN_nvmlDeviceGetHandleByUUID);
+    unsigned found = FAKE_MAX_DEVICES;
+    if (r == NVML_SUCCESS && (!uuid || !device)) r = NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned i = 0; r == NVML_SUCCESS && i < g_state->ndevices && found == FAKE_MAX_DEVICES; i++)
+        if (strcmp(g_state->devices[i].uuid, uuid) == 0) found = i;
+    if (r == NVML_SUCCESS && found == FAKE_MAX_DEVICES) r = NVML_ERROR_NOT_FOUND;
+    leave(r);
+    if (r != NVML_SUCCESS) return r;
+    const fake_device *d;
+    r = enter(FN_nvmlDeviceGetHandleByUUID, &g_handles[found], &d);
+    if (r == NVML_SUCCESS) *device = &g_handles[found];
+    return leave(r);
+}
+
+/* --- identity ------------------------------------------------------------------------------------- */
+
+FAKE_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetIndex, device, &d);
+    if (r == NVML_SUCCESS && !index) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) *index = d->index;
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minor) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetMinorNumber, device, &d);
+    if (r == NVML_SUCCESS && !minor) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) *minor = d->index;
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetName, device, &d);
+    return leave(r ? r : copy_string(name, length, d->name));
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetUUID, device, &d);
+    return leave(r ? r : copy_string(uuid, length, d->uuid));
+}
+
+static nvmlReturn_t pci_info(enum fake_function fn, nvmlDevice_t device, nvmlPciInfo_t *pci) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(fn, device, &d);
+    if (r == NVML_SUCCESS && !pci) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) {
+        unsigned domain = 0, bus = 0, dev = 0, func = 0;
+        memset(pci, 0, sizeof *pci);
+        sscanf(d->pci_bus_id, "%x:%x:%x.%x", &domain, &bus, &dev, &func);
+        pci->domain = domain;
+        pci->bus = bus;
+        pci->device = dev;
+        pci->pciDeviceId = 0x233010DE; /* H100 SXM5, vendor 10DE */
+        pci->pciSubSystemId = 0x16C110DE;
+        snprintf(pci->busId, sizeof pci->busId, "%s", d->pci_bus_id);
+        snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04x:%02x:%02x.%x", domain & 0xFFFF, bus, dev, func);
+    }
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, nvmlPciInfo_t *p) {
+    return pci_info(FN_nvmlDeviceGetPciInfo_v2, d, p);
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) {
+    return pci_info(FN_nvmlDeviceGetPciInfo_v3, d, p);
+}
+
+/* --- gauges --------------------------------------------------------------------------------------- */
+
+FAKE_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetUtilizationRates, device, &d);
+    if (r == NVML_SUCCESS && !u) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && !d->has_utilization) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) {
+        u->gpu = d->utilization_gpu;
+        u->memory = d->utilization_memory;
+    }
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetMemoryInfo, device, &d);
+    if (r == NVML_SUCCESS && !m) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && !d->has_memory) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) {
+        /* v1 counts the driver's reservation as used */
+        m->total = d->memory_total;
+        m->used = d->memory_used + d->memory_reserved;
+        m->free = d->memory_total - m->used;
+    }
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *m) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetMemoryInfo_v2, device, &d);
+    if (r == NVML_SUCCESS && !m) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && m->version != nvmlMemory_v2) r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (r == NVML_SUCCESS && !d->has_memory) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) {
+        m->total = d->memory_total;
+        m->reserved = d->memory_reserved;
+        m->used = d->memory_used;
+        m->free = d->memory_total - d->memory_reserved - d->memory_used;
+    }
+    return leave(r);
+}
+
+static nvmlReturn_t uint_value(enum fake_function fn, nvmlDevice_t device, unsigned int *out, size_t has_off,
+                               size_t value_off) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(fn, device, &d);
+    if (r == NVML_SUCCESS && !out) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && !*(const int *)((const char *)d + has_off)) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) *out = *(const unsigned int *)((const char *)d + value_off);
+    return leave(r);
+}
+
+#define UINT_FIELD(has, value) offsetof(fake_device, has), offsetof(fake_device, value)
+
+FAKE_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *power) {
+    return uint_value(FN_nvmlDeviceGetPowerUsage, d, power, UINT_FIELD(has_power, power_mw));
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *limit) {
+    return uint_value(FN_nvmlDeviceGetEnforcedPowerLimit, d, limit, UINT_FIELD(has_power_limit, power_limit_mw));
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned int *limit) {
+    return uint_value(FN_nvmlDeviceGetPowerManagementLimit, d, limit, UINT_FIELD(has_power_limit, power_limit_mw));
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
+                                               unsigned int *temp) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetTemperature, device, &d);
+    if (r == NVML_SUCCESS && (!temp || sensor != NVML_TEMPERATURE_GPU)) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && !d->has_temperature) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) *temp = d->temperature_c < 0 ? 0U : (unsigned)d->temperature_c;
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t *t) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetTemperatureV, device, &d);
+    if (r == NVML_SUCCESS && !t) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && t->version != nvmlTemperature_v1) r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (r == NVML_SUCCESS && t->sensorType != NVML_TEMPERATURE_GPU) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && !d->has_temperature) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) t->temperature = d->temperature_c;
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetClockInfo, device, &d);
+    if (r == NVML_SUCCESS && (!clock || (unsigned)type > NVML_CLOCK_VIDEO)) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) {
+        if ((type == NVML_CLOCK_SM || type == NVML_CLOCK_GRAPHICS) && d->has_sm_clock) *clock = d->sm_clock_mhz;
+        else if (type == NVML_CLOCK_MEM && d->has_mem_clock) *clock = d->mem_clock_mhz;
+        else r = NVML_ERROR_NOT_SUPPORTED;
+    }
+    return leave(r);
+}
+
+static nvmlReturn_t event_reasons(enum fake_function fn, nvmlDevice_t device, unsigned long long *reasons) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(fn, device, &d);
+    if (r == NVML_SUCCESS && !reasons) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && !d->has_clocks_event_reasons) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) *reasons = d->clocks_event_reasons;
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long *reasons) {
+    return event_reasons(FN_nvmlDeviceGetCurrentClocksEventReasons, d, reasons);
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long *reasons) {
+    return event_reasons(FN_nvmlDeviceGetCurrentClocksThrottleReasons, d, reasons);
+}
+
+/* --- counters ------------------------------------------------------------------------------------- */
+
+static long long now_usec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetFieldValues, device, &d);
+    if (r == NVML_SUCCESS && (valuesCount < 0 || (valuesCount > 0 && !values))) r = NVML_ERROR_INVALID_ARGUMENT;
+    long long now = r == NVML_SUCCESS ? now_usec() : 0;
+    for (int i = 0; r == NVML_SUCCESS && i < valuesCount; i++) {
+        nvmlFieldValue_t *v = &values[i];
+        int has = 0;
+        unsigned long long value = 0;
+        /* NVLink throughput is only kept for all links together (scopeId UINT_MAX) */
+        int all_links = v->scopeId == UINT_MAX;
+        switch (v->fieldId) {
+        case NVML_FI_DEV_PCIE_COUNT_TX_BYTES: has = d->has_pcie_tx; value = d->pcie_tx; break;
+        case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: has = d->has_pcie_rx; value = d->pcie_rx; break;
+        case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: has = d->has_nvlink_tx && all_links; value = d->nvlink_tx_kib; break;
+        case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: has = d->has_nvlink_rx && all_links; value = d->nvlink_rx_kib; break;
+        default: has = 0;
+        }
+        v->timestamp = now;
+        v->latencyUsec = 0;
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        v->nvmlReturn = has ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+        v->value.ullVal = has ? value : 0;
+    }
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                                  nvmlEccCounterType_t counterType, unsigned long long *counts) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetTotalEccErrors, device, &d);
+    if (r == NVML_SUCCESS && (!counts || (unsigned)errorType > 1 || (unsigned)counterType > 1))
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && !d->has_ecc) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS)
+        *counts = errorType == NVML_MEMORY_ERROR_TYPE_UNCORRECTED ? d->ecc_uncorrected : d->ecc_corrected;
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows, unsigned int *uncRows,
+                                                unsigned int *isPending, unsigned int *failureOccurred) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetRemappedRows, device, &d);
+    if (r == NVML_SUCCESS && (!corrRows || !uncRows || !isPending || !failureOccurred))
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && !d->has_row_remap) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) {
+        *corrRows = d->remapped_rows_correctable;
+        *uncRows = d->remapped_rows_uncorrectable;
+        *isPending = d->row_remap_pending;
+        *failureOccurred = d->row_remap_failure;
+    }
+    return leave(r);
+}
+
+/* --- processes ------------------------------------------------------------------------------------ */
+
+static nvmlReturn_t processes(enum fake_function fn, nvmlDevice_t device, unsigned int *count, void *infos,
+                              int v1) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(fn, device, &d);
+    if (r == NVML_SUCCESS && !count) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r != NVML_SUCCESS) return leave(r);
+    unsigned n = (unsigned)d->nprocesses;
+    if (*count < n) {
+        *count = n;
+        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    if (n && !infos) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    for (unsigned i = 0; i < n; i++) {
+        const fake_process *p = &d->processes[i];
+        unsigned long long mem = p->has_memory ? p->used_memory : NVML_VALUE_NOT_AVAILABLE_ULL;
+        if (v1) {
+            ((nvmlProcessInfo_v1_t *)infos)[i] = (nvmlProcessInfo_v1_t){p->pid, mem};
+        } else {
+            ((nvmlProcessInfo_t *)infos)[i] =
+                (nvmlProcessInfo_t){p->pid, mem, NVML_VALUE_NOT_AVAILABLE_UINT, NVML_VALUE_NOT_AVAILABLE_UINT};
+        }
+    }
+    *count = n;
+    return leave(NVML_SUCCESS);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_v1_t *p) {
+    return processes(FN_nvmlDeviceGetComputeRunningProcesses, d, n, p, 1);
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_t *p) {
+    return processes(FN_nvmlDeviceGetComputeRunningProcesses_v2, d, n, p, 0);
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_t *p) {
+    return processes(FN_nvmlDeviceGetComputeRunningProcesses_v3, d, n, p, 0);
+}
+
+/* --- events: Xid critical errors from the state's xid_events, each seq handed out once ------------- */
+
+static int delivered(unsigned index, unsigned long long seq) {
+    for (size_t i = 0; i < g_delivered[index].n; i++)
+        if (g_delivered[index].seqs[i] == seq) return 1;
+    return 0;
+}
+
+static int mark_delivered(unsigned index, unsigned long long seq) {
+    seq_set *s = &g_delivered[index];
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        unsigned long long *seqs = realloc(s->seqs, cap * sizeof *seqs);
+        if (!seqs) return -1;
+        s->seqs = seqs;
+        s->cap = cap;
+    }
+    s->seqs[s->n++] = seq;
+    return 0;
+}
+
+static int valid_set(nvmlEventSet_t set) { return set && set->magic == EVENTSET_MAGIC; }
+
+FAKE_API nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+    nvmlReturn_t r = system_enter(FN_nvmlEventSetCreate);
+    if (r == NVML_SUCCESS && !set) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) {
+        *set = calloc(1, sizeof **set);
+        if (!*set) r = NVML_ERROR_MEMORY;
+        else (*set)->magic = EVENTSET_MAGIC;
+    }
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    nvmlReturn_t r = system_enter(FN_nvmlEventSetFree);
+    if (r == NVML_SUCCESS && !valid_set(set)) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) {
+        set->magic = 0;
+        free(set);
+    }
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *types) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetSupportedEventTypes, device, &d);
+    if (r == NVML_SUCCESS && !types) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) *types = SUPPORTED_EVENTS;
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types, nvmlEventSet_t set) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceRegisterEvents, device, &d);
+    if (r == NVML_SUCCESS && !valid_set(set)) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && (types & ~(unsigned long long)SUPPORTED_EVENTS)) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) set->types[d->index] |= types;
+    return leave(r);
+}
+
+static nvmlReturn_t next_event_locked(nvmlEventSet_t set, nvmlEventData_t *data) {
+    for (unsigned i = 0; i < g_state->ndevices; i++) {
+        if (!(set->types[i] & nvmlEventTypeXidCriticalError)) continue;
+        const fake_device *d = &g_state->devices[i];
+        for (size_t k = 0; k < d->nxids; k++) {
+            if (delivered(i, d->xids[k].seq)) continue;
+            if (mark_delivered(i, d->xids[k].seq)) return NVML_ERROR_MEMORY;
+            data->device = &g_handles[i];
+            data->eventType = nvmlEventTypeXidCriticalError;
+            data->eventData = d->xids[k].xid;
+            data->gpuInstanceId = NVML_VALUE_NOT_AVAILABLE_UINT;
+            data->computeInstanceId = NVML_VALUE_NOT_AVAILABLE_UINT;
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_TIMEOUT;
+}
+
+static nvmlReturn_t event_wait(enum fake_function fn, nvmlEventSet_t set, nvmlEventData_t *data, unsigned timeoutms) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        nvmlReturn_t r = system_enter(fn);
+        if (r == NVML_SUCCESS && (!valid_set(set) || !data)) r = NVML_ERROR_INVALID_ARGUMENT;
+        if (r == NVML_SUCCESS) r = next_event_locked(set, data);
+        leave(r);
+        if (r != NVML_ERROR_TIMEOUT) return r;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long long waited = (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000LL;
+        if (waited >= timeoutms) return NVML_ERROR_TIMEOUT;
+        long long left = (long long)timeoutms - waited;
+        sleep_ms((unsigned)(left < EVENT_POLL_MS ? left : EVENT_POLL_MS));
+    }
+}
+
+FAKE_API nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+    return event_wait(FN_nvmlEventSetWait, set, data, timeoutms);
+}
+FAKE_API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+    return event_wait(FN_nvmlEventSetWait_v2, set, data, timeoutms);
+}
+
+/* --- GPM: a sample holds the state's activity percentages at sampling time; a metric reports the
+ * later sample's value (the real library averages the activity between the two samples) ----------- */
+
+static int valid_sample(nvmlGpmSample_t s) { return s && s->magic == GPM_MAGIC; }
+
+FAKE_API nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *support) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlGpmQueryDeviceSupport, device, &d);
+    if (r == NVML_SUCCESS && !support) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && support->version != NVML_GPM_SUPPORT_VERSION) r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (r == NVML_SUCCESS) support->isSupportedDevice = d->has_sm_active || d->has_tensor_active || d->has_dram_active;
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *sample) {
+    nvmlReturn_t r = system_enter(FN_nvmlGpmSampleAlloc);
+    if (r == NVML_SUCCESS && !sample) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) {
+        *sample = calloc(1, sizeof **sample);
+        if (!*sample) r = NVML_ERROR_MEMORY;
+        else (*sample)->magic = GPM_MAGIC;
+    }
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+    nvmlReturn_t r = system_enter(FN_nvmlGpmSampleFree);
+    if (r == NVML_SUCCESS && !valid_sample(sample)) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) {
+        sample->magic = 0;
+        free(sample);
+    }
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlGpmSampleGet, device, &d);
+    if (r == NVML_SUCCESS && !valid_sample(sample)) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && !(d->has_sm_active || d->has_tensor_active || d->has_dram_active))
+        r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) {
+        sample->filled = 1;
+        sample->index = d->index;
+        sample->has_sm = d->has_sm_active;
+        sample->has_tensor = d->has_tensor_active;
+        sample->has_dram = d->has_dram_active;
+        sample->sm = d->sm_active;
+        sample->tensor = d->tensor_active;
+        sample->dram = d->dram_active;
+    }
+    return leave(r);
+}
+
+FAKE_API nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
+    nvmlReturn_t r = system_enter(FN_nvmlGpmMetricsGet);
+    if (r == NVML_SUCCESS && !mg) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && mg->version != NVML_GPM_METRICS_GET_VERSION) r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (r == NVML_SUCCESS && (mg->numMetrics > FAKE_GPM_METRIC_MAX || !valid_sample(mg->sample1) ||
+                              !valid_sample(mg->sample2) || !mg->sample1->filled || !mg->sample2->filled ||
+                              mg->sample1->index != mg->sample2->index))
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && mg->sample2->index >= g_state->ndevices) r = NVML_ERROR_GPU_IS_LOST;
+    if (r == NVML_SUCCESS && g_state->devices[mg->sample2->index].lost) r = NVML_ERROR_GPU_IS_LOST;
+    if (r == NVML_SUCCESS && g_state->devices[mg->sample2->index].unsupported[FN_nvmlGpmMetricsGet])
+        r = NVML_ERROR_NOT_SUPPORTED;
+    for (unsigned i = 0; r == NVML_SUCCESS && i < mg->numMetrics; i++) {
+        nvmlGpmMetric_t *m = &mg->metrics[i];
+        const nvmlGpmSample_t s = mg->sample2;
+        int has = 0;
+        double value = 0;
+        const char *name = NULL;
+        switch (m->metricId) {
+        case NVML_GPM_METRIC_SM_UTIL: has = s->has_sm; value = s->sm; name = "sm_util"; break;
+        case NVML_GPM_METRIC_ANY_TENSOR_UTIL: has = s->has_tensor; value = s->tensor; name = "any_tensor_util"; break;
+        case NVML_GPM_METRIC_DRAM_BW_UTIL: has = s->has_dram; value = s->dram; name = "dram_bw_util"; break;
+        default: break;
+        }
+        m->nvmlReturn = has ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+        m->value = has ? value : 0.0;
+        m->metricInfo.shortName = (char *)name;
+        m->metricInfo.longName = (char *)name;
+        m->metricInfo.unit = has ? (char *)"%" : NULL;
+    }
+    return leave(r);
+}

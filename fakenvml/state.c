@@ -1,0 +1,343 @@
+/* State file -> fake_state. Strict about types (a wrong type names its key and the whole file is
+ * refused, keeping the previous state), lenient about unknown keys so newer writers still work. */
+#include "state.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+#define FAKE_FN_NAME(name) #name,
+const char *const fake_function_names[FN_COUNT] = {FAKE_FUNCTIONS(FAKE_FN_NAME)};
+#undef FAKE_FN_NAME
+
+int fake_function_mark(const char *name, unsigned char marks[FN_COUNT]) {
+    int matched = 0;
+    size_t n = strlen(name);
+    for (int i = 0; i < FN_COUNT; i++) {
+        const char *fn = fake_function_names[i];
+        /* "X" matches X and X_vN; "X_vN" matches only itself */
+        int same = strcmp(fn, name) == 0;
+        int version = strncmp(fn, name, n) == 0 && fn[n] == '_' && fn[n + 1] == 'v' && fn[n + 2] >= '0' &&
+                      fn[n + 2] <= '9';
+        if (same || version) {
+            marks[i] = 1;
+            matched++;
+        }
+    }
+    return matched;
+}
+
+typedef struct {
+    char *err;
+    size_t errlen;
+    char *warn;
+    size_t warnlen;
+    char where[48]; /* "devices[3]." or "" */
+} ctx;
+
+static int bad(ctx *c, const char *key, const char *fmt, ...) {
+    char msg[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(c->err, c->errlen, "%s%s: %s", c->where, key, msg);
+    return -1;
+}
+
+/* A member that is absent takes (``dflt_has``, ``dflt``); null means "not available" (has = 0). */
+static int get_u64(ctx *c, const json_value *obj, const char *key, int dflt_has, unsigned long long dflt,
+                   unsigned long long max, unsigned long long *out, int *has) {
+    const json_value *v = json_get(obj, key);
+    int present = dflt_has;
+    *out = dflt;
+    if (v && v->type == JSON_NULL) {
+        present = 0;
+        *out = 0;
+    } else if (v) {
+        if (v->type != JSON_NUMBER) return bad(c, key, "expected a number");
+        if (v->text[0] == '-') return bad(c, key, "must not be negative, got %s", v->text);
+        if (strpbrk(v->text, ".eE")) {
+            double d = strtod(v->text, NULL);
+            if (d >= 18446744073709551616.0 || (unsigned long long)d > max)
+                return bad(c, key, "too large: %s", v->text);
+            *out = (unsigned long long)d;
+        } else {
+            errno = 0;
+            *out = strtoull(v->text, NULL, 10);
+            if (errno == ERANGE || *out > max) return bad(c, key, "too large: %s", v->text);
+        }
+        present = 1;
+    }
+    if (has) *has = present;
+    else if (!present) return bad(c, key, "must not be null");
+    return 0;
+}
+
+static int get_u32(ctx *c, const json_value *obj, const char *key, int dflt_has, unsigned dflt, unsigned *out,
+                   int *has) {
+    unsigned long long v;
+    if (get_u64(c, obj, key, dflt_has, dflt, UINT_MAX, &v, has)) return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
+static int get_double(ctx *c, const json_value *obj, const char *key, double lo, double hi, int dflt_has,
+                      double *out, int *has) {
+    const json_value *v = json_get(obj, key);
+    *out = 0;
+    *has = dflt_has;
+    if (!v || v->type == JSON_NULL) {
+        if (v) *has = 0;
+        return 0;
+    }
+    if (v->type != JSON_NUMBER) return bad(c, key, "expected a number");
+    *out = strtod(v->text, NULL);
+    if (*out < lo || *out > hi) return bad(c, key, "must be between %g and %g, got %s", lo, hi, v->text);
+    *has = 1;
+    return 0;
+}
+
+static int get_bool(ctx *c, const json_value *obj, const char *key, int dflt, int *out, int *has) {
+    const json_value *v = json_get(obj, key);
+    *out = dflt;
+    if (has) *has = v ? v->type != JSON_NULL : dflt;
+    if (!v || v->type == JSON_NULL) return 0;
+    if (v->type != JSON_BOOL) return bad(c, key, "expected true or false");
+    *out = v->boolean;
+    if (has) *has = 1;
+    return 0;
+}
+
+static int get_string(ctx *c, const json_value *obj, const char *key, char *buf, size_t size) {
+    const json_value *v = json_get(obj, key);
+    if (!v || v->type == JSON_NULL) return 0; /* keep the default already in buf */
+    if (v->type != JSON_STRING) return bad(c, key, "expected a string");
+    if (strlen(v->text) >= size) return bad(c, key, "longer than %zu bytes", size - 1);
+    memcpy(buf, v->text, strlen(v->text) + 1);
+    return 0;
+}
+
+static void warn_unknown(ctx *c, const char *key, const char *name) {
+    size_t used = strlen(c->warn);
+    if (used + 1 < c->warnlen)
+        snprintf(c->warn + used, c->warnlen - used, "%s%s%s: unknown NVML function %s", used ? "; " : "",
+                 c->where, key, name);
+}
+
+static int get_functions(ctx *c, const json_value *obj, const char *key, unsigned char marks[FN_COUNT]) {
+    const json_value *v = json_get(obj, key);
+    if (!v || v->type == JSON_NULL) return 0;
+    if (v->type != JSON_ARRAY) return bad(c, key, "expected a list of NVML function names");
+    for (size_t i = 0; i < v->count; i++) {
+        if (v->items[i].type != JSON_STRING) return bad(c, key, "item %zu is not a string", i);
+        if (!fake_function_mark(v->items[i].text, marks)) warn_unknown(c, key, v->items[i].text);
+    }
+    return 0;
+}
+
+static int get_list(ctx *c, const json_value *obj, const char *key, size_t max, const json_value **out) {
+    const json_value *v = json_get(obj, key);
+    *out = NULL;
+    if (!v || v->type == JSON_NULL) return 0;
+    if (v->type != JSON_ARRAY) return bad(c, key, "expected a list");
+    if (v->count > max) return bad(c, key, "more than %zu items", max);
+    for (size_t i = 0; i < v->count; i++)
+        if (v->items[i].type != JSON_OBJECT) return bad(c, key, "item %zu is not an object", i);
+    *out = v;
+    return 0;
+}
+
+static int parse_processes(ctx *c, const json_value *dev, fake_device *d) {
+    const json_value *list;
+    if (get_list(c, dev, "processes", FAKE_MAX_PROCESSES, &list)) return -1;
+    if (!list) return 0;
+    for (size_t i = 0; i < list->count; i++) {
+        fake_process *p = &d->processes[i];
+        int has_pid;
+        unsigned long long mem;
+        if (get_u32(c, &list->items[i], "pid", 0, 0, &p->pid, &has_pid)) return -1;
+        if (!has_pid) return bad(c, "processes", "item %zu has no pid", i);
+        if (get_u64(c, &list->items[i], "used_memory_bytes", 0, 0, ULLONG_MAX, &mem, &p->has_memory)) return -1;
+        p->used_memory = mem;
+    }
+    d->nprocesses = list->count;
+    return 0;
+}
+
+static int parse_xids(ctx *c, const json_value *dev, fake_device *d) {
+    const json_value *list;
+    if (get_list(c, dev, "xid_events", FAKE_MAX_XIDS, &list)) return -1;
+    if (!list) return 0;
+    for (size_t i = 0; i < list->count; i++) {
+        int has_seq, has_xid;
+        if (get_u64(c, &list->items[i], "seq", 0, 0, ULLONG_MAX, &d->xids[i].seq, &has_seq)) return -1;
+        if (get_u64(c, &list->items[i], "xid", 0, 0, ULLONG_MAX, &d->xids[i].xid, &has_xid)) return -1;
+        if (!has_seq || !has_xid) return bad(c, "xid_events", "item %zu needs both seq and xid", i);
+    }
+    d->nxids = list->count;
+    return 0;
+}
+
+static int parse_device(ctx *c, const json_value *dev, size_t pos, fake_device *d) {
+    int has_total, has_util_gpu, has_util_mem, lost, dummy;
+    unsigned long long index;
+    snprintf(c->where, sizeof c->where, "devices[%zu].", pos);
+    memset(d, 0, sizeof *d);
+    if (get_u64(c, dev, "index", 1, pos, FAKE_MAX_DEVICES - 1, &index, NULL)) return -1;
+    d->index = (unsigned)index;
+    snprintf(d->name, sizeof d->name, "NVIDIA H100 80GB HBM3");
+    snprintf(d->uuid, sizeof d->uuid, "GPU-fa4e0000-0000-4000-8000-%012x", d->index);
+    snprintf(d->pci_bus_id, sizeof d->pci_bus_id, "00000000:%02X:00.0", 0x18 + d->index);
+    if (get_string(c, dev, "name", d->name, sizeof d->name) || get_string(c, dev, "uuid", d->uuid, sizeof d->uuid) ||
+        get_string(c, dev, "pci_bus_id", d->pci_bus_id, sizeof d->pci_bus_id))
+        return -1;
+    if (get_u32(c, dev, "utilization_gpu", 1, 0, &d->utilization_gpu, &has_util_gpu) ||
+        get_u32(c, dev, "utilization_memory", 1, 0, &d->utilization_memory, &has_util_mem))
+        return -1;
+    if (d->utilization_gpu > 100 || d->utilization_memory > 100)
+        return bad(c, "utilization_gpu", "utilization is a percentage (0-100)");
+    d->has_utilization = has_util_gpu && has_util_mem;
+    if (get_u64(c, dev, "memory_total_bytes", 1, 0, ULLONG_MAX, &d->memory_total, &has_total) ||
+        get_u64(c, dev, "memory_used_bytes", 1, 0, ULLONG_MAX, &d->memory_used, &dummy) ||
+        get_u64(c, dev, "memory_reserved_bytes", 1, 0, ULLONG_MAX, &d->memory_reserved, &dummy))
+        return -1;
+    d->has_memory = has_total;
+    if (d->has_memory && d->memory_used + d->memory_reserved > d->memory_total)
+        return bad(c, "memory_used_bytes", "used + reserved exceeds memory_total_bytes");
+    if (get_u32(c, dev, "power_mw", 1, 0, &d->power_mw, &d->has_power) ||
+        get_u32(c, dev, "power_limit_mw", 1, 0, &d->power_limit_mw, &d->has_power_limit) ||
+        get_u32(c, dev, "sm_clock_mhz", 1, 0, &d->sm_clock_mhz, &d->has_sm_clock) ||
+        get_u32(c, dev, "mem_clock_mhz", 0, 0, &d->mem_clock_mhz, &d->has_mem_clock) ||
+        get_u64(c, dev, "clocks_event_reasons", 1, 0, ULLONG_MAX, &d->clocks_event_reasons,
+                &d->has_clocks_event_reasons))
+        return -1;
+    double temp;
+    if (get_double(c, dev, "temperature_c", -273, 1000, 1, &temp, &d->has_temperature)) return -1;
+    d->temperature_c = (int)temp;
+    if (get_u64(c, dev, "pcie_tx_bytes", 1, 0, ULLONG_MAX, &d->pcie_tx, &d->has_pcie_tx) ||
+        get_u64(c, dev, "pcie_rx_bytes", 1, 0, ULLONG_MAX, &d->pcie_rx, &d->has_pcie_rx) ||
+        get_u64(c, dev, "nvlink_tx_kib", 0, 0, ULLONG_MAX, &d->nvlink_tx_kib, &d->has_nvlink_tx) ||
+        get_u64(c, dev, "nvlink_rx_kib", 0, 0, ULLONG_MAX, &d->nvlink_rx_kib, &d->has_nvlink_rx))
+        return -1;
+    if (get_double(c, dev, "sm_active", 0, 100, 0, &d->sm_active, &d->has_sm_active) ||
+        get_double(c, dev, "tensor_active", 0, 100, 0, &d->tensor_active, &d->has_tensor_active) ||
+        get_double(c, dev, "dram_active", 0, 100, 0, &d->dram_active, &d->has_dram_active))
+        return -1;
+    if (get_u64(c, dev, "ecc_uncorrected", 0, 0, ULLONG_MAX, &d->ecc_uncorrected, &d->has_ecc) ||
+        get_u64(c, dev, "ecc_corrected", 1, 0, ULLONG_MAX, &d->ecc_corrected, &dummy))
+        return -1;
+    int failure, pending;
+    if (get_bool(c, dev, "row_remap_failure", 0, &failure, &d->has_row_remap) ||
+        get_bool(c, dev, "row_remap_pending", 0, &pending, NULL) ||
+        get_u32(c, dev, "remapped_rows_correctable", 1, 0, &d->remapped_rows_correctable, &dummy) ||
+        get_u32(c, dev, "remapped_rows_uncorrectable", 1, 0, &d->remapped_rows_uncorrectable, &dummy))
+        return -1;
+    d->row_remap_failure = (unsigned)failure;
+    d->row_remap_pending = (unsigned)pending;
+    if (get_bool(c, dev, "lost", 0, &lost, NULL)) return -1;
+    d->lost = lost;
+    if (get_u32(c, dev, "delay_ms", 1, 0, &d->delay_ms, &dummy)) return -1;
+    if (d->delay_ms > 600000) return bad(c, "delay_ms", "at most 600000 (10 minutes)");
+    if (get_functions(c, dev, "unsupported", d->unsupported)) return -1;
+    if (parse_processes(c, dev, d) || parse_xids(c, dev, d)) return -1;
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    nvmlReturn_t code;
+} driver_errors[] = {
+    {"UNINITIALIZED", NVML_ERROR_UNINITIALIZED},
+    {"DRIVER_NOT_LOADED", NVML_ERROR_DRIVER_NOT_LOADED},
+    {"NO_PERMISSION", NVML_ERROR_NO_PERMISSION},
+    {"IRQ_ISSUE", NVML_ERROR_IRQ_ISSUE},
+    {"GPU_IS_LOST", NVML_ERROR_GPU_IS_LOST},
+    {"RESET_REQUIRED", NVML_ERROR_RESET_REQUIRED},
+    {"OPERATING_SYSTEM", NVML_ERROR_OPERATING_SYSTEM},
+    {"LIB_RM_VERSION_MISMATCH", NVML_ERROR_LIB_RM_VERSION_MISMATCH},
+    {"MEMORY", NVML_ERROR_MEMORY},
+    {"UNKNOWN", NVML_ERROR_UNKNOWN},
+};
+
+static int parse_driver_error(ctx *c, const json_value *top, nvmlReturn_t *out) {
+    const json_value *v = json_get(top, "driver_error");
+    *out = NVML_SUCCESS;
+    if (!v || v->type == JSON_NULL) return 0;
+    if (v->type == JSON_NUMBER) {
+        long code = strtol(v->text, NULL, 10);
+        if (code <= 0 || code > 999) return bad(c, "driver_error", "not an NVML error code: %s", v->text);
+        *out = (nvmlReturn_t)code;
+        return 0;
+    }
+    if (v->type != JSON_STRING) return bad(c, "driver_error", "expected an NVML error name like \"UNKNOWN\"");
+    const char *name = v->text;
+    if (strncmp(name, "NVML_ERROR_", 11) == 0) name += 11;
+    for (size_t i = 0; i < sizeof driver_errors / sizeof driver_errors[0]; i++)
+        if (strcmp(driver_errors[i].name, name) == 0) {
+            *out = driver_errors[i].code;
+            return 0;
+        }
+    return bad(c, "driver_error", "unknown error name %s", v->text);
+}
+
+int fake_state_parse(const char *text, size_t len, fake_state *out, char *err, size_t errlen, char *warn,
+                     size_t warnlen) {
+    ctx c = {err, errlen, warn, warnlen, ""};
+    json_value top;
+    err[0] = '\0';
+    if (warnlen) warn[0] = '\0';
+    if (json_parse(text, len, &top, err, errlen)) return -1;
+    int rc = -1;
+    memset(out, 0, sizeof *out);
+    if (top.type != JSON_OBJECT) {
+        bad(&c, "(top level)", "expected an object");
+        goto done;
+    }
+    snprintf(out->driver_version, sizeof out->driver_version, "550.54.15");
+    snprintf(out->nvml_version, sizeof out->nvml_version, "12.550.54.15");
+    unsigned cuda;
+    int dummy;
+    if (get_string(&c, &top, "driver_version", out->driver_version, sizeof out->driver_version) ||
+        get_string(&c, &top, "nvml_version", out->nvml_version, sizeof out->nvml_version) ||
+        get_u32(&c, &top, "cuda_driver_version", 1, 12040, &cuda, &dummy) ||
+        parse_driver_error(&c, &top, &out->driver_error) || get_functions(&c, &top, "missing_functions", out->missing))
+        goto done;
+    out->cuda_driver_version = (int)cuda;
+    const json_value *devices = json_get(&top, "devices");
+    if (devices && devices->type != JSON_NULL) {
+        if (devices->type != JSON_ARRAY) {
+            bad(&c, "devices", "expected a list");
+            goto done;
+        }
+        if (devices->count > FAKE_MAX_DEVICES) {
+            bad(&c, "devices", "more than %d devices", FAKE_MAX_DEVICES);
+            goto done;
+        }
+        int seen[FAKE_MAX_DEVICES] = {0};
+        static fake_device parsed; /* callers serialise parsing (the library's lock) */
+        for (size_t i = 0; i < devices->count; i++) {
+            if (devices->items[i].type != JSON_OBJECT) {
+                bad(&c, "devices", "item %zu is not an object", i);
+                goto done;
+            }
+            if (parse_device(&c, &devices->items[i], i, &parsed)) goto done;
+            if (parsed.index >= devices->count || seen[parsed.index]) {
+                bad(&c, "index", "indexes must be 0..%zu, each once; got %u", devices->count - 1, parsed.index);
+                goto done;
+            }
+            seen[parsed.index] = 1;
+            out->devices[parsed.index] = parsed;
+        }
+        out->ndevices = (unsigned)devices->count;
+    }
+    rc = 0;
+done:
+    json_free(&top);
+    return rc;
+}

@@ -1,0 +1,73 @@
+/* The fake's devices as the JSON state file (FAKE_NVML_STATE) describes them. docs/fake-nvml.md is
+ * the contract; keep the two in step. */
+#ifndef FAKE_NVML_STATE_H
+#define FAKE_NVML_STATE_H
+
+#include <stddef.h>
+
+#include "functions.h"
+#include "nvml_subset.h"
+
+#define FAKE_MAX_DEVICES 64
+#define FAKE_MAX_PROCESSES 128
+#define FAKE_MAX_XIDS 256
+
+typedef struct {
+    unsigned long long seq;
+    unsigned long long xid;
+} fake_xid;
+
+typedef struct {
+    unsigned int pid;
+    int has_memory;
+    unsigned long long used_memory;
+} fake_process;
+
+/* ``has_*`` is 0 where the state says the value is unavailable: the call that returns it answers
+ * NVML_ERROR_NOT_SUPPORTED (or the field value / GPM metric alone carries NOT_SUPPORTED). */
+typedef struct {
+    unsigned int index;
+    char name[96];
+    char uuid[96];
+    char pci_bus_id[32];
+    int has_utilization;
+    unsigned int utilization_gpu, utilization_memory;
+    int has_memory;
+    unsigned long long memory_total, memory_used, memory_reserved;
+    int has_power, has_power_limit, has_temperature, has_sm_clock, has_mem_clock, has_clocks_event_reasons;
+    unsigned int power_mw, power_limit_mw, sm_clock_mhz, mem_clock_mhz;
+    int temperature_c;
+    unsigned long long clocks_event_reasons;
+    int has_pcie_tx, has_pcie_rx, has_nvlink_tx, has_nvlink_rx;
+    unsigned long long pcie_tx, pcie_rx, nvlink_tx_kib, nvlink_rx_kib;
+    int has_sm_active, has_tensor_active, has_dram_active;
+    double sm_active, tensor_active, dram_active; /* percent */
+    int has_ecc;
+    unsigned long long ecc_uncorrected, ecc_corrected;
+    int has_row_remap;
+    unsigned int row_remap_failure, row_remap_pending, remapped_rows_correctable, remapped_rows_uncorrectable;
+    int lost;
+    unsigned int delay_ms;
+    unsigned char unsupported[FN_COUNT];
+    size_t nprocesses;
+    fake_process processes[FAKE_MAX_PROCESSES];
+    size_t nxids;
+    fake_xid xids[FAKE_MAX_XIDS];
+} fake_device;
+
+typedef struct {
+    char driver_version[80];
+    char nvml_version[80];
+    int cuda_driver_version;
+    nvmlReturn_t driver_error; /* NVML_SUCCESS, or what every call answers while it is set */
+    unsigned char missing[FN_COUNT];
+    unsigned int ndevices;
+    fake_device devices[FAKE_MAX_DEVICES]; /* devices[i].index == i */
+} fake_state;
+
+/* Parses a state document. Returns 0, or -1 with a one-line reason naming the key in ``err``.
+ * Names in ``unsupported``/``missing_functions`` that the fake does not know are listed in ``warn``. */
+int fake_state_parse(const char *text, size_t len, fake_state *out, char *err, size_t errlen, char *warn,
+                     size_t warnlen);
+
+#endif

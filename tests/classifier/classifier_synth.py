@@ -1,0 +1,176 @@
+"""Synthetic snapshot sequences for the classifier's unit tests.
+
+A *regime* is a cycle of GPU phases (``work``, ``spin``, ``starved``) plus what the node's pipeline
+does meanwhile; :func:`run` turns regimes into NodeSnapshots one second apart (rates filled in
+directly, as the sampler would) and feeds them to an :class:`Engine`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from agent.classifier.engine import Engine, Evaluation
+from agent.config.classifier import ClassifierSection
+from agent.snapshot import NodeSnapshot
+from agent.snapshot.parts import (
+    CpuTimes,
+    GpuPart,
+    GpuProcess,
+    GpuStats,
+    HostPart,
+    NetworkPart,
+    NicStat,
+    ProcessPart,
+    ProcessStat,
+    RdmaPort,
+    StoragePart,
+)
+from agent.snapshot.rates import NodeRates
+
+LIMIT = 400.0
+IDLE = 60.0
+# utilization, power, SM activity
+PHASES = {
+    "work": (0.97, 330.0, 0.8),
+    "spin": (1.0, 85.0, 0.04),  # NCCL waiting: busy by utilization, near-idle power and SMs
+    "starved": (0.0, 62.0, 0.0),
+}
+BASE_WALL = 1_700_000_000.0
+
+
+@dataclass
+class Regime:
+    phases: tuple[str, ...]  # cycled, one per sample
+    seconds: int = 30
+    gpm: bool = True  # GPUs report SM activity; False = power only
+    gpus: int = 2
+    trainer: bool = True
+    pid: int = 4242
+    cores: float = 0.3  # trainer tree CPU in cores
+    allowed: float = 4.0
+    disk_read: float = 0.0  # bytes/s on "vda" while starved
+    disk_busy: float = 0.0
+    nfs_read: float = 0.0  # bytes/s on /mnt/data while starved
+    nfs_rtt: float | None = None  # seconds, while starved
+    nfs_rtt_idle: float = 0.004  # seconds, otherwise
+    iowait: float = 0.0  # while starved
+    psi_io: float = 0.0
+    nic: float = 0.0  # bytes/s on eth0 while the GPUs wait (spin or starved)
+    nic_other: float = 0.0  # bytes/s on eth0 otherwise
+    nic_speed: int | None = None
+    cnp: float = 0.0  # CNP/s on mlx5_0/1 while waiting
+    rdma: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def gpu_stats(i: int, phase: str, gpm: bool, pid: int | None, throttle: int = 0, xids=None) -> GpuStats:
+    util, power, sm = PHASES[phase]
+    return GpuStats(
+        index=i,
+        uuid=f"GPU-{i:04d}",
+        model="NVIDIA H800",
+        up=True,
+        utilization=util,
+        power_watts=power,
+        power_limit_watts=LIMIT,
+        sm_active=sm if gpm else None,
+        clocks_event_reasons=throttle,
+        processes=(GpuProcess(pid, 1 << 30),) if pid else (),
+        xid_counts=dict(xids or {}),
+    )
+
+
+def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
+    waiting = phase != "work"
+    starved = phase == "starved"
+    pid = r.pid if r.trainer else None
+    gpu = GpuPart("550.54", "12.550", tuple(gpu_stats(i, phase, r.gpm, pid) for i in range(r.gpus)))
+    procs = ProcessPart(
+        (ProcessStat(r.pid, 1000, "python", t * r.cores, None, None, r.allowed, 8, 3),) if r.trainer else ()
+    )
+    nic_rate = r.nic if waiting else r.nic_other
+    rates = NodeRates(
+        interval_seconds=1.0,
+        cpu_busy_ratio=0.2,
+        cpu_iowait_ratio=r.iowait if starved else 0.0,
+        pressure_some_ratio={"io": r.psi_io if starved else 0.0},
+        disk_read={"vda": r.disk_read if starved else 0.0},
+        disk_busy_ratio={"vda": r.disk_busy if starved else 0.0},
+        nfs_read={"/mnt/data": r.nfs_read if starved else 0.0},
+        nfs_read_ops={"/mnt/data": 100.0},
+        nfs_read_rtt_seconds={"/mnt/data": r.nfs_rtt if (starved and r.nfs_rtt) else r.nfs_rtt_idle},
+        nic_rx={"eth0": nic_rate * 0.9},
+        nic_tx={"eth0": nic_rate},
+        rdma_rx={("mlx5_0", 1): r.rdma if waiting else 0.0},
+        rdma_tx={("mlx5_0", 1): r.rdma if waiting else 0.0},
+        rdma_cnp={("mlx5_0", 1): r.cnp if waiting else 0.0},
+        process_cpu_cores={r.pid: r.cores} if r.trainer else {},
+        **r.extra,
+    )
+    return NodeSnapshot(
+        seq=seq,
+        timestamp=BASE_WALL + t,
+        monotonic=t,
+        host=HostPart(CpuTimes(0, 0, 0, 0, 0, 0, 0, 0), 8, 1.0, 1.0, 1.0, 1 << 35, 1 << 34),
+        gpu=gpu,
+        storage=StoragePart((), ()),
+        network=NetworkPart(
+            (NicStat("eth0", 0, 0, 0, 0, 0, 0, 0, 0, r.nic_speed),),
+            (RdmaPort("mlx5_0", 1, 0, 0, 25_000_000_000),),
+        ),
+        processes=procs,
+        rates=rates,
+    )
+
+
+def fast_cfg(**kw) -> ClassifierSection:
+    """Short windows so a test's sequence is a few dozen samples: window 10s, evaluated every 2s."""
+    base = dict(window="10s", evaluate_every="2s", warmup="0s", sustain="0s", confirmations=3)
+    base.update(kw)
+    return ClassifierSection(**base)
+
+
+@dataclass
+class Run:
+    engine: Engine
+    evaluations: list[Evaluation] = field(default_factory=list)
+    t: float = 0.0
+    seq: int = 0
+
+    def feed(self, regimes: Iterable[Regime], hook: Callable[[float], None] | None = None) -> Run:
+        for r in regimes:
+            for k in range(r.seconds):
+                self.t += 1.0
+                self.seq += 1
+                if hook:
+                    hook(self.t)
+                ev = self.engine.add_snapshot(snapshot(self.seq, self.t, r, r.phases[k % len(r.phases)]))
+                if ev is not None:
+                    self.evaluations.append(ev)
+        return self
+
+    @property
+    def verdict(self) -> str | None:
+        cur = self.engine.current
+        return cur.label if cur else None
+
+    def verdicts(self) -> list[str | None]:
+        return [e.current.label if e.current else None for e in self.evaluations]
+
+
+def run(*regimes: Regime, cfg: ClassifierSection | None = None, engine: Engine | None = None) -> Run:
+    return Run(engine or Engine(cfg or fast_cfg())).feed(regimes)
+
+
+# ready-made regimes
+COMPUTE = Regime(("work",))
+STORAGE = Regime(("starved", "starved", "work"), disk_read=200e6, iowait=0.3, psi_io=0.7)
+CPU = Regime(("starved", "starved", "work"), cores=3.9, allowed=4.0)
+NETWORK = Regime(("spin", "spin", "work"), nic=2.9e9, nic_other=1e6, nic_speed=3_125_000_000)
+SYNC = Regime(("spin", "spin", "spin", "work"), nic=20e6, nic_other=5e6, nic_speed=3_125_000_000)
+IDLE = Regime(("starved",), trainer=False)
+
+
+def like(r: Regime, **kw) -> Regime:
+    return replace(r, **kw)

@@ -1,0 +1,122 @@
+"""Learned capacities, idle power and NFS RTT baselines: learned, persisted, reloaded, never fatal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from classifier_synth import COMPUTE, NETWORK, STORAGE, SYNC, Regime, fast_cfg, like, run
+
+from agent.classifier import baselines as store
+from agent.classifier.baselines import Baselines, capacity, idle_power
+from agent.classifier.engine import Engine
+from agent.snapshot.parts import CpuTimes, HostPart, Pressure
+from agent.snapshot.rates import host_rates
+
+
+def test_learned_capacities_are_persisted_and_reloaded(tmp_path: Path) -> None:
+    r = run(like(STORAGE, seconds=30), like(NETWORK, nic_speed=None, seconds=30))
+    b = r.engine.baselines
+    assert b.peaks["disk"]["vda"] == 200e6
+    assert b.peaks["nic"]["eth0"] == 2.9e9
+    assert b.idle_power["GPU-0000"] == 62.0
+    assert b.nfs_rtt["/mnt/data"] == 0.004
+    store.save(tmp_path, b)
+    again = store.load(tmp_path)
+    assert again == b
+    # a restarted agent judges its first storage-bound window against what it learned before:
+    # reads at half the learned peak are not "at capacity"
+    half = like(STORAGE, disk_read=100e6, iowait=0.0, psi_io=0.0, seconds=30)
+    fresh = run(half, engine=Engine(fast_cfg(), again))
+    load = fresh.engine.last.vote.features.storage[0]
+    assert load.capacity == 200e6 and load.source == "learned"
+    assert load.utilization == pytest.approx(0.5, abs=0.02)
+    assert fresh.verdict != "data/storage"
+    without = run(half)  # without the history the same reads look like the device's peak
+    assert without.engine.last.vote.features.storage[0].utilization == pytest.approx(1.0, abs=0.02)
+
+
+def test_peaks_only_grow_and_need_a_sustained_rate() -> None:
+    # one interval at 900 MB/s inside a window at 100 MB/s: the 90th percentile ignores it
+    spiky = Regime(("starved",) * 9 + ("work",), disk_read=100e6)
+    r = run(like(spiky, seconds=30))
+    assert r.engine.baselines.peaks["disk"]["vda"] == 100e6
+    r.feed([like(spiky, disk_read=50e6, seconds=30)])
+    assert r.engine.baselines.peaks["disk"]["vda"] == 100e6
+
+
+def test_capacity_precedence() -> None:
+    b = Baselines(peaks={"disk": {}, "nfs": {}, "nic": {"eth0": 40e6, "eth1": 1e6}, "rdma": {}})
+    cfg = fast_cfg(nic_capacity={"eth2": "1GB/s"})
+    assert capacity("nic", "eth2", b, cfg, link=3e9) == (1e9, "config")
+    assert capacity("nic", "eth0", b, cfg, link=3e9) == (3e9, "link")
+    assert capacity("nic", "eth0", b, cfg) == (40e6, "learned")
+    assert capacity("nic", "eth1", b, cfg) == (None, "unknown")  # below learn_floor: a trickle
+    assert capacity("nic", "eth0", b, fast_cfg(learn_capacities=False)) == (None, "unknown")
+
+
+def test_idle_power_is_the_lower_of_learned_and_the_default_share() -> None:
+    cfg = fast_cfg(idle_power_ratio=0.2)
+    assert idle_power("u", 400.0, Baselines(idle_power={"u": 55.0}), cfg) == 55.0
+    assert idle_power("u", 400.0, Baselines(idle_power={"u": 120.0}), cfg) == 80.0
+    assert idle_power("v", 400.0, Baselines(), cfg) == 80.0
+
+
+def test_sync_traffic_below_the_floor_is_not_learned_as_capacity() -> None:
+    r = run(like(SYNC, nic=2e6, nic_other=1e6, nic_speed=None, seconds=40))
+    assert r.verdict == "sync-wait"
+    assert r.engine.baselines.peaks["nic"]["eth0"] < fast_cfg().learn_floor
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        '{"version": 99}',
+        '{"version": 1, "peaks_bytes_per_second": {"disk": {"vda": "fast"}}}',
+        '{"version": 1, "idle_power_watts": {"GPU-1": -5}}',
+        '{"version": 1, "peaks_bytes_per_second": []}',
+        "[]",
+    ],
+)
+def test_a_damaged_file_is_set_aside_and_learning_starts_afresh(tmp_path: Path, content: str) -> None:
+    (tmp_path / store.FILE_NAME).write_text(content)
+    assert store.load(tmp_path) == Baselines()
+    assert (tmp_path / (store.FILE_NAME + ".bad")).read_text() == content
+    assert not (tmp_path / store.FILE_NAME).exists()
+
+
+def test_save_is_atomic_and_readable(tmp_path: Path) -> None:
+    b = run(like(COMPUTE, seconds=20)).engine.baselines
+    store.save(tmp_path / "sub", b)
+    data = json.loads((tmp_path / "sub" / store.FILE_NAME).read_text())
+    assert data["version"] == 1 and data["idle_power_watts"]["GPU-0001"] == 330.0
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == [store.FILE_NAME]
+
+
+def test_missing_file_means_nothing_learned_yet(tmp_path: Path) -> None:
+    assert store.load(tmp_path / "nope") == Baselines()
+
+
+def test_psi_rates_come_from_the_total_counters() -> None:
+    def host(io_total: float, full_total: float) -> HostPart:
+        return HostPart(
+            CpuTimes(1, 0, 1, 10, 0, 0, 0, 0),
+            2,
+            0.0,
+            0.0,
+            0.0,
+            None,
+            None,
+            pressure={
+                "io": Pressure(0, 0, 0, io_total, 0, 0, 0, full_total),
+                "cpu": Pressure(0, 0, 0, 5.0),
+            },
+        )
+
+    out = host_rates(host(10.0, 4.0), host(10.6, 4.2), 2.0)
+    assert out["pressure_some_ratio"] == {"io": pytest.approx(0.3), "cpu": 0.0}
+    assert out["pressure_full_ratio"] == {"io": pytest.approx(0.1)}
+    backwards = host_rates(host(10.0, 4.0), host(9.0, 4.0), 1.0)
+    assert "io" not in backwards["pressure_some_ratio"]

@@ -1,0 +1,181 @@
+"""The classifier inside the daemon: metrics, status, the systemd status line, events on the bus, and
+the real daemon serving all of it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from classifier_synth import COMPUTE, NETWORK, STORAGE, fast_cfg, like, snapshot
+from conftest import REPO, need_binary
+from prometheus_client import generate_latest
+
+from agent.classifier import baselines as store
+from agent.classifier.component import ClassifierComponent
+from agent.component import Context
+from agent.config import Config
+from agent.events import CheckpointEvent, EventBus, VerdictEvent
+from agent.exporter import make_registry
+
+
+def make(tmp_path: Path, **cfg_kw) -> tuple[ClassifierComponent, Context, list]:
+    cfg = Config(classifier=fast_cfg(**cfg_kw))
+    listeners: list = []
+    ctx = Context(
+        cfg=cfg,
+        bus=EventBus(),
+        latest=lambda: None,  # type: ignore[arg-type,return-value]
+        state_dir=tmp_path / "state",
+        runtime_dir=tmp_path / "run",
+        snapshot_listeners=listeners,
+    )
+    return ClassifierComponent(ctx), ctx, listeners
+
+
+def feed(listeners: list, regimes, t0: int = 0) -> int:
+    t = t0
+    for r in regimes:
+        for k in range(r.seconds):
+            t += 1
+            for fn in listeners:
+                fn(snapshot(t, float(t), r, r.phases[k % len(r.phases)]))
+    return t
+
+
+class _Adapter:
+    def __init__(self, comp: ClassifierComponent) -> None:
+        self.comp = comp
+
+    def collect(self):
+        return self.comp.metrics()
+
+    def describe(self):
+        return []
+
+
+def test_metrics_status_and_line(tmp_path: Path) -> None:
+    comp, _, listeners = make(tmp_path, confirmations=2)
+    reg = make_registry()
+    reg.register(_Adapter(comp))
+    assert comp.status()["lines"][0].startswith("verdict: pending")
+    assert comp.verdict_line() == "verdict pending"
+    feed(listeners, [like(COMPUTE, seconds=20), like(STORAGE, seconds=30)])
+    text = generate_latest(reg).decode()
+    assert 'training_node_bottleneck{class="data"} 1.0' in text
+    assert 'training_node_bottleneck{class="compute"} 0.0' in text
+    assert 'training_node_bottleneck{class="mixed"} 0.0' in text
+    assert 'training_node_bottleneck_score{class="data"} 0.7' in text
+    assert "training_node_bottleneck_changes_total 1.0" in text
+    promtool = need_binary("promtool", "prometheus")
+    check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    assert check.returncode == 0 and check.stdout + check.stderr == "", check.stdout + check.stderr
+
+    st = comp.status()
+    assert st["verdict"] == "data" and st["sub_reason"] == "storage"
+    assert st["since"] is not None and st["hint"].startswith("Input is storage-bound")
+    assert any("disk vda reading 200 MB/s" in r for r in st["reasons"])
+    assert st["scores"]["data"] == 0.7 and st["changes_total"] == 1
+    assert st["learned"]["peaks_bytes_per_second"]["disk"]["vda"] == 200e6
+    json.dumps(st)  # served as JSON
+    lines = st["lines"]
+    assert lines[0].startswith("verdict: DATA/STORAGE for ")
+    assert any(x.startswith("  - disk vda reading 200 MB/s") for x in lines)
+    assert any(x.startswith("hint: Input is storage-bound") for x in lines)
+    assert any(x.startswith("scores: compute 0.30  data 0.70") for x in lines)
+    line = comp.verdict_line()
+    assert line.startswith("data/storage for ") and "GPUs starved" in line and "\n" not in line
+
+
+async def test_events_checkpoints_and_saving(tmp_path: Path) -> None:
+    comp, ctx, listeners = make(tmp_path, confirmations=2, sustain="6s", save_every="1s")
+    verdicts = ctx.bus.subscribe("test", (VerdictEvent,))
+    task = asyncio.create_task(comp.run())
+    try:
+        t = feed(listeners, [like(COMPUTE, seconds=20), like(NETWORK, seconds=30)])
+        ev = verdicts.get_nowait()
+        assert isinstance(ev, VerdictEvent) and ev.verdict == "network" and not ev.cleared
+        # a checkpoint request arrives through the bus and holds the verdict
+        ctx.bus.publish(
+            CheckpointEvent(phase="requested", event_id="e1", notice_kind="spot-termination", deadline=None)
+        )
+        await asyncio.sleep(0.05)
+        assert comp.engine.checkpoints
+        t = feed(listeners, [like(STORAGE, seconds=30)], t)
+        assert comp.status()["verdict"] == "network" and comp.status()["held"] == "checkpoint in progress"
+        assert "(checkpoint in progress)" in comp.verdict_line()
+        ctx.bus.publish(
+            CheckpointEvent(
+                phase="completed", event_id="e1", notice_kind="spot-termination", deadline=datetime.now(UTC)
+            )
+        )
+        await asyncio.sleep(0.05)
+        assert not comp.engine.checkpoints
+        await asyncio.sleep(1.2)  # save_every
+        assert (tmp_path / "state" / store.FILE_NAME).exists()
+    finally:
+        task.cancel()
+        await comp.stop()
+    saved = store.load(tmp_path / "state")
+    assert saved.peaks["nic"]["eth0"] == 2.9e9
+    again, _, _ = make(tmp_path)
+    assert again.engine.baselines == saved
+
+
+async def test_history_route(tmp_path: Path) -> None:
+    comp, _, listeners = make(tmp_path)
+    feed(listeners, [like(COMPUTE, seconds=20)])
+    [(method, path, handler)] = comp.control_routes()
+    assert (method, path) == ("GET", "/classifier/history")
+
+    class Req:
+        query = {"n": "3"}
+
+    resp = await handler(Req())
+    body = json.loads(resp.body)
+    assert body["total"] == 9 and len(body["evaluations"]) == 3
+    assert body["evaluations"][-1]["verdict"] == "compute"
+
+
+def test_the_daemon_serves_the_verdict(agent_factory, tmp_path: Path) -> None:
+    """The real daemon, no GPUs on this box: the classifier runs, says idle, and shows it."""
+    agent = agent_factory(
+        {"classifier": {"window": "2s", "evaluate_every": "400ms", "confirmations": 2, "warmup": "0s"}}
+    )
+    st = agent.wait_for(
+        lambda: (s := agent.status()).get("classifier", {}).get("verdict") and s, what="a verdict", timeout=20
+    )
+    cls = st["classifier"]
+    assert cls["verdict"] == "idle" and cls["scores"]["idle"] == 1.0
+    assert cls["lines"][0].startswith("verdict: IDLE for ")
+    text = agent.metrics()
+    assert 'training_node_bottleneck{class="idle"} 1.0' in text
+    assert "training_node_bottleneck_score{" in text and "training_node_bottleneck_changes_total" in text
+    out = subprocess.run(
+        [sys.executable, "-m", "agent", "status", "--config", str(agent.config_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "[classifier]" in out.stdout and "verdict: IDLE" in out.stdout
+    history = subprocess.run(
+        [sys.executable, "-c", _HISTORY, agent.control_socket], cwd=REPO, capture_output=True, text=True
+    )
+    data = json.loads(history.stdout)
+    assert data["total"] >= 2 and data["evaluations"][-1]["verdict"] == "idle"
+    assert agent.stop() == 0
+    saved = json.loads((agent.state_dir / store.FILE_NAME).read_text())
+    assert saved["version"] == 1
+
+
+_HISTORY = """
+import asyncio, json, sys
+from agent.control import control_request
+code, body = asyncio.run(control_request(sys.argv[1], "GET", "/classifier/history"))
+print(json.dumps(body))
+"""

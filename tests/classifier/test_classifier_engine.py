@@ -1,0 +1,191 @@
+"""Time in the classifier: hysteresis, warm-up, checkpoint holds, the spin-wait veto and the
+sustained-verdict events."""
+
+from __future__ import annotations
+
+from classifier_synth import COMPUTE, CPU, IDLE, NETWORK, STORAGE, SYNC, Regime, Run, fast_cfg, like, run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent.classifier.engine import Engine
+
+
+def first_index(labels: list, value: str) -> int:
+    return labels.index(value)
+
+
+def test_a_new_verdict_needs_k_consecutive_wins() -> None:
+    for k in (1, 3, 5):
+        r = run(like(COMPUTE, seconds=20), like(STORAGE, seconds=40), cfg=fast_cfg(confirmations=k))
+        labels = r.verdicts()
+        votes = [e.vote.label for e in r.evaluations]
+        switch = first_index(labels, "data/storage")
+        # the K evaluations up to the switch all voted for it, and the one before them did not
+        assert votes[switch - k + 1 : switch + 1] == ["data/storage"] * k
+        assert votes[switch - k] != "data/storage"
+
+
+def test_a_short_blip_does_not_flip_the_verdict() -> None:
+    """Six seconds of starvation inside a compute run: the window votes data at most twice."""
+    r = run(
+        like(COMPUTE, seconds=20),
+        like(STORAGE, phases=("starved",), seconds=6),
+        like(COMPUTE, seconds=20),
+        cfg=fast_cfg(confirmations=3),
+    )
+    votes = [e.vote.label for e in r.evaluations]
+    assert "data/storage" in votes  # the blip was seen ...
+    labels = r.verdicts()
+    assert set(labels[labels.index("compute") :]) == {"compute"}  # ... but never became the verdict
+    assert r.engine.changes_total == 0
+
+
+def test_exit_threshold_sits_inside_entry() -> None:
+    """Compute falls to 0.4: below enter_score (0.5), above exit_score (0.35), nobody leads by the
+    margin -> it holds. A fresh engine seeing the same windows calls them mixed."""
+    weak = Regime(("work", "work", "starved", "starved", "spin"), nic=0.0, nic_speed=3_125_000_000)
+    held = run(like(COMPUTE, seconds=20), like(weak, seconds=30))
+    assert held.verdict == "compute"
+    assert 0.35 <= held.engine.last.vote.scores["compute"] < 0.5
+    fresh = run(like(weak, seconds=30))
+    assert fresh.verdict == "mixed"
+
+
+def test_spin_wait_vetoes_compute_at_once() -> None:
+    """Compute -> network: the first window where the GPUs spin more than they work drops compute,
+    without waiting for the confirmations."""
+    r = run(like(COMPUTE, seconds=20), like(NETWORK, seconds=30), cfg=fast_cfg(confirmations=5))
+    for ev in r.evaluations:
+        f = ev.vote.features
+        if f.spin_share > f.working_share:
+            assert ev.current is not None and ev.current.verdict != "compute", ev.current.reasons
+
+
+SPIN_OR_STARVE = st.lists(st.sampled_from(["spin", "starved", "work"]), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    phases=SPIN_OR_STARVE,
+    gpm=st.booleans(),
+    nic=st.sampled_from([0.0, 5e6, 3e9]),
+    disk=st.sampled_from([0.0, 300e6]),
+    cores=st.sampled_from([0.2, 3.95]),
+    warm=st.booleans(),
+)
+def test_a_spin_waiting_window_is_never_called_compute(phases, gpm, nic, disk, cores, warm) -> None:
+    regime = Regime(tuple(phases), gpm=gpm, nic=nic, nic_speed=3_125_000_000, disk_read=disk, cores=cores)
+    start = [like(COMPUTE, seconds=15, gpm=gpm)] if warm else []
+    r = run(*start, like(regime, seconds=25), cfg=fast_cfg(confirmations=2))
+    for ev in r.evaluations:
+        f = ev.vote.features
+        if f.spin_share > f.working_share:
+            assert ev.vote.verdict != "compute"
+            assert ev.current is None or ev.current.verdict != "compute"
+
+
+def test_spin_at_low_power_before_idle_power_is_learned() -> None:
+    """A GPU that has only ever spun: the learned minimum is the spin power itself, but the default
+    idle share of the limit keeps the spin below the work line."""
+    r = run(like(SYNC, gpm=False, phases=("spin",)))
+    assert r.verdict == "sync-wait"
+    assert r.engine.baselines.idle_power["GPU-0000"] == 85.0
+
+
+def test_warm_up_after_a_job_starts() -> None:
+    cfg = fast_cfg(warmup="8s", confirmations=2)
+    r = run(like(IDLE, seconds=20), cfg=cfg)
+    assert r.verdict == "idle"
+    start = r.t
+    r.feed([like(STORAGE, seconds=30)])
+    during = [e for e in r.evaluations if start < e.wall - 1_700_000_000.0 <= start + 8]
+    assert during and all(e.held == "warming up" and e.current.verdict == "idle" for e in during)
+    assert r.verdict == "data/storage"
+    switched = next(e for e in r.evaluations if e.changed and e.current.verdict == "data")
+    # after warm-up the window refills from the job's samples only, then needs its confirmations
+    assert switched.wall - 1_700_000_000.0 > start + 8
+
+
+def test_processes_running_when_the_agent_starts_do_not_warm_up() -> None:
+    r = run(like(CPU, seconds=30), cfg=fast_cfg(warmup="1h"))
+    assert r.verdict == "data/cpu"
+    assert all(e.held != "warming up" for e in r.evaluations)
+
+
+def test_no_verdict_change_while_a_checkpoint_is_written() -> None:
+    cfg = fast_cfg(confirmations=2)
+    eng = Engine(cfg)
+    r = Run(eng).feed([like(COMPUTE, seconds=20)])
+    assert r.verdict == "compute"
+    eng.checkpoint("requested", "ev-1", r.t)
+    # the checkpoint write: GPUs idle, the disk and iowait busy, for far longer than the window
+    r.feed([like(STORAGE, phases=("starved",), seconds=40)])
+    assert r.verdict == "compute"
+    held = [e for e in r.evaluations if e.held == "checkpoint in progress"]
+    assert len(held) >= 15 and all(e.vote.verdict == "data" for e in held[5:])
+    eng.checkpoint("completed", "ev-1", r.t)
+    r.feed([like(COMPUTE, seconds=30)])
+    assert r.verdict == "compute"
+    assert eng.changes_total == 0
+    # afterwards the window starts from the answer: no data vote from the checkpoint's samples
+    after = r.evaluations[len(r.evaluations) - 15 :]
+    assert all(e.vote.verdict == "compute" for e in after if e.held is None)
+
+
+def test_an_unanswered_checkpoint_stops_holding_after_the_maximum() -> None:
+    cfg = fast_cfg(confirmations=2, checkpoint_hold_max="20s")
+    eng = Engine(cfg)
+    r = Run(eng).feed([like(COMPUTE, seconds=20)])
+    eng.checkpoint("requested", "ev-2", r.t)
+    r.feed([like(STORAGE, seconds=60)])
+    assert r.verdict == "data/storage"
+    assert eng.checkpoints == {}
+
+
+def test_other_checkpoint_phases_do_not_end_the_hold() -> None:
+    eng = Engine(fast_cfg())
+    eng.checkpoint("requested", "a", 1.0)
+    eng.checkpoint("completed", "b", 2.0)  # another episode's answer
+    assert "a" in eng.checkpoints
+    eng.checkpoint("missed", "a", 3.0)
+    assert eng.checkpoints == {}
+
+
+def test_sustained_verdicts_are_published_once_and_cleared() -> None:
+    cfg = fast_cfg(sustain="10s", confirmations=2)
+    r = run(like(COMPUTE, seconds=20), like(NETWORK, seconds=30), like(COMPUTE, seconds=30), cfg=cfg)
+    events = [ev for e in r.evaluations for ev in e.events]
+    assert [(ev.verdict, ev.cleared) for ev in events] == [("network", False), ("network", True)]
+    started, cleared = events
+    assert started.previous == "compute"
+    assert any("NIC eth0" in x for x in started.reasons)
+    assert "eRDMA" in started.hint
+    assert started.scores["network"] > 0.5
+    assert cleared.reasons[0] == "now compute"
+    assert cleared.since == started.since
+    change = next(e for e in r.evaluations if e.changed and e.current.verdict == "network")
+    publish = next(e for e in r.evaluations if e.events)
+    assert publish.wall - change.wall >= 10
+
+
+def test_short_or_unpublished_verdicts_make_no_event() -> None:
+    r = run(like(COMPUTE, seconds=20), like(NETWORK, seconds=30), cfg=fast_cfg(sustain="1h"))
+    assert r.verdict == "network"
+    assert not [ev for e in r.evaluations for ev in e.events]
+    r2 = run(like(IDLE, seconds=20), like(COMPUTE, seconds=40), cfg=fast_cfg(sustain="0s", warmup="0s"))
+    assert r2.verdict == "compute"
+    assert not [ev for e in r2.evaluations for ev in e.events]  # compute is not in `publish`
+
+
+def test_history_records_every_evaluation() -> None:
+    r = run(like(COMPUTE, seconds=20), cfg=fast_cfg(history=5))
+    items = list(r.engine.recent())
+    assert len(items) == 5 and r.engine.evaluations == 9  # at t = 3, 5, ... 19
+    assert items[-1]["verdict"] == "compute" and items[-1]["vote"] == "compute"
+    assert set(items[-1]["scores"]) == {"compute", "data", "network", "sync-wait", "idle"}
+
+
+def test_evaluation_schedule_follows_the_snapshot_clock() -> None:
+    r = run(like(COMPUTE, seconds=21), cfg=fast_cfg(evaluate_every="3s"))
+    walls = [e.wall - 1_700_000_000.0 for e in r.evaluations]
+    assert walls == [4.0, 7.0, 10.0, 13.0, 16.0, 19.0]

@@ -1,0 +1,184 @@
+"""Every verdict on synthetic snapshot sequences, with the numbers that decided it and the remedy."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+from classifier_synth import (
+    COMPUTE,
+    CPU,
+    IDLE,
+    NETWORK,
+    STORAGE,
+    SYNC,
+    Regime,
+    fast_cfg,
+    like,
+    run,
+    snapshot,
+)
+
+from agent.classifier.baselines import Baselines
+from agent.classifier.engine import Engine
+from agent.classifier.features import measure
+from agent.classifier.samples import sample_from_snapshot
+from agent.classifier.scores import decide, score
+from agent.classifier.verdict import classify
+
+
+def last(r):
+    return r.evaluations[-1].current
+
+
+@pytest.mark.parametrize("gpm", [True, False], ids=["gpm", "power-only"])
+@pytest.mark.parametrize(
+    ("regime", "label"),
+    [
+        (COMPUTE, "compute"),
+        (STORAGE, "data/storage"),
+        (CPU, "data/cpu"),
+        (NETWORK, "network"),
+        (SYNC, "sync-wait"),
+        (IDLE, "idle"),
+    ],
+    ids=["compute", "storage", "cpu", "network", "sync", "idle"],
+)
+def test_each_verdict(regime: Regime, label: str, gpm: bool) -> None:
+    r = run(like(regime, gpm=gpm))
+    assert r.verdict == label
+    v = last(r)
+    assert v.scores[v.verdict] == max(v.scores.values())
+    assert v.hint
+    assert v.reasons[0].startswith("GPU busy ")
+
+
+def test_compute_reasons_and_scores() -> None:
+    v = last(run(COMPUTE))
+    assert v.scores["compute"] == 1.0
+    assert "GPU busy 97% (p5 97%, p95 97%), real work 80% (SM activity)" in v.reasons
+    assert "GPUs doing real work in 100% of samples" in v.reasons
+    assert "Healthy" in v.hint
+
+
+def test_storage_reasons_carry_the_numbers() -> None:
+    v = last(run(STORAGE))
+    text = "\n".join(v.reasons)
+    assert re.search(r"GPU busy \d+% \(p5 0%, p95 97%\)", text)
+    assert "GPUs starved (low utilization, no real work) in 70% of samples" in text
+    assert "disk vda reading 200 MB/s of ~200 MB/s capacity (100%, learned)" in text
+    assert "iowait 30% of CPU time" in text
+    assert "PSI io: tasks stalled on I/O 70% of the time" in text
+    assert v.sub_reason == "storage"
+    assert "local NVMe" in v.hint and "CPFS" in v.hint and "nconnect" in v.hint
+
+
+def test_nfs_rtt_against_its_learned_baseline() -> None:
+    """A slow NFS server: reads far below any capacity, but READ RTT ten times its baseline."""
+    healthy = like(COMPUTE, nfs_rtt_idle=0.004, seconds=20)
+    slow = Regime(("starved", "starved", "work"), nfs_read=30e6, nfs_rtt=0.038, nfs_rtt_idle=0.038)
+    cfg = fast_cfg(nfs_capacity={"/mnt/data": "1.2GB/s"})
+    r = run(healthy, slow, cfg=cfg)
+    v = last(r)
+    assert v.label == "data/storage"
+    assert r.engine.baselines.nfs_rtt["/mnt/data"] == pytest.approx(0.004)
+    assert "NFS /mnt/data READ RTT 38 ms (baseline 4 ms)" in v.reasons
+
+
+def test_nfs_at_configured_capacity() -> None:
+    r = run(
+        Regime(("starved", "starved", "work"), nfs_read=1.17e9),
+        cfg=fast_cfg(nfs_capacity={"/mnt/data": "1.2GB/s"}),
+    )
+    v = last(r)
+    assert v.label == "data/storage"
+    assert "NFS /mnt/data reading 1.17 GB/s of 1.2 GB/s capacity (97%)" in v.reasons
+
+
+def test_cpu_reasons_and_hint() -> None:
+    v = last(run(CPU))
+    assert "trainer pid 4242 (python) +3 workers using 3.90 of 4.00 allowed cores (98%)" in v.reasons
+    assert "num_workers" in v.hint and "pin_memory" in v.hint
+
+
+def test_network_reasons_and_hint() -> None:
+    v = last(run(NETWORK))
+    assert any(
+        "NIC eth0 moving 2.9 GB/s of 3.12 GB/s capacity (93%) while the GPUs wait" in x for x in v.reasons
+    )
+    assert "eRDMA" in v.hint and "NCCL_SOCKET_IFNAME" in v.hint and "bucket" in v.hint
+
+
+def test_network_by_rdma_congestion_alone() -> None:
+    """RDMA ports far from their rate, but CNPs pouring in while the GPUs spin: congestion."""
+    r = run(Regime(("spin", "spin", "work"), rdma=2e9, cnp=5000.0))
+    v = last(r)
+    assert v.verdict == "network"
+    assert "RDMA mlx5_0/1 congestion: 3500 CNP/s" in v.reasons or any("CNP/s" in x for x in v.reasons)
+
+
+def test_network_on_a_virtual_nic_uses_the_learned_peak() -> None:
+    v = last(run(like(NETWORK, nic_speed=None)))
+    assert v.verdict == "network"
+    assert any("of ~2.9 GB/s capacity (100%, learned)" in x for x in v.reasons)
+
+
+def test_sync_wait_reasons_and_hint() -> None:
+    v = last(run(SYNC))
+    assert v.verdict == "sync-wait"
+    assert any(x.startswith("GPUs spinning in 70% of samples: utilization 100% with 4%") for x in v.reasons)
+    assert any(x.startswith("network quiet meanwhile: busiest NIC eth0") for x in v.reasons)
+    assert "slow rank" in v.hint
+
+
+def test_idle_without_processes_and_stalled_with_them() -> None:
+    v = last(run(IDLE))
+    assert v.verdict == "idle" and "no training processes" in v.reasons
+    stalled = last(run(Regime(("starved",))))
+    assert stalled.verdict == "idle"
+    assert any("training processes present (pid 4242" in x for x in stalled.reasons)
+    assert "hung" in stalled.hint
+
+
+def test_no_training_process_is_never_a_bottleneck() -> None:
+    """Disks and NICs busy with something else while no job runs: still idle."""
+    r = run(like(IDLE, disk_read=500e6, iowait=0.5, nic=3e9, nic_speed=3_125_000_000))
+    assert r.verdict == "idle"
+
+
+def test_mixed_when_no_class_clearly_wins() -> None:
+    half = Regime(("starved", "work"), disk_read=200e6, iowait=0.3)
+    r = run(half)
+    v = last(r)
+    assert v.verdict == "mixed"
+    assert any(x.startswith("no class clearly wins: ") for x in v.reasons)
+
+
+def test_gpu_health_beside_the_verdict_not_instead() -> None:
+    e = Engine(fast_cfg())
+    for t in range(1, 21):
+        snap = snapshot(t, float(t), COMPUTE, "work")
+        hot = replace(snap.gpu.gpus[1], clocks_event_reasons=0x40, xid_counts={79: 1} if t > 15 else {})
+        lost = replace(snap.gpu.gpus[0], up=t < 18)
+        e.add_snapshot(replace(snap, gpu=replace(snap.gpu, gpus=(lost, hot))))
+    v = e.current
+    assert v.verdict == "compute"
+    assert "GPU 1 thermal throttling (hardware) 100% of the time" in v.health
+    assert "GPU 1: 1 Xid error in the window" in v.health
+    assert "GPU 0 lost (fell off the bus)" in v.health
+    assert not any("GPU" in r and "lost" in r for r in v.reasons)
+
+
+def test_classify_is_a_pure_function_of_its_inputs() -> None:
+    window = [
+        sample_from_snapshot(snapshot(i, float(i), STORAGE, STORAGE.phases[i % 3])) for i in range(1, 20)
+    ]
+    cfg = fast_cfg(disk_capacity={"vda": "210MB/s"})
+    a = classify(window, Baselines(), cfg)
+    b = classify(list(window), Baselines(), cfg)
+    assert a.label == b.label == "data/storage"
+    assert a.reasons == b.reasons and a.scores == b.scores
+    f = measure(window, Baselines(), cfg)
+    assert decide(score(f), None, cfg) == "data"
+    assert any("disk vda reading 200 MB/s of 210 MB/s capacity (95%)" in x for x in a.reasons)

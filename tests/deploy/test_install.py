@@ -1,0 +1,348 @@
+"""install.sh into a throwaway root: the resulting tree, idempotence, config preservation, uninstall.
+
+The agent and its dependencies come from a wheelhouse (``--wheelhouse``, the offline-node path):
+our own wheel is built from this checkout, and each dependency is repacked from this venv, so the
+test needs no package index.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.metadata
+import os
+import re
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import REPO, need_binary, need_root
+
+INSTALL = REPO / "install.sh"
+NAME = "training-node-agent"
+PREFIX = Path("/opt") / NAME
+CONF = Path("/etc") / NAME / "agent.toml"
+
+PLACEHOLDER_CONFIG = """\
+# stand-in for configs/agent.toml while the shipped default is being assembled
+[agent]
+interval = "1s"
+"""
+
+
+def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def repack_installed(dist: importlib.metadata.Distribution, dest: Path) -> Path:
+    """A wheel made from an installed distribution's own files (per its RECORD), for an offline
+    wheelhouse: pip regenerates scripts and bytecode, so those are left out."""
+    files = [f for f in dist.files or [] if not str(f).startswith("..") and "__pycache__" not in str(f)]
+    info = next(str(f.parent) for f in files if f.name == "METADATA" and f.parent.name.endswith(".dist-info"))
+    tags = [
+        ln.split(":", 1)[1].strip()
+        for ln in (dist.read_text("WHEEL") or "").splitlines()
+        if ln.startswith("Tag:")
+    ]
+    name = re.sub(r"[-_.]+", "_", dist.metadata["Name"])
+    whl = dest / f"{name}-{dist.version}-{tags[0]}.whl"
+    skip = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
+    rows = []
+    with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in files:
+            if str(f.parent) == info and f.name in skip:
+                continue
+            data = Path(f.locate()).read_bytes()
+            z.writestr(str(f), data)
+            rows.append(f"{f},{_record_hash(data)},{len(data)}")
+        rows.append(f"{info}/RECORD,,")
+        z.writestr(f"{info}/RECORD", "\n".join(rows) + "\n")
+    return whl
+
+
+def runtime_closure(name: str) -> list[importlib.metadata.Distribution]:
+    """The installed distributions ``name`` needs at run time (extras and markers honoured)."""
+    from packaging.requirements import Requirement
+
+    seen: dict[str, importlib.metadata.Distribution] = {}
+    todo = [name]
+    while todo:
+        dist = importlib.metadata.distribution(todo.pop())
+        for spec in dist.requires or []:
+            req = Requirement(spec)
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+            key = re.sub(r"[-_.]+", "-", req.name).lower()
+            if key not in seen:
+                seen[key] = importlib.metadata.distribution(req.name)
+                todo.append(req.name)
+    return list(seen.values())
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Everything an offline node gets handed: this checkout as a wheel, plus each runtime dependency
+    repacked from this venv (the suite must not reach a package index)."""
+    wh = tmp_path_factory.mktemp("wheelhouse")
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index"]
+    r = _run([*pip_wheel, "-q", "-w", str(wh), "."], cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    for dist in runtime_closure(NAME):
+        repack_installed(dist, wh)
+    return wh
+
+
+@pytest.fixture(scope="module")
+def config_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    shipped = REPO / "configs" / "agent.toml"
+    if shipped.exists():
+        return shipped
+    p = tmp_path_factory.mktemp("config") / "agent.toml"
+    p.write_text(PLACEHOLDER_CONFIG)
+    return p
+
+
+def make_root(path: Path) -> Path:
+    """A root with just enough of /etc for useradd --prefix: the host's users are not touched."""
+    etc = path / "etc"
+    etc.mkdir(parents=True)
+    (etc / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (etc / "group").write_text("root:x:0:\n")
+    (etc / "shadow").write_text("root:*:19000:0:99999:7:::\n")
+    (etc / "gshadow").write_text("root:*::\n")
+    return path
+
+
+class Installer:
+    def __init__(self, root: Path, wheelhouse: Path | None, config: Path) -> None:
+        self.root = root
+        self.wheelhouse = wheelhouse
+        self.config = config
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        cmd = ["bash", str(INSTALL), "--root", str(self.root), "--python", sys.executable]
+        cmd += ["--config", str(self.config)]
+        if self.wheelhouse is not None:
+            cmd += ["--wheelhouse", str(self.wheelhouse)]
+        r = _run([*cmd, *args], env={**os.environ, "PIP_NO_CACHE_DIR": "1"})
+        if check:
+            assert r.returncode == 0, f"install.sh {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
+        return r
+
+    def path(self, p: Path | str) -> Path:
+        return self.root / str(p).lstrip("/")
+
+    def passwd_entry(self) -> list[str] | None:
+        for line in self.path("/etc/passwd").read_text().splitlines():
+            if line.startswith(f"{NAME}:"):
+                return line.split(":")
+        return None
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Every path under root with its type, mode, owner and content hash (bytecode caches aside)."""
+    out: dict[str, tuple] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            rel = str(p.relative_to(root))
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
+            else:
+                digest = hashlib.sha256(p.read_bytes()).hexdigest()
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, digest)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fresh(
+    tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path, config_src: Path
+) -> tuple[Installer, subprocess.CompletedProcess[str], bytes]:
+    """One fresh install shared by the tests below (building a venv is the slow part); each test
+    leaves the tree as installed, and the uninstall test comes last."""
+    need_root("useradd into the staged root and chown to the service user")
+    need_binary("useradd", "passwd")
+    host_passwd = Path("/etc/passwd").read_bytes()
+    ins = Installer(make_root(tmp_path_factory.mktemp("staged") / "root"), wheelhouse, config_src)
+    return ins, ins(), host_passwd
+
+
+@pytest.fixture
+def installer(fresh: tuple[Installer, subprocess.CompletedProcess[str], bytes]) -> Installer:
+    return fresh[0]
+
+
+def test_fresh_install_tree(fresh: tuple[Installer, subprocess.CompletedProcess[str], bytes]) -> None:
+    installer, r, host_passwd = fresh
+    ins = installer.path
+
+    # the service user, in the staged root only
+    entry = installer.passwd_entry()
+    assert entry is not None, r.stdout
+    uid, gid = int(entry[2]), int(entry[3])
+    assert 0 < uid < 1000 and entry[5] == "/var/lib/training-node-agent" and entry[6].endswith("nologin")
+    assert f"{NAME}:x:{gid}:" in ins("/etc/group").read_text()
+    assert Path("/etc/passwd").read_bytes() == host_passwd
+
+    # a working venv
+    exe = ins(PREFIX / "bin" / NAME)
+    v = _run([str(exe), "version"])
+    assert v.returncode == 0 and v.stdout.startswith(f"{NAME} "), v.stdout + v.stderr
+    cc = _run([str(exe), "check-config", "--config", str(ins(CONF))])
+    assert cc.returncode == 0, cc.stdout + cc.stderr
+
+    # config: the default, readable by the service group only
+    conf = ins(CONF)
+    assert conf.read_bytes() == installer.config.read_bytes()
+    st = conf.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o640 and st.st_gid == gid
+    assert not ins(f"{CONF}.new").exists()
+    cred = ins(f"/etc/{NAME}/credentials").stat()
+    assert stat.S_ISDIR(cred.st_mode) and stat.S_IMODE(cred.st_mode) == 0o700
+
+    # state directory owned by the service user
+    state = ins(f"/var/lib/{NAME}").stat()
+    assert (state.st_uid, state.st_gid, stat.S_IMODE(state.st_mode)) == (uid, gid, 0o750)
+
+    # the unit, pointing at the venv, enabled (offline: no systemd in a staged root)
+    unit = ins(f"/etc/systemd/system/{NAME}.service").read_text()
+    assert f"ExecStart={PREFIX}/bin/{NAME} run --config {CONF}\n" in unit
+    assert unit == (REPO / "systemd" / f"{NAME}.service").read_text()
+    if subprocess.run(["which", "systemctl"], capture_output=True).returncode == 0:
+        wants = ins(f"/etc/systemd/system/multi-user.target.wants/{NAME}.service")
+        assert wants.is_symlink() and os.readlink(wants) == f"/etc/systemd/system/{NAME}.service"
+
+    # no systemd to start it: says how instead of failing
+    assert "systemd is not managing this system" in r.stdout
+    assert f"{PREFIX}/bin/{NAME} run --config {CONF}" in r.stdout
+
+
+def test_second_run_changes_nothing(installer: Installer) -> None:
+    before = snapshot(installer.root)
+    r = installer("--no-start")
+    assert snapshot(installer.root) == before
+    assert "user: training-node-agent exists" in r.stdout
+    assert "is the current default" in r.stdout
+    assert "is current" in r.stdout
+    assert "how to start" not in r.stdout.lower() and "systemd is not managing" not in r.stdout
+
+
+def test_edited_config_survives_and_new_default_lands_beside_it(installer: Installer) -> None:
+    conf = installer.path(CONF)
+    edited = conf.read_text() + "\n# local edit: keep me\n"
+    conf.write_text(edited)
+    r = installer("--no-start")
+    assert "has local edits" in r.stdout
+    assert conf.read_text() == edited
+    assert installer.path(f"{CONF}.new").read_bytes() == installer.config.read_bytes()
+
+    # putting the default back clears the .new
+    conf.write_bytes(installer.config.read_bytes())
+    installer("--no-start")
+    assert not installer.path(f"{CONF}.new").exists()
+
+
+def test_unedited_config_follows_a_new_default(installer: Installer, tmp_path: Path) -> None:
+    original = installer.config
+    newer = tmp_path / "agent-v2.toml"
+    newer.write_text(original.read_text() + "\n# v2 default\n")
+    installer.config = newer
+    try:
+        r = installer("--no-start")
+    finally:
+        installer.config = original
+    assert "was the previous default" in r.stdout
+    assert installer.path(CONF).read_text() == newer.read_text()
+    assert not installer.path(f"{CONF}.new").exists()
+    installer("--no-start")  # back to the current default, the same way
+    assert installer.path(CONF).read_bytes() == original.read_bytes()
+
+
+def test_invalid_edited_config_is_reported(installer: Installer) -> None:
+    conf = installer.path(CONF)
+    good = conf.read_bytes()
+    conf.write_text(conf.read_text() + "\n[agent_typo]\nfoo = 1\n")
+    r = installer("--no-start", check=False)
+    assert r.returncode != 0
+    assert "agent_typo" in r.stderr and "not valid for this version" in r.stderr
+    assert "agent_typo" in conf.read_text()  # still the operator's file
+    conf.write_bytes(good)
+    installer("--no-start")
+    assert not installer.path(f"{CONF}.new").exists()
+
+
+def test_uninstall_keeps_config_purge_removes_everything(installer: Installer) -> None:
+    conf = installer.path(CONF)
+    conf.write_text(conf.read_text() + "\n# operator's edit\n")
+    installer.path(f"/var/lib/{NAME}/seen-events.json").write_text("{}")
+
+    r = installer("--uninstall")
+    assert not installer.path(PREFIX).exists()
+    assert not installer.path(f"/etc/systemd/system/{NAME}.service").exists()
+    assert not installer.path(f"/etc/systemd/system/multi-user.target.wants/{NAME}.service").exists()
+    assert "operator's edit" in conf.read_text()
+    assert installer.path(f"/var/lib/{NAME}/seen-events.json").exists()
+    assert installer.passwd_entry() is not None
+    assert "kept" in r.stdout
+
+    # reinstalling over the kept config keeps it
+    installer("--no-start")
+    assert "operator's edit" in conf.read_text()
+
+    installer("--uninstall", "--purge")
+    assert not installer.path(f"/etc/{NAME}").exists()
+    assert not installer.path(f"/var/lib/{NAME}").exists()
+    assert not installer.path(PREFIX).exists()
+    assert installer.passwd_entry() is None
+    assert f"{NAME}:" not in installer.path("/etc/group").read_text()
+
+
+def test_too_old_python_gets_exact_instructions(tmp_path: Path, config_src: Path) -> None:
+    # a real interpreter that reports 3.9 to the version gate
+    fake = tmp_path / "python3.9"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = -c ]; then shift; code="$1"; shift\n'
+        f'  exec {sys.executable} -c "import sys; sys.version_info = (3, 9, 18, \'final\', 0)\n$code" "$@"\n'
+        "fi\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    fake.chmod(0o755)
+    root = tmp_path / "root"
+    root.mkdir()
+    r = _run(["bash", str(INSTALL), "--root", str(root), "--python", str(fake), "--config", str(config_src)])
+    assert r.returncode != 0
+    assert "3.11+ is required" in r.stderr
+    for distro in ("Alibaba Cloud Linux 3", "Ubuntu 22.04", "Rocky"):
+        assert distro in r.stderr
+    assert (
+        "dnf install -y python3.11" in r.stderr
+        and "apt-get install -y python3.11 python3.11-venv" in r.stderr
+    )
+    assert list(root.iterdir()) == []  # nothing was written
+
+
+def test_bad_options_are_refused(tmp_path: Path) -> None:
+    r = _run(["bash", str(INSTALL), "--root", str(tmp_path), "--purge"])
+    assert r.returncode != 0 and "--purge goes with --uninstall" in r.stderr
+    r = _run(["bash", str(INSTALL), "--frobnicate"])
+    assert r.returncode != 0 and "unknown option: --frobnicate" in r.stderr
+    r = _run(["bash", str(INSTALL), "--root", str(tmp_path / "absent")])
+    assert r.returncode != 0 and "--root directory does not exist" in r.stderr
+
+
+def test_shellcheck_clean() -> None:
+    shellcheck = need_binary("shellcheck", "shellcheck")
+    r = _run([shellcheck, str(INSTALL)])
+    assert r.returncode == 0, r.stdout

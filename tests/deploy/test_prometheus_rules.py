@@ -1,0 +1,110 @@
+"""configs/prometheus: promtool checks the rules and the scrape configs, and runs the rule unit tests,
+which must give input series for every alert."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, need_binary
+
+PROM = REPO / "configs" / "prometheus"
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    return need_binary("promtool", "prometheus")
+
+
+def _promtool(promtool: str, *args: str, cwd: Path = PROM) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([promtool, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def alert_rules() -> list[dict]:
+    doc = yaml.safe_load((PROM / "rules.yml").read_text())
+    return [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
+
+
+def test_promtool_check_rules(promtool: str) -> None:
+    r = _promtool(promtool, "check", "rules", "rules.yml")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS" in r.stdout
+
+
+def test_rule_unit_tests_pass(promtool: str) -> None:
+    r = _promtool(promtool, "test", "rules", "rules_test.yml")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS" in r.stdout
+
+
+def test_every_alert_rule_is_shown_firing() -> None:
+    """Each alert rule (a name may have several, told apart by their labels) has a unit test where it
+    fires, so every alert gets input series."""
+    tests = yaml.safe_load((PROM / "rules_test.yml").read_text())["tests"]
+    fired: list[dict[str, str]] = []
+    for t in tests:
+        for case in t.get("alert_rule_test", []):
+            for exp in case.get("exp_alerts") or []:
+                fired.append({"alertname": case["alertname"], **exp["exp_labels"]})
+    for rule in alert_rules():
+        want = {"alertname": rule["alert"], **rule.get("labels", {})}
+        assert any(want.items() <= f.items() for f in fired), f"no unit test shows {want} firing"
+
+
+def test_issue_alerts_exist() -> None:
+    names = {r["alert"] for r in alert_rules()}
+    assert {
+        "PreemptionImminent",
+        "CheckpointMissedDeadline",
+        "NodeDataBound",
+        "NodeNetworkBound",
+        "GPUFault",
+        "AgentDown",
+        "JobStraggler",
+    } <= names
+    by_name = {r["alert"]: r for r in alert_rules()}
+    assert by_name["NodeDataBound"]["for"] == "10m" and by_name["NodeNetworkBound"]["for"] == "10m"
+    assert by_name["PreemptionImminent"]["for"] == "0s"  # a spot notice leaves minutes
+    assert {r["labels"]["fault"] for r in alert_rules() if r["alert"] == "GPUFault"} == {"xid", "lost", "ecc"}
+
+
+def test_unit_tests_catch_a_changed_rule(promtool: str, tmp_path: Path) -> None:
+    """The unit tests bind: NodeDataBound waiting 20 instead of 10 minutes fails them."""
+    shutil.copy(PROM / "rules_test.yml", tmp_path)
+    rules = (PROM / "rules.yml").read_text()
+    marker = (
+        '- alert: NodeDataBound\n        expr: training_node_bottleneck{class="data"} == 1\n        for: 10m'
+    )
+    assert marker in rules
+    (tmp_path / "rules.yml").write_text(rules.replace(marker, marker.replace("10m", "20m")))
+    r = _promtool(promtool, "test", "rules", "rules_test.yml", cwd=tmp_path)
+    assert r.returncode != 0 and "NodeDataBound" in r.stdout + r.stderr
+
+
+def test_scrape_config_is_valid(promtool: str) -> None:
+    r = _promtool(promtool, "check", "config", "scrape.yml")
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = yaml.safe_load((PROM / "scrape.yml").read_text())["scrape_configs"][0]
+    assert job["job_name"] == "training-node-agent"  # AgentDown's selector
+    targets = {rc.get("target_label") for rc in job["relabel_configs"]}
+    assert {"training_job", "instance_type", "instance"} <= targets
+
+
+def test_kubernetes_scrape_config_is_valid(promtool: str, tmp_path: Path) -> None:
+    """Debian's Prometheus is built without Kubernetes SD, so promtool checks everything else: the same
+    job with the SD block swapped for a static target."""
+    doc = yaml.safe_load((PROM / "scrape-kubernetes.yml").read_text())
+    job = doc["scrape_configs"][0]
+    sd = job.pop("kubernetes_sd_configs")
+    assert sd[0]["role"] == "pod" and sd[0]["attach_metadata"] == {"node": True}
+    job["static_configs"] = [{"targets": ["127.0.0.1:9477"]}]
+    shutil.copy(PROM / "rules.yml", tmp_path)
+    (tmp_path / "scrape.yml").write_text(yaml.safe_dump(doc))
+    r = _promtool(promtool, "check", "config", "scrape.yml", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    relabels = {rc.get("target_label"): rc["source_labels"][0] for rc in job["relabel_configs"]}
+    assert relabels["instance_type"] == "__meta_kubernetes_node_label_node_kubernetes_io_instance_type"
+    assert relabels["training_job"] == "__meta_kubernetes_node_label_training_job"

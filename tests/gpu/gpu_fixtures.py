@@ -1,0 +1,42 @@
+"""Fixtures for the GPU tests (imported by name: a conftest.py here would shadow tests/conftest.py,
+which other test modules import as ``conftest``).
+
+The fake libnvidia-ml.so.1 is built once per session with the system compiler, and every test gets
+a state file of its own. In-process tests hand the library to pynvml by path ([gpu] library); daemon
+tests put it on LD_LIBRARY_PATH, which is how `make run` and production load NVML."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import need_binary
+
+from agent.testing.fake_nvml import LIBRARY, REPO, FakeNvml
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_library() -> Path:
+    need_binary("cc", "build-essential")
+    if shutil.which("make") is None:
+        pytest.skip("make not found (Debian package make, pulled in by build-essential)")
+    done = subprocess.run(["make", "-s", "fakenvml"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, f"building the fake NVML failed:\n{done.stdout}{done.stderr}"
+    return LIBRARY
+
+
+@pytest.fixture
+def fake_nvml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_nvml_library: Path) -> Iterator[FakeNvml]:
+    """Eight idle H100s in a state file that FAKE_NVML_STATE names for this test."""
+    fake = FakeNvml(tmp_path / "nvml-state.json", gpus=8)
+    monkeypatch.setenv("FAKE_NVML_STATE", str(fake.path))
+    yield fake
+
+
+@pytest.fixture
+def nvml_env(fake_nvml: FakeNvml, fake_nvml_library: Path) -> dict[str, str]:
+    """Environment for a daemon subprocess that loads the fake as libnvidia-ml.so.1."""
+    return {"LD_LIBRARY_PATH": str(fake_nvml_library.parent), "FAKE_NVML_STATE": str(fake_nvml.path)}

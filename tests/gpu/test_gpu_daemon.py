@@ -1,0 +1,121 @@
+"""The real daemon loading the fake as libnvidia-ml.so.1 through LD_LIBRARY_PATH: GPUs in /metrics and
+/api/v1/status, faults as events, and graceful degradation (lost GPU, unsupported function, no
+library, a hanging driver)."""
+
+# ruff: noqa: F811 - pytest fixtures imported from gpu_fixtures are used as parameters
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from conftest import need_binary
+from gpu_fixtures import fake_nvml, fake_nvml_library, nvml_env  # noqa: F401
+
+from agent.testing.fake_nvml import FakeNvml
+
+
+def value(text: str, name: str, gpu: int, **labels: str) -> float | None:
+    for line in text.splitlines():
+        if (
+            line.startswith(name + "{")
+            and f'gpu="{gpu}"' in line
+            and all(f'{k}="{v}"' in line for k, v in labels.items())
+        ):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def gpu_events(agent, fault: str) -> list[dict]:
+    return [e for e in agent.status()["recent_events"] if e["type"] == "gpu_fault" and e["fault"] == fault]
+
+
+def test_fake_gpus_in_metrics_status_and_events(agent_factory, fake_nvml: FakeNvml, nvml_env) -> None:
+    fake_nvml.set(1, utilization_gpu=97, power_mw=612_000, nvlink_rx_kib=1000)
+    fake_nvml.set(5, unsupported=["nvmlDeviceGetPowerUsage"])
+    agent = agent_factory({"agent": {"interval": "200ms"}}, env=nvml_env)
+    text = agent.wait_for(
+        lambda: (m := agent.metrics()).count("training_node_gpu_up{") == 8 and m, what="8 GPUs in /metrics"
+    )
+    assert value(text, "training_node_gpu_utilization_ratio", 1) == 0.97
+    assert value(text, "training_node_gpu_power_watts", 1) == 612.0
+    assert value(text, "training_node_gpu_nvlink_rx_bytes_total", 1) == 1000 * 1024
+    assert value(text, "training_node_gpu_power_watts", 5) is None  # unsupported there
+    assert value(text, "training_node_gpu_temperature_celsius", 5) == 32.0  # the rest still reports
+    status = agent.status()
+    assert [g["index"] for g in status["snapshot"]["gpus"]] == list(range(8))
+    assert status["snapshot"]["driver_version"] == "550.90.07"
+    assert status["snapshot"]["collectors"]["gpu"]["success"] is True
+
+    fake_nvml.add_xid(2, 79)
+    agent.wait_for(lambda: gpu_events(agent, "xid"), what="an Xid GpuFaultEvent")
+    assert [(e["gpu"], e["xid"]) for e in gpu_events(agent, "xid")] == [(2, 79)]
+    assert value(agent.metrics(), "training_node_gpu_xid_errors_total", 2, xid="79") == 1
+
+    fake_nvml.set(3, lost=True)
+    lost = agent.wait_for(lambda: gpu_events(agent, "lost"), what="a lost GpuFaultEvent")
+    assert lost[0]["gpu"] == 3 and lost[0]["uuid"] == fake_nvml.device(3)["uuid"]
+    text = agent.metrics()
+    assert value(text, "training_node_gpu_up", 3) == 0
+    assert value(text, "training_node_gpu_power_watts", 3) is None
+    assert all(value(text, "training_node_gpu_up", i) == 1 for i in range(8) if i != 3)
+    assert value(text, "training_node_gpu_power_watts", 1) == 612.0
+    assert agent.status()["gpu-health"]["lost"] == [3]
+
+    promtool = need_binary("promtool", "prometheus")
+    res = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    assert res.stdout + res.stderr == "", res.stdout + res.stderr
+
+    seq = agent.status()["snapshot"]["seq"]
+    agent.wait_for(lambda: agent.status()["snapshot"]["seq"] >= seq + 5, what="more ticks")
+    skipped = [
+        rec
+        for rec in agent.log_lines()
+        if rec.get("event", "").startswith("NVML function not supported")
+        and rec.get("function") == "nvmlDeviceGetPowerUsage"
+    ]
+    assert len(skipped) == 1 and skipped[0]["gpu"] == 5
+    assert agent.stop() == 0
+
+
+def test_no_nvml_library_the_agent_keeps_serving(agent_factory, tmp_path: Path) -> None:
+    empty = tmp_path / "no-nvml"
+    empty.mkdir()
+    agent = agent_factory({}, env={"LD_LIBRARY_PATH": str(empty), "FAKE_NVML_STATE": ""})
+    st = agent.wait_for(
+        lambda: agent.status()["snapshot"]["collectors"].get("gpu"), what="gpu collector status"
+    )
+    assert st["absent"] is True and st["success"] is False
+    assert "no NVML library" in st["error"] and "libnvidia-ml.so.1" in st["error"]
+    assert agent.get("/healthz")[0] == 200
+    text = agent.metrics()
+    assert "training_node_gpu_up" not in text and "training_node_host_cpus" in text
+    assert "gpus" not in agent.status()["snapshot"]
+    assert agent.stop() == 0
+
+
+def test_a_hanging_driver_times_out_and_other_collectors_keep_going(
+    agent_factory,
+    fake_nvml: FakeNvml,
+    nvml_env,
+) -> None:
+    agent = agent_factory({"agent": {"interval": "200ms", "collector_timeout": "300ms"}}, env=nvml_env)
+    agent.wait_for(lambda: agent.metrics().count("training_node_gpu_up{") == 8, what="8 GPUs")
+    fake_nvml.set(0, delay_ms=2000)
+
+    def gpu_timed_out():
+        snap = agent.status()["snapshot"]
+        gpu = snap["collectors"]["gpu"]
+        return not gpu["success"] and "timed out" in (gpu["error"] or "") and snap
+
+    snap = agent.wait_for(gpu_timed_out, what="the GPU collector to time out")
+    assert snap["collectors"]["host"]["success"] is True
+    agent.wait_for(lambda: agent.status()["snapshot"]["seq"] >= snap["seq"] + 5, what="ticks go on")
+    assert agent.get("/healthz")[0] == 200
+    assert "training_node_host_cpus" in agent.metrics()
+    fake_nvml.set(0, delay_ms=0)
+    agent.wait_for(
+        lambda: agent.status()["snapshot"]["collectors"]["gpu"]["success"], timeout=20, what="recovery"
+    )
+    assert re.search(r'training_node_collector_success\{collector="gpu"\} 1\.0', agent.metrics())
+    assert agent.stop() == 0

@@ -1,0 +1,220 @@
+"""The fake libnvidia-ml.so.1 through the real nvidia-ml-py binding: the state file contract of
+docs/fake-nvml.md, struct layouts, and the ways it fails like a real driver."""
+
+# ruff: noqa: F811 - pytest fixtures imported from gpu_fixtures are used as parameters
+from __future__ import annotations
+
+import ctypes
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pynvml
+import pytest
+from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
+
+from agent.collectors.nvml import load_library
+from agent.testing.fake_nvml import FakeNvml, device, write_state
+
+
+@pytest.fixture
+def nvml(fake_nvml: FakeNvml, fake_nvml_library: Path) -> Iterator[FakeNvml]:
+    load_library(str(fake_nvml_library))
+    pynvml.nvmlInit()
+    yield fake_nvml
+    pynvml.nvmlShutdown()
+
+
+def handle(i: int = 0):
+    return pynvml.nvmlDeviceGetHandleByIndex(i)
+
+
+def test_every_value_comes_from_the_state_with_real_struct_layouts(nvml: FakeNvml) -> None:
+    nvml.set(
+        1,
+        utilization_gpu=87,
+        utilization_memory=41,
+        memory_total_bytes=85_000_000_000,
+        memory_used_bytes=60_000_000_000,
+        memory_reserved_bytes=500_000_000,
+        power_mw=612_345,
+        power_limit_mw=700_000,
+        temperature_c=71,
+        sm_clock_mhz=1755,
+        clocks_event_reasons=0x24,
+        pcie_tx_bytes=2**63 + 5,  # a 64-bit counter survives the JSON round trip exactly
+        pcie_rx_bytes=123,
+        nvlink_tx_kib=7,
+        nvlink_rx_kib=9,
+        ecc_uncorrected=3,
+        row_remap_failure=True,
+        processes=[{"pid": 4242, "used_memory_bytes": 1 << 30}, {"pid": 77, "used_memory_bytes": None}],
+    )
+    h = handle(1)
+    assert pynvml.nvmlSystemGetDriverVersion() == "550.90.07"
+    assert pynvml.nvmlDeviceGetCount() == 8
+    assert pynvml.nvmlDeviceGetName(h) == "NVIDIA H100 80GB HBM3"
+    assert pynvml.nvmlDeviceGetUUID(h) == nvml.device(1)["uuid"]
+    pci = pynvml.nvmlDeviceGetPciInfo_v3(h)
+    assert (pci.busId, pci.bus) == ("00000000:2A:00.0", 0x2A)
+    u = pynvml.nvmlDeviceGetUtilizationRates(h)
+    assert (u.gpu, u.memory) == (87, 41)
+    m2 = pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
+    assert (m2.total, m2.used, m2.reserved) == (85_000_000_000, 60_000_000_000, 500_000_000)
+    m1 = pynvml.nvmlDeviceGetMemoryInfo(h)  # v1 counts the reservation as used
+    assert m1.used == 60_500_000_000 and m1.free == 85_000_000_000 - 60_500_000_000
+    assert pynvml.nvmlDeviceGetPowerUsage(h) == 612_345
+    assert pynvml.nvmlDeviceGetEnforcedPowerLimit(h) == 700_000
+    assert pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU) == 71
+    assert pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM) == 1755
+    assert pynvml.nvmlDeviceGetCurrentClocksEventReasons(h) == 0x24
+    fv = pynvml.nvmlDeviceGetFieldValues(
+        h,
+        [
+            (pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, 0),
+            (pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES, 0),
+            (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 0xFFFFFFFF),
+            (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, 0xFFFFFFFF),
+            (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, 0),  # one link: not kept
+        ],
+    )
+    assert [v.nvmlReturn for v in fv] == [0, 0, 0, 0, pynvml.NVML_ERROR_NOT_SUPPORTED]
+    assert [v.value.ullVal for v in fv[:4]] == [2**63 + 5, 123, 7, 9]
+    assert fv[0].valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG and fv[0].timestamp > 0
+    ecc = pynvml.nvmlDeviceGetTotalEccErrors(
+        h, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
+    )
+    assert ecc == 3
+    assert pynvml.nvmlDeviceGetRemappedRows(h) == (0, 0, 0, 1)
+    procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+    assert [(p.pid, p.usedGpuMemory) for p in procs] == [(4242, 1 << 30), (77, None)]
+    assert pynvml.nvmlDeviceGetComputeRunningProcesses(handle(0)) == []
+
+
+def test_gpm_samples_and_metrics(nvml: FakeNvml) -> None:
+    nvml.set(0, sm_active=62.5, tensor_active=40.0, dram_active=None)
+    nvml.set(1, sm_active=None, tensor_active=None, dram_active=None)
+    h = handle(0)
+    assert pynvml.nvmlGpmQueryDeviceSupport(h).isSupportedDevice == 1
+    assert pynvml.nvmlGpmQueryDeviceSupport(handle(1)).isSupportedDevice == 0
+    s1, s2 = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
+    try:
+        pynvml.nvmlGpmSampleGet(h, s1)
+        pynvml.nvmlGpmSampleGet(h, s2)
+        req = pynvml.c_nvmlGpmMetricsGet_t()
+        req.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        req.numMetrics = 3
+        req.sample1, req.sample2 = s1, s2
+        for i, metric in enumerate((2, 5, 10)):  # SM_UTIL, ANY_TENSOR_UTIL, DRAM_BW_UTIL
+            req.metrics[i].metricId = metric
+        pynvml.nvmlGpmMetricsGet(req)
+        got = [(req.metrics[i].nvmlReturn, req.metrics[i].value) for i in range(3)]
+        assert got == [(0, 62.5), (0, 40.0), (pynvml.NVML_ERROR_NOT_SUPPORTED, 0.0)]
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            pynvml.nvmlGpmSampleGet(handle(1), s1)
+    finally:
+        pynvml.nvmlGpmSampleFree(s1)
+        pynvml.nvmlGpmSampleFree(s2)
+
+
+def test_a_rewritten_state_file_is_read_on_the_next_call(nvml: FakeNvml) -> None:
+    h = handle(2)
+    assert pynvml.nvmlDeviceGetPowerUsage(h) == 70_000
+    for watts in (100, 200, 300):
+        nvml.set(2, power_mw=watts * 1000)
+        assert pynvml.nvmlDeviceGetPowerUsage(h) == watts * 1000
+
+
+def test_a_broken_state_file_keeps_the_last_good_state(
+    nvml: FakeNvml, capfd: pytest.CaptureFixture[str]
+) -> None:
+    nvml.set(0, temperature_c=55)
+    assert pynvml.nvmlDeviceGetTemperature(handle(0), 0) == 55
+    nvml.path.write_text('{"devices": [{"index": 0, "temperature_c": "hot"}]}')
+    assert pynvml.nvmlDeviceGetTemperature(handle(0), 0) == 55
+    assert "devices[0].temperature_c: expected a number; keeping the previous state" in capfd.readouterr().err
+    nvml.path.write_text('{"devices": [')  # half written by a careless tool
+    assert pynvml.nvmlDeviceGetCount() == 8
+    assert "unexpected end of input" in capfd.readouterr().err
+
+
+def test_xid_events_are_delivered_once_each(nvml: FakeNvml) -> None:
+    events = pynvml.nvmlEventSetCreate()
+    try:
+        for i in range(8):
+            pynvml.nvmlDeviceRegisterEvents(handle(i), pynvml.nvmlEventTypeXidCriticalError, events)
+        with pytest.raises(pynvml.NVMLError_Timeout):
+            pynvml.nvmlEventSetWait(events, 50)
+        nvml.add_xid(3, 79)
+        nvml.add_xid(5, 48)
+        got = []
+        for _ in range(2):
+            data = pynvml.nvmlEventSetWait(events, 1000)
+            index = pynvml.nvmlDeviceGetIndex(data.device)
+            got.append((index, data.eventType, data.eventData))
+        assert sorted(got) == [(3, 8, 79), (5, 8, 48)]
+        nvml.set(0, temperature_c=40)  # rewriting the file must not hand the same seqs out again
+        with pytest.raises(pynvml.NVMLError_Timeout):
+            pynvml.nvmlEventSetWait(events, 100)
+    finally:
+        pynvml.nvmlEventSetFree(events)
+
+
+def test_lost_unsupported_and_delayed_devices(nvml: FakeNvml) -> None:
+    nvml.set(4, lost=True)
+    nvml.set(6, unsupported=["nvmlDeviceGetPowerUsage", "nvmlDeviceGetComputeRunningProcesses"])
+    with pytest.raises(pynvml.NVMLError_GpuIsLost):
+        handle(4)
+    h6 = handle(6)
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetPowerUsage(h6)
+    with pytest.raises(pynvml.NVMLError_NotSupported):  # the base name covers every version
+        pynvml.nvmlDeviceGetComputeRunningProcesses_v3(h6)
+    assert pynvml.nvmlDeviceGetTemperature(h6, 0) == 32
+    h7 = handle(7)
+    nvml.set(7, delay_ms=300)
+    t0 = time.monotonic()
+    pynvml.nvmlDeviceGetTemperature(h7, 0)
+    assert time.monotonic() - t0 >= 0.29
+
+
+def test_missing_functions_are_absent_symbols_like_an_older_driver(
+    nvml: FakeNvml,
+    fake_nvml_library: Path,
+) -> None:
+    nvml.set_top(missing_functions=["nvmlDeviceGetFieldValues", "nvmlGpmMetricsGet"])
+    pynvml.nvmlDeviceGetCount()  # any call reads the new state
+    fresh = ctypes.CDLL(str(fake_nvml_library))  # a new CDLL object asks dlsym() again
+    assert not hasattr(fresh, "nvmlDeviceGetFieldValues")
+    assert not hasattr(fresh, "nvmlGpmMetricsGet")
+    assert hasattr(fresh, "nvmlDeviceGetPowerUsage")
+    # a caller holding an old pointer gets FunctionNotFound from the function itself
+    with pytest.raises(pynvml.NVMLError_FunctionNotFound):
+        pynvml.nvmlDeviceGetFieldValues(handle(0), [pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES])
+    nvml.set_top(missing_functions=[])
+    pynvml.nvmlDeviceGetCount()
+    assert hasattr(ctypes.CDLL(str(fake_nvml_library)), "nvmlDeviceGetFieldValues")
+
+
+def test_driver_error_and_no_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_nvml_library: Path
+) -> None:
+    load_library(str(fake_nvml_library))
+    path = tmp_path / "state.json"
+    write_state(path, {"driver_error": "DRIVER_NOT_LOADED", "devices": [device(0)]})
+    monkeypatch.setenv("FAKE_NVML_STATE", str(path))
+    with pytest.raises(pynvml.NVMLError_DriverNotLoaded):
+        pynvml.nvmlInit()
+    monkeypatch.setenv("FAKE_NVML_STATE", str(tmp_path / "absent.json"))
+    with pytest.raises(pynvml.NVMLError_DriverNotLoaded):
+        pynvml.nvmlInit()
+    path.write_text(json.dumps({"devices": [device(0)]}))
+    monkeypatch.setenv("FAKE_NVML_STATE", str(path))
+    pynvml.nvmlInit()
+    try:
+        assert pynvml.nvmlDeviceGetCount() == 1
+    finally:
+        pynvml.nvmlShutdown()
+    with pytest.raises(pynvml.NVMLError_Uninitialized):
+        pynvml.nvmlDeviceGetCount()

@@ -1,0 +1,245 @@
+"""The preemption watcher in-process against the metadata simulator on loopback, and the simulator
+as a real subprocess (``training-node-agent metadata-sim``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.component import Context
+from agent.config import parse_config
+from agent.events import Event, EventBus, InstanceIdentityEvent, PreemptionEvent
+from agent.preemption.simulator import Simulator, start_simulator
+from agent.preemption.watcher import PreemptionWatcher
+from agent.snapshot import NodeSnapshot
+
+REPO = Path(__file__).resolve().parents[2]
+NETGUARD_DIR = REPO / "tests" / "netguard"
+CONNECT_LOG_DIR = Path(__file__).resolve().parent / "connectlog"
+
+# quick enough for tests, slow enough for a 2-core box shared with other suites
+FAST = {
+    "poll_interval": "100ms",
+    "maintenance_interval": "100ms",
+    "timeout": "500ms",
+    "backoff_max": "300ms",
+    "max_requests_per_second": 100,
+    "withdraw_after_polls": 2,
+}
+
+
+class Harness:
+    """One watcher (``PreemptionWatcher``) on its own bus and state dir, pointed at ``sim``."""
+
+    def __init__(
+        self, sim: Simulator | None, state_dir: Path, preemption: dict[str, Any], agent: dict[str, Any]
+    ):
+        self.sim = sim
+        self.state_dir = state_dir
+        self.preemption = preemption
+        self.agent = agent
+        self.events: list[Event] = []
+        self.watcher: PreemptionWatcher | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def config(self) -> Any:
+        return parse_config(
+            {"agent": {"state_dir": str(self.state_dir), **self.agent}, "preemption": self.preemption}
+        )
+
+    async def start(self) -> PreemptionWatcher:
+        bus = EventBus()
+        queue = bus.subscribe("test")
+        ctx = Context(
+            cfg=self.config(),
+            bus=bus,
+            latest=lambda: NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0),
+            state_dir=self.state_dir,
+            runtime_dir=self.state_dir / "run",
+            snapshot_listeners=[],
+        )
+        self.bus = bus
+        self.watcher = PreemptionWatcher(ctx)
+
+        async def collect() -> None:
+            while True:
+                self.events.append(await queue.get())
+
+        self._tasks = [asyncio.create_task(collect()), asyncio.create_task(self.watcher.run())]
+        return self.watcher
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.watcher is not None:
+            await self.watcher.stop()
+
+    async def restart(self) -> PreemptionWatcher:
+        await self.stop()
+        self.events = []
+        return await self.start()
+
+    def notices(self, **match: Any) -> list[PreemptionEvent]:
+        return [
+            e
+            for e in self.events
+            if isinstance(e, PreemptionEvent) and all(getattr(e, k) == v for k, v in match.items())
+        ]
+
+    def identity(self) -> InstanceIdentityEvent | None:
+        found = [e for e in self.events if isinstance(e, InstanceIdentityEvent)]
+        return found[-1] if found else None
+
+    async def wait(self, pred: Callable[[], Any], timeout: float = 8.0, what: str = "condition") -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = pred()
+            if value:
+                return value
+            await asyncio.sleep(0.02)
+        assert self.watcher is not None
+        raise AssertionError(
+            f"timed out waiting for {what}; status={json.dumps(self.watcher.status(), default=str)}"
+        )
+
+    async def wait_notice(self, timeout: float = 8.0, **match: Any) -> PreemptionEvent:
+        found = await self.wait(lambda: self.notices(**match), timeout, f"notice {match}")
+        return found[0]
+
+    async def settle(self, polls: int = 5) -> None:
+        """Let the watcher make a few more reads."""
+        await asyncio.sleep(polls * 0.1 + 0.1)
+
+    def outcomes(self) -> dict[str, int]:
+        assert self.watcher is not None
+        return {outcome: n for (_, outcome), n in self.watcher.counter.counts.items()}
+
+
+@pytest.fixture
+async def harness(tmp_path: Path):
+    """``await harness("alibaba", require_token=False, **preemption_overrides)`` -> a started Harness."""
+    made: list[Harness] = []
+    sims: list[Simulator] = []
+
+    async def make(
+        provider: str,
+        *,
+        require_token: bool = False,
+        simulate: bool = True,
+        agent: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> Harness:
+        sim = None
+        pre: dict[str, Any] = {"provider": provider, **FAST}
+        if simulate:
+            sim = await start_simulator(provider, require_token=require_token)
+            sims.append(sim)
+            pre["endpoint"] = sim.url
+        pre.update(overrides)
+        h = Harness(sim, tmp_path / f"state{len(made)}", pre, agent or {})
+        made.append(h)
+        await h.start()
+        return h
+
+    yield make
+    for h in made:
+        await h.stop()
+    for sim in sims:
+        await sim.close()
+
+
+# --- the simulator as a subprocess ----------------------------------------------------------------
+
+
+class SimProcess:
+    """``python -m agent metadata-sim`` on an ephemeral loopback port."""
+
+    def __init__(self, tmp: Path, provider: str, *args: str) -> None:
+        self.log_path = tmp / f"sim-{provider}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agent",
+                "metadata-sim",
+                "--provider",
+                provider,
+                "--listen",
+                "127.0.0.1:0",
+                *args,
+            ],
+            cwd=REPO,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            m = re.search(r"metadata on (http://127\.0\.0\.1:\d+)", self.log())
+            if m:
+                self.url = m.group(1)
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"metadata-sim did not start:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def control(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+        req = urllib.request.Request(self.url + "/_sim" + path, data=data, method=method)
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.loads(r.read())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def sim_process(tmp_path: Path):
+    started: list[SimProcess] = []
+
+    def make(provider: str, *args: str) -> SimProcess:
+        p = SimProcess(tmp_path, provider, *args)
+        started.append(p)
+        return p
+
+    yield make
+    for p in started:
+        p.stop()
+
+
+def guarded_env(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
+    """Environment for a daemon subprocess that records every non-local connect the suite's guard
+    blocks (``blocked``) and every IP connect at all, loopback included (``connects``)."""
+    blocked = tmp_path / "netguard-blocked.log"
+    connects = tmp_path / "connects.log"
+    blocked.touch()
+    connects.touch()
+    env = {
+        "TNA_NETGUARD_LOG": str(blocked),
+        "TNA_CONNECT_LOG": str(connects),
+        "PYTHONPATH": os.pathsep.join([str(CONNECT_LOG_DIR), str(NETGUARD_DIR)]),
+    }
+    return env, blocked, connects

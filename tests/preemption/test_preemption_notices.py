@@ -1,0 +1,110 @@
+"""De-duplication across polls (NoticeTracker) and across restarts (NoticeStore)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from agent.events import PreemptionEvent
+from agent.preemption.notices import NoticeStore, NoticeTracker
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def ev(event_id="a", kind="spot-termination", deadline_s=300.0, at_s=0.0, withdrawn=False) -> PreemptionEvent:
+    at = T0 + timedelta(seconds=at_s)
+    return PreemptionEvent(
+        provider="alibaba",
+        kind=kind,
+        event_id=event_id,
+        deadline=T0 + timedelta(seconds=deadline_s) if deadline_s is not None else None,
+        received_at=at,
+        raw="x",
+        withdrawn=withdrawn,
+    )
+
+
+def test_same_notice_every_poll_is_announced_once():
+    t = NoticeTracker(withdraw_after=3)
+    assert t.observe("spot", [ev()]) == [ev()]
+    for i in range(1, 20):
+        assert t.observe("spot", [ev(at_s=i)]) == []
+    assert list(t.active) == ["a"]
+
+
+def test_absence_withdraws_after_consecutive_reads_only():
+    t = NoticeTracker(withdraw_after=3)
+    t.observe("spot", [ev()])
+    assert t.observe("spot", []) == []
+    assert t.observe("spot", []) == []
+    out = t.observe("spot", [])
+    assert len(out) == 1 and out[0].withdrawn and out[0].event_id == "a" and not t.active
+
+
+def test_flapping_present_absent_present_is_one_notice():
+    t = NoticeTracker(withdraw_after=3)
+    announced = []
+    for present in (1, 0, 1, 0, 0, 1, 1, 0, 1):
+        announced += t.observe("spot", [ev()] if present else [])
+    assert announced == [ev()]
+
+
+def test_gone_for_good_then_back_is_announced_again():
+    t = NoticeTracker(withdraw_after=2)
+    out = (
+        t.observe("spot", [ev()]) + t.observe("spot", []) + t.observe("spot", []) + t.observe("spot", [ev()])
+    )
+    assert [e.withdrawn for e in out] == [False, True, False]
+
+
+def test_cloud_withdrawal_is_immediate_and_unknown_withdrawals_are_ignored():
+    t = NoticeTracker(withdraw_after=3)
+    t.observe("maintenance", [ev("m1", "maintenance-reboot", 86400)])
+    out = t.observe("maintenance", [ev("m1", "maintenance-reboot", 86400, withdrawn=True)])
+    assert len(out) == 1 and out[0].withdrawn
+    # AWS keeps listing completed events for a week: never seen active, never announced
+    assert t.observe("maintenance", [ev("old", "maintenance-stop", -3600, withdrawn=True)]) == []
+
+
+def test_sources_do_not_withdraw_each_other():
+    t = NoticeTracker(withdraw_after=1)
+    t.observe("spot", [ev("s")])
+    t.observe("maintenance", [ev("m", "maintenance-reboot", 86400)])
+    assert t.observe("maintenance", []) != [] and "s" in t.active
+
+
+def test_deadline_moved_earlier_is_announced_again_later_is_not():
+    t = NoticeTracker()
+    t.observe("maintenance", [ev("m", deadline_s=86400)])
+    assert t.observe("maintenance", [ev("m", deadline_s=90000)]) == []  # later: acting early is safe
+    again = t.observe("maintenance", [ev("m", deadline_s=3600)])
+    assert len(again) == 1 and again[0].deadline == T0 + timedelta(seconds=3600) and not again[0].withdrawn
+
+
+def test_store_round_trip_and_restore(tmp_path):
+    store = NoticeStore(tmp_path / "n.json")
+    t = NoticeTracker()
+    t.observe("spot", [ev("a")])
+    t.observe("maintenance", [ev("m", "maintenance-reboot", None)])
+    store.save("alibaba", t.active)
+    loaded = store.load("alibaba")
+    assert sorted((s, e.event_id, e.deadline) for s, e in loaded) == [
+        ("maintenance", "m", None),
+        ("spot", "a", T0 + timedelta(seconds=300)),
+    ]
+    t2 = NoticeTracker()
+    for source, e in loaded:
+        t2.restore(source, e)
+    assert t2.observe("spot", [ev("a", at_s=50)]) == []  # not new after the restart
+    assert store.load("aws") == []  # another provider's notices are not ours
+    assert not list(tmp_path.glob(".n.json.*")), "temp files left behind"
+
+
+def test_corrupt_store_is_set_aside_not_lost(tmp_path):
+    path = tmp_path / "n.json"
+    path.write_text('{"version": 1, "provider": "alibaba", "active": [{"nonsense": ')
+    assert NoticeStore(path).load("alibaba") == []
+    assert not path.exists() and "nonsense" in (tmp_path / "n.corrupt").read_text()
+    path.write_text(json.dumps({"version": 1, "provider": "alibaba", "active": [{"source": "spot"}]}))
+    assert NoticeStore(path).load("alibaba") == []
+    assert (tmp_path / "n.corrupt").exists()
