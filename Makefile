@@ -11,7 +11,7 @@ LISTEN ?= 127.0.0.1:9477
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,examples]'
 	@touch $@
 
 FAKE_NVML := build/fakenvml/libnvidia-ml.so.1
@@ -26,6 +26,10 @@ run: $(STAMP) fakenvml
 
 test: $(STAMP) fakenvml
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
+
+# the first thing to run: simulator, fake GPUs, a toy trainer and the agent, about a minute, no root
+demo: $(STAMP) fakenvml
+	$(BIN)/training-node-agent demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check agent tests bench examples

@@ -18,6 +18,7 @@ from aiohttp import web
 from prometheus_client.core import Metric
 
 from agent import __version__
+from agent.alerts.alerter import Alerter
 from agent.checkpoint.component import CheckpointComponent
 from agent.classifier.component import ClassifierComponent
 from agent.collector_failures import CollectorFailureWatch
@@ -116,6 +117,8 @@ def build_components(ctx: Context) -> list[Component]:
     components.append(PreemptionWatcher(ctx))
     if ctx.cfg.gpu.enabled:
         components.append(GpuHealth(ctx))
+    if ctx.cfg.alerts.webhooks:
+        components.append(Alerter(ctx))
     return components
 
 

@@ -42,8 +42,9 @@ class GpuHealth:
             ("thermal-throttle", THERMAL_REASONS, ctx.cfg.gpu.thermal_throttle_hold),
             ("power-throttle", POWER_REASONS, ctx.cfg.gpu.power_throttle_hold),
         )
-        self._prev: dict[str, GpuStats] = {}
-        self._throttle: dict[tuple[str, str], _Throttle] = {}
+        # by index: a GPU lost since start has no UUID until it answers again
+        self._prev: dict[int, GpuStats] = {}
+        self._throttle: dict[tuple[int, str], _Throttle] = {}
         self.published: Counter[str] = Counter()
         ctx.snapshot_listeners.append(self.on_snapshot)
 
@@ -59,13 +60,12 @@ class GpuHealth:
         if snap.gpu is None:  # collector failed or timed out this tick: nothing to compare
             return
         for g in snap.gpu.gpus:
-            key = g.uuid or f"index:{g.index}"
-            prev = self._prev.get(key)
+            prev = self._prev.get(g.index)
             self._lost(g, prev)
             self._xids(g, prev)
             self._memory_errors(g, prev)
-            self._throttling(g, key, snap.monotonic)
-            self._prev[key] = g
+            self._throttling(g, snap.monotonic)
+            self._prev[g.index] = g
 
     def _publish(
         self, g: GpuStats, fault: str, detail: str, xid: int | None = None, cleared: bool = False
@@ -96,10 +96,10 @@ class GpuHealth:
         if g.row_remap_failure and not (prev and prev.row_remap_failure):
             self._publish(g, "ecc", "row remapping failed: the GPU needs service")
 
-    def _throttling(self, g: GpuStats, key: str, now: float) -> None:
+    def _throttling(self, g: GpuStats, now: float) -> None:
         reasons = g.clocks_event_reasons if g.up else None
         for fault, bits, hold in self._holds:
-            st = self._throttle.setdefault((key, fault), _Throttle())
+            st = self._throttle.setdefault((g.index, fault), _Throttle())
             active = reasons is not None and reasons & bits
             if active:
                 if st.since is None:
@@ -116,12 +116,12 @@ class GpuHealth:
 
     def status(self) -> dict[str, object]:
         lost = [g for g in self._prev.values() if not g.up]
-        throttled = [(key, fault) for (key, fault), st in self._throttle.items() if st.raised]
+        throttled = sorted((index, fault) for (index, fault), st in self._throttle.items() if st.raised)
         lines = [f"GPU {g.index} ({g.uuid or 'uuid unknown'}) is lost" for g in lost]
-        lines += [f"{key}: {fault}" for key, fault in throttled]
+        lines += [f"GPU {index}: {fault}" for index, fault in throttled]
         return {
             "lost": [g.index for g in lost],
-            "throttled": [{"gpu": key, "fault": fault} for key, fault in throttled],
+            "throttled": [{"gpu": index, "fault": fault} for index, fault in throttled],
             "events": dict(self.published),
             "lines": lines,
         }
@@ -132,4 +132,5 @@ class GpuHealth:
         )
         for fault, n in sorted(self.published.items()):
             fam.add_metric([fault], n)
-        yield fam
+        if fam.samples:
+            yield fam

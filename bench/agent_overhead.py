@@ -80,18 +80,34 @@ def fake_gpu_env(n: int, tmp: Path) -> dict[str, str]:
         subprocess.run(["make", "-C", str(REPO), "fakenvml"], check=True, capture_output=True)
     devices = [
         {
-            "index": i, "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-bench-{i:04d}",
-            "pci_bus_id": f"00000000:{0x10 + i:02X}:00.0", "utilization_gpu": 95, "utilization_memory": 40,
-            "memory_total_bytes": 85899345920, "memory_used_bytes": 60000000000, "power_mw": 600000,
-            "power_limit_mw": 700000, "temperature_c": 60, "sm_clock_mhz": 1980, "clocks_event_reasons": 0,
-            "pcie_tx_bytes": 0, "pcie_rx_bytes": 0, "nvlink_tx_kib": 0, "nvlink_rx_kib": 0,
-            "sm_active": 80, "tensor_active": 60, "processes": [], "xid_events": [],
+            "index": i,
+            "name": "NVIDIA H100 80GB HBM3",
+            "uuid": f"GPU-bench-{i:04d}",
+            "pci_bus_id": f"00000000:{0x10 + i:02X}:00.0",
+            "utilization_gpu": 95,
+            "utilization_memory": 40,
+            "memory_total_bytes": 85899345920,
+            "memory_used_bytes": 60000000000,
+            "power_mw": 600000,
+            "power_limit_mw": 700000,
+            "temperature_c": 60,
+            "sm_clock_mhz": 1980,
+            "clocks_event_reasons": 0,
+            "pcie_tx_bytes": 0,
+            "pcie_rx_bytes": 0,
+            "nvlink_tx_kib": 0,
+            "nvlink_rx_kib": 0,
+            "sm_active": 80,
+            "tensor_active": 60,
+            "processes": [],
+            "xid_events": [],
         }
         for i in range(n)
     ]
     state = tmp / "gpus.json"
-    state.write_text(json.dumps({"driver_version": "550.54.15", "nvml_version": "12.550.54.15",
-                                 "devices": devices}))
+    state.write_text(
+        json.dumps({"driver_version": "550.54.15", "nvml_version": "12.550.54.15", "devices": devices})
+    )
     return {"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_STATE": str(state)}
 
 
@@ -121,10 +137,18 @@ def main() -> int:
     env = {**os.environ}
     if args.fake_gpus:
         env.update(fake_gpu_env(args.fake_gpus, tmp))
-    agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--config", str(cfg)], cwd=REPO, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ne = subprocess.Popen([ne_bin, f"--web.listen-address=127.0.0.1:{ne_port}"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--config", str(cfg)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    ne = subprocess.Popen(
+        [ne_bin, f"--web.listen-address=127.0.0.1:{ne_port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_http(f"http://127.0.0.1:{agent_port}/healthz")
         wait_http(f"http://127.0.0.1:{ne_port}/metrics")
@@ -182,14 +206,22 @@ def main() -> int:
     print()
     print(f"{'':38}{'agent':>12}{'node_exporter':>16}{'ratio':>9}")
     print(f"{'CPU per sampling tick (ms)':38}{fig['agent_cpu_ms_per_tick']:>12.3f}{'-':>16}{'':>9}")
-    print(f"{'share of one core, idle (%)':38}{fig['agent_core_share_pct']:>12.3f}"
-          f"{fig['node_exporter_core_share_idle_pct']:>16.3f}{'':>9}")
-    print(f"{'RSS after idle period (MB)':38}{fig['agent_rss_mb']:>12.1f}{fig['node_exporter_rss_mb']:>16.1f}"
-          f"{fig['rss_ratio_agent_over_node_exporter']:>9.2f}")
-    print(f"{'/metrics p50 (ms)':38}{fig['agent_scrape_p50_ms']:>12.3f}{fig['node_exporter_scrape_p50_ms']:>16.3f}"
-          f"{fig['agent_scrape_p50_ms'] / fig['node_exporter_scrape_p50_ms']:>9.2f}")
-    print(f"{'/metrics p99 (ms)':38}{fig['agent_scrape_p99_ms']:>12.3f}{fig['node_exporter_scrape_p99_ms']:>16.3f}"
-          f"{fig['scrape_p99_ratio_agent_over_node_exporter']:>9.2f}")
+    print(
+        f"{'share of one core, idle (%)':38}{fig['agent_core_share_pct']:>12.3f}"
+        f"{fig['node_exporter_core_share_idle_pct']:>16.3f}{'':>9}"
+    )
+    print(
+        f"{'RSS after idle period (MB)':38}{fig['agent_rss_mb']:>12.1f}{fig['node_exporter_rss_mb']:>16.1f}"
+        f"{fig['rss_ratio_agent_over_node_exporter']:>9.2f}"
+    )
+    print(
+        f"{'/metrics p50 (ms)':38}{fig['agent_scrape_p50_ms']:>12.3f}{fig['node_exporter_scrape_p50_ms']:>16.3f}"
+        f"{fig['agent_scrape_p50_ms'] / fig['node_exporter_scrape_p50_ms']:>9.2f}"
+    )
+    print(
+        f"{'/metrics p99 (ms)':38}{fig['agent_scrape_p99_ms']:>12.3f}{fig['node_exporter_scrape_p99_ms']:>16.3f}"
+        f"{fig['scrape_p99_ratio_agent_over_node_exporter']:>9.2f}"
+    )
     print(f"{'exposition lines':38}{series_a:>12}{series_n:>16}")
     goals = [
         ("idle agent <= 0.5% of one core", fig["agent_core_share_pct"] <= 0.5),

@@ -187,7 +187,6 @@ static void refresh_locked(void) {
         g_state = NULL;
         forget_delivered_locked();
         apply_missing_locked(NULL);
-        if (!*path) fprintf(stderr, "fake-nvml: FAKE_NVML_STATE is not set; no driver to talk to\n");
     }
     if (!*path) return;
     struct stat st;
@@ -290,8 +289,11 @@ static nvmlReturn_t copy_string(char *dst, unsigned int length, const char *src)
 /* --- library and system --------------------------------------------------------------------------- */
 
 static nvmlReturn_t init(enum fake_function fn) {
+    static int told;
     pthread_mutex_lock(&g_lock);
     refresh_locked();
+    if (!g_state && !g_path[0] && !told++)
+        fprintf(stderr, "fake-nvml: FAKE_NVML_STATE is not set; answering as a node without a driver\n");
     if (!g_state) return leave(NVML_ERROR_DRIVER_NOT_LOADED);
     if (g_state->missing[fn]) return leave(NVML_ERROR_FUNCTION_NOT_FOUND);
     if (g_state->driver_error != NVML_SUCCESS) return leave(g_state->driver_error);

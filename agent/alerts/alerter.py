@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import time
 from collections.abc import Callable, Iterable
@@ -93,6 +94,14 @@ class Alerter:
             error = None
             try:
                 channel = build_channel(cfg)
+                log.info(
+                    "alert channel",
+                    channel=cfg.name,
+                    type=cfg.type,
+                    url=channel.redacted_url(),
+                    style=channel.style,
+                    signed=channel.secret is not None,
+                )
             except ValueError as e:
                 error = str(e)
                 log.error("alert channel unusable", channel=cfg.name, type=cfg.type, error=error)
@@ -141,7 +150,7 @@ class Alerter:
             zone=ident.zone if ident else None,
             provider=ident.provider if ident else None,
         )
-        return Scene(node, gpu_inventory(self.ctx.latest()), self.tz, datetime.now(UTC))
+        return Scene(node, gpu_inventory(self.ctx.latest()), self.tz, datetime.now(UTC), os.getpid())
 
     def handle(self, event: Event) -> None:
         if self._closed:

@@ -108,6 +108,12 @@ class Channel:
         except (KeyError, IndexError, ValueError):
             return self.link
 
+    def plain(self, msg: Message, limit: int) -> str:
+        """The message as plain text (the ``text`` styles)."""
+        head = [self.title(msg), *(f"{label}: {value}" for label, value in msg.fields)]
+        tail = [*hint_text(msg, bold=""), msg.footer]
+        return assemble(head, [f"- {x}" for x in msg.lines], tail, limit, msg.language)
+
     def redacted_url(self) -> str:
         return redact_url(self.url)
 
@@ -134,6 +140,32 @@ def http_outcome(reply: Reply) -> Outcome | None:
         reason = "http_5xx" if reply.status >= 500 else "timeout"
         return Outcome(False, True, reason, f"HTTP {reply.status}", snippet(reply.body))
     return None
+
+
+def coded_outcome(
+    code: object, detail: str, rate_limited: frozenset[int], config_errors: frozenset[int]
+) -> Outcome:
+    """A service's own result code: 0 is success, then its rate-limit and config-error codes; any
+    other code is a permanent refusal of this message."""
+    if code == 0:
+        return OK
+    if code in rate_limited:
+        return Outcome(False, True, "rate_limited", str(code), detail)
+    if code in config_errors:
+        return Outcome(False, False, "config_error", str(code), detail)
+    return Outcome(False, False, "rejected", str(code), detail)
+
+
+def errcode_outcome(reply: Reply, rate_limited: frozenset[int], config_errors: frozenset[int]) -> Outcome:
+    """DingTalk's and WeCom's way: HTTP 200 even on failure, ``{"errcode": N, "errmsg": "..."}``."""
+    if (early := http_outcome(reply)) is not None:
+        return early
+    if reply.status != 200:
+        return Outcome(False, False, "http_4xx", f"HTTP {reply.status}", snippet(reply.body))
+    data = parse_json(reply)
+    if data is None or "errcode" not in data:
+        return Outcome(False, True, "bad_reply", "", snippet(reply.body))
+    return coded_outcome(data["errcode"], snippet(str(data.get("errmsg", ""))), rate_limited, config_errors)
 
 
 def snippet(text: str, limit: int = 300) -> str:
@@ -194,9 +226,20 @@ def fit_lines(
     return out
 
 
-def plain_text(title: str, msg: Message) -> list[str]:
-    """Title, ``label: value`` per field; the message's lines and footer are added by the caller."""
-    return [title, *(f"{label}: {value}" for label, value in msg.fields)]
+def assemble(
+    head: list[str],
+    bullets: list[str],
+    tail: list[str],
+    limit: int,
+    lang: str,
+    sep: str = "\n",
+    line_sep: str = "\n",
+) -> str:
+    """``head``, as many ``bullets`` as fit, ``tail``: at most ``limit`` bytes of UTF-8."""
+    used = sum(utf8_size(x) + utf8_size(sep) for x in (*head, *tail)) + utf8_size(sep)
+    lines = fit_lines(bullets, limit - used, lang, sep=line_sep)
+    parts = [sep.join(head), line_sep.join(lines), sep.join(tail)]
+    return truncate_utf8(sep.join(p for p in parts if p), limit)
 
 
 def hint_text(msg: Message, bold: str = "**") -> list[str]:

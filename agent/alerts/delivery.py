@@ -9,6 +9,7 @@ accepted the message that carries them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections import Counter
@@ -72,6 +73,7 @@ class Delivery:
         self.last_ok: datetime | None = None
         self.last_error: str | None = None
         self.last_permanent = False
+        self._service_wait = False  # the current pause is the service's Retry-After, not our backoff
         self._logged: set[str] = set()  # permanent errors already logged since the last success
 
     def accepts(self, kind: str, severity: str) -> bool:
@@ -92,11 +94,17 @@ class Delivery:
                     dropped=self.dropped["queue_full"],
                 )
         self.spool.add(self.name, msg)
+        if msg.priority and not self._service_wait:
+            # a notice does not sit out our own backoff (minutes): one attempt now; a wait the
+            # service asked for is kept, sending earlier would only be refused again
+            self.paused_until = min(self.paused_until, self._clock())
         self.wake.set()
 
     # --- sending -----------------------------------------------------------------------------------
 
     async def run(self) -> None:
+        if self.channel is None:
+            return  # nothing can be sent; enqueue() counts what arrives
         while True:
             if not await self.step(None):
                 self.wake.clear()
@@ -109,22 +117,26 @@ class Delivery:
             if not await self.step(deadline):
                 return
 
-    async def _sleep_until(self, when: float, deadline: float | None) -> bool:
-        wait = when - self._clock()
-        if wait <= 0:
-            return True
-        if deadline is not None and when > deadline:
-            return False
-        await asyncio.sleep(wait)
-        return True
+    async def _sleep_until(self, when: Callable[[], float], deadline: float | None) -> bool:
+        """Wait until ``when()`` (re-read whenever something is enqueued); False if past ``deadline``."""
+        while True:
+            at = when()
+            wait = at - self._clock()
+            if wait <= 0:
+                return True
+            if deadline is not None and at > deadline:
+                return False
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), wait)
 
     async def step(self, deadline: float | None) -> bool:
         """Send one message (or digest) if one is due; False when nothing could be done in time."""
         if self.channel is None or not self.spool.depth(self.name):
             return False
-        if not await self._sleep_until(self.paused_until, deadline):
+        if not await self._sleep_until(lambda: self.paused_until, deadline):
             return False
-        if not await self._sleep_until(self._clock() + self.limiter.wait_time(), deadline):
+        if not await self._sleep_until(lambda: self._clock() + self.limiter.wait_time(), deadline):
             return False
         rows = self.spool.peek(self.name, self._section.max_digest)
         unreadable = [r.id for r in rows if r.message is None]
@@ -139,8 +151,14 @@ class Delivery:
         else:
             batch = rows
             msg = digest([r.message for r in rows], self.language, self.tz, datetime.now(UTC))
+        try:
+            request = self.channel.build(msg)
+        except Exception:  # a formatting bug must not wedge the channel on this message forever
+            log.exception("cannot format alert; dropped", channel=self.name, title=msg.title)
+            self.spool.delete([r.id for r in batch])
+            self.dropped["render_error"] += msg.count
+            return True
         self.limiter.take()
-        request = self.channel.build(msg)
         answer = await post(self._session(), request, self.timeout)
         outcome = answer if isinstance(answer, Outcome) else self.channel.judge(answer)
         self._record(outcome, batch, msg, answer if isinstance(answer, Reply) else None)
@@ -167,6 +185,7 @@ class Delivery:
             self.failures_in_row += 1
             s = self._section
             wait = outcome.retry_after
+            self._service_wait = wait is not None
             if wait is None:
                 wait = backoff(self.failures_in_row, s.backoff_initial, s.backoff_max)
             self.paused_until = self._clock() + wait

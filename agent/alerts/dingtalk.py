@@ -13,20 +13,14 @@ import hmac
 from urllib.parse import quote_plus
 
 from agent.alerts.channel import (
-    OK,
     Channel,
     Outcome,
     Reply,
     Request,
-    fit_lines,
+    assemble,
+    errcode_outcome,
     hint_text,
-    http_outcome,
     json_body,
-    parse_json,
-    plain_text,
-    snippet,
-    truncate_utf8,
-    utf8_size,
 )
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
@@ -57,19 +51,12 @@ class DingTalk(Channel):
         if link and self.style != "card":
             tail.append(f"[{t('open_link', msg.language)}]({link})")
         tail.append(f"###### {msg.footer}")
-        used = sum(utf8_size(x) + 2 for x in head + tail)
-        lines = fit_lines([f"- {line}" for line in msg.lines], _BUDGET - used, msg.language)
-        body = "\n\n".join(head) + ("\n\n" + "\n".join(lines) if lines else "") + "\n\n" + "\n\n".join(tail)
-        return truncate_utf8(body, _BUDGET)
+        bullets = [f"- {line}" for line in msg.lines]
+        return assemble(head, bullets, tail, _BUDGET, msg.language, sep="\n\n")
 
     def build(self, msg: Message) -> Request:
         if self.style == "text":
-            head = plain_text(self.title(msg), msg)
-            tail = [*hint_text(msg, bold=""), msg.footer]
-            used = sum(utf8_size(x) + 1 for x in head + tail)
-            lines = fit_lines([f"- {x}" for x in msg.lines], _BUDGET - used, msg.language)
-            text = truncate_utf8("\n".join([*head, *lines, *tail]), _BUDGET)
-            payload: dict[str, object] = {"msgtype": "text", "text": {"content": text}}
+            payload: dict[str, object] = {"msgtype": "text", "text": {"content": self.plain(msg, _BUDGET)}}
         elif self.style == "card":
             payload = {
                 "msgtype": "actionCard",
@@ -92,19 +79,4 @@ class DingTalk(Channel):
         return Request(url, json_body(payload))
 
     def judge(self, reply: Reply) -> Outcome:
-        if (early := http_outcome(reply)) is not None:
-            return early
-        data = parse_json(reply)
-        if reply.status != 200:
-            return Outcome(False, False, "http_4xx", f"HTTP {reply.status}", snippet(reply.body))
-        if data is None or "errcode" not in data:
-            return Outcome(False, True, "bad_reply", "", snippet(reply.body))
-        code = data.get("errcode")
-        if code == 0:
-            return OK
-        detail = snippet(str(data.get("errmsg", "")))
-        if code in RATE_LIMITED:
-            return Outcome(False, True, "rate_limited", str(code), detail)
-        if code in CONFIG_ERRORS:
-            return Outcome(False, False, "config_error", str(code), detail)
-        return Outcome(False, False, "rejected", str(code), detail)
+        return errcode_outcome(reply, RATE_LIMITED, CONFIG_ERRORS)

@@ -13,21 +13,18 @@ import hmac
 from typing import Any
 
 from agent.alerts.channel import (
-    OK,
     Channel,
     Outcome,
     Reply,
     Request,
+    coded_outcome,
     fit_lines,
     hint_text,
     http_outcome,
     json_body,
     parse_json,
-    plain_text,
     retry_after_seconds,
     snippet,
-    truncate_utf8,
-    utf8_size,
 )
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
@@ -82,11 +79,7 @@ class Feishu(Channel):
     def payload(self, msg: Message) -> dict[str, Any]:
         bullets = [f"- {line}" for line in msg.lines]
         if self.style == "text":
-            head = plain_text(self.title(msg), msg)
-            tail = [*hint_text(msg, bold=""), msg.footer]
-            used = sum(utf8_size(x) + 1 for x in head + tail)
-            text = "\n".join([*head, *fit_lines(bullets, _BUDGET - used, msg.language), *tail])
-            return {"msg_type": "text", "content": {"text": truncate_utf8(text, _BUDGET)}}
+            return {"msg_type": "text", "content": {"text": self.plain(msg, _BUDGET)}}
         used = len(json_body(self.card(msg, [])))
         return {
             "msg_type": "interactive",
@@ -113,13 +106,9 @@ class Feishu(Channel):
                 return Outcome(False, False, "http_4xx", f"HTTP {reply.status}", snippet(reply.body))
             return Outcome(False, True, "bad_reply", "", snippet(reply.body))
         code = data.get("code", data.get("StatusCode"))
-        if code == 0 or data.get("StatusCode") == 0:
-            return OK
+        if data.get("StatusCode") == 0:
+            code = 0
         if code is None:
             return Outcome(False, True, "bad_reply", f"HTTP {reply.status}", snippet(reply.body))
-        detail = snippet(str(data.get("msg") or data.get("StatusMessage") or ""))
-        if code in RATE_LIMITED:
-            return Outcome(False, True, "rate_limited", str(code), detail)
-        if code in CONFIG_ERRORS:
-            return Outcome(False, False, "config_error", str(code), detail)
-        return Outcome(False, False, "rejected", str(code), detail or f"HTTP {reply.status}")
+        detail = snippet(str(data.get("msg") or data.get("StatusMessage") or f"HTTP {reply.status}"))
+        return coded_outcome(code, detail, RATE_LIMITED, CONFIG_ERRORS)

@@ -56,6 +56,7 @@ class Scene:
     gpus: tuple[GpuInfo, ...]
     tz: tzinfo
     now: datetime
+    pid: int | None = None  # the agent's own process, named in its start/stop alerts
 
 
 def mark(msg: Message) -> str:
@@ -305,6 +306,8 @@ def render(event: Event, f: Facts, scene: Scene, lang: str) -> Message:
         key = f"t.agent.{event.phase}" if f"t.agent.{event.phase}" in i18n.TEXT else "t.agent.other"
         fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, (), lang))]
         fields.append((t("version", lang), event.version))
+        if scene.pid is not None:
+            fields.append((t("pid", lang), str(scene.pid)))
         return Message(
             title=t(key, lang, phase=event.phase, host=host),
             at=scene.now,

@@ -16,7 +16,7 @@ import math
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,7 @@ def capacity(
     saturated link. Disks and NFS mounts have no such speed, nor do most virtual NICs: for them the
     highest sustained rate seen is the capacity, once it reaches ``learn_floor``.
     """
-    configured = _configured(kind, cfg).get(name)
+    configured = getattr(cfg, f"{kind}_capacity").get(name)
     if configured:
         return configured, "config"
     if link:
@@ -97,15 +97,6 @@ def capacity(
     if cfg.learn_capacities and peak is not None and peak >= cfg.learn_floor:
         return peak, "learned"
     return None, "unknown"
-
-
-def _configured(kind: str, cfg: ClassifierSection) -> dict[str, float]:
-    return {
-        "disk": cfg.disk_capacity,
-        "nfs": cfg.nfs_capacity,
-        "nic": cfg.nic_capacity,
-        "rdma": cfg.rdma_capacity,
-    }[kind]
 
 
 def idle_power(uuid: str, limit: float, baselines: Baselines, cfg: ClassifierSection) -> float:
@@ -126,37 +117,43 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def learn(window: Sequence[Sample], baselines: Baselines) -> Baselines:
-    """New baselines after one window; the same object when nothing moved."""
+    """New baselines after one window; the same object (and the same tables inside it) for whatever
+    did not move, so the engine's memo of GPU tallies survives a learned peak."""
     if not window:
         return baselines
-    peaks = {k: dict(v) for k, v in baselines.peaks.items()}
-    changed = False
+    peaks = baselines.peaks
     for kind, attr in (("disk", "disk_read"), ("nfs", "nfs_read"), ("nic", "nic"), ("rdma", "rdma")):
-        known = peaks.setdefault(kind, {})
+        known = peaks.get(kind, {})
         for name, values in columns(window, attr).items():
             # idle intervals are part of the column: a peak must fill PEAK_QUANTILE of the window
             candidate = quantile(list(values), PEAK_QUANTILE)
             if candidate > known.get(name, 0.0):
+                if known is baselines.peaks.get(kind):
+                    known = dict(known)
+                if peaks is baselines.peaks:
+                    peaks = dict(peaks)
                 known[name] = candidate
-                changed = True
-    idle = dict(baselines.idle_power)
+                peaks[kind] = known
+    idle = baselines.idle_power
     for s in window:
         for g in s.gpus:
             if g.up and g.power is not None and g.power > 0 and g.power < idle.get(g.uuid, math.inf):
+                if idle is baselines.idle_power:
+                    idle = dict(idle)
                 idle[g.uuid] = g.power
-                changed = True
-    rtt = dict(baselines.nfs_rtt)
+    rtt = baselines.nfs_rtt
     ops = columns(window, "nfs_ops")
     for m, times in columns(window, "nfs_rtt_time").items():
         values = [t / n for t, n in zip(times, ops.get(m, ()), strict=False) if n > 0]
         if len(values) >= MIN_RTT_SAMPLES:
             median = quantile(values, 0.5)
             if median > 0 and median < rtt.get(m, math.inf):
+                if rtt is baselines.nfs_rtt:
+                    rtt = dict(rtt)
                 rtt[m] = median
-                changed = True
-    if not changed:
+    if peaks is baselines.peaks and idle is baselines.idle_power and rtt is baselines.nfs_rtt:
         return baselines
-    return replace(baselines, peaks=peaks, idle_power=idle, nfs_rtt=rtt)
+    return Baselines(peaks=peaks, idle_power=idle, nfs_rtt=rtt)
 
 
 # --- persistence ------------------------------------------------------------------------------------

@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import mul
+from itertools import chain, groupby, repeat
+from operator import add, attrgetter, is_, mul
 
 from agent.classifier.baselines import Baselines, capacity, idle_power, quantile
 from agent.classifier.samples import Sample, columns
 from agent.config.classifier import ClassifierSection
 
-EPS = 1e-3  # weight every sample a little, so means exist even when the GPUs never waited
+_KEYS = attrgetter("keys")
 
 
 def ramp(value: float | None, r: tuple[float, float]) -> float:
@@ -93,20 +94,71 @@ class Features:
     health: tuple[str, ...] = field(default=())
 
 
-def weighted(samples: Sequence[Sample], weights: list[float], attr: str) -> dict[str, float]:
-    """Weighted mean per series name; a sample without the series counts as 0 for it."""
-    total = sum(weights)
-    return {k: sum(map(mul, col, weights)) / total for k, col in columns(samples, attr).items()}
+class Weights:
+    """Per-sample weights, with the weighted samples grouped into runs of equal weight.
+
+    The weights take few distinct values (the share of a node's GPUs that waited), so a weighted sum
+    over a window is a handful of C-level slice sums per series instead of one multiply per sample.
+    """
+
+    __slots__ = ("order", "runs", "total", "values")
+
+    def __init__(self, values: list[float]) -> None:
+        self.values = values
+        self.total = sum(values)
+        # samples of weight 0 (no GPU waited) are left out altogether: a healthy window costs little
+        order = sorted((i for i, w in enumerate(values) if w > 0), key=values.__getitem__)
+        self.order = order
+        self.runs: list[tuple[int, int, float]] = []
+        start = 0
+        for w, group in groupby(map(values.__getitem__, order)):
+            end = start + sum(1 for _ in group)
+            self.runs.append((start, end, w))
+            start = end
 
 
-def _weighted_scalar(samples: Sequence[Sample], weights: list[float], attr: str) -> float | None:
+def weighted(samples: Sequence[Sample], weights: Weights, *attrs: str) -> list[dict[str, float]]:
+    """Weighted mean per series name of each family in ``attrs``; a sample without a series counts
+    as 0 for it."""
+    total = weights.total
+    if total <= 0:
+        return [{} for _ in attrs]
+    fams = [list(map(attrgetter(a), samples)) for a in attrs]
+    firsts = [fam[0].keys for fam in fams]
+    if not all(all(map(is_, map(_KEYS, fam), repeat(k))) for fam, k in zip(fams, firsts, strict=True)):
+        # devices came or went inside the window: the slow, general way
+        return [
+            {k: sum(map(mul, col, weights.values)) / total for k, col in columns(samples, a).items()}
+            for a in attrs
+        ]
+    # the usual case, the same devices all window long: per run of equal weight, column sums in C,
+    # then one multiply-add per column and run
+    out: list[dict[str, float]] = []
+    order, runs = weights.order, weights.runs
+    for fam, keys in zip(fams, firsts, strict=True):
+        if not keys:
+            out.append({})
+            continue
+        rows = [fam[i].values for i in order]
+        acc: list[float] = []
+        for a, b, w in runs:
+            part = [sum(col) * w for col in zip(*rows[a:b], strict=True)]
+            acc = list(map(add, acc, part)) if acc else part
+        out.append({k: v / total for k, v in zip(keys, acc, strict=True)})
+    return out
+
+
+def _weighted_scalar(samples: Sequence[Sample], weights: Weights, attr: str) -> float | None:
     num = den = 0.0
-    for s, w in zip(samples, weights, strict=True):
+    for s, w in zip(samples, weights.values, strict=True):
         v = getattr(s, attr)
         if v is not None:
             num += w * v
             den += w
     return num / den if den else None
+
+
+_Row = tuple[float, float, float, str, str, "float | None", str]  # pressure, util, rate, kind, name ...
 
 
 def _loads(
@@ -116,17 +168,25 @@ def _loads(
     baselines: Baselines,
     cfg: ClassifierSection,
     r: tuple[float, float],
-) -> list[Load]:
-    out = []
+) -> list[_Row]:
+    out: list[_Row] = []
+    configured = getattr(cfg, f"{kind}_capacity")
+    peaks = baselines.peaks.get(kind, {})
     for name, rate in rates.items():
-        cap, source = capacity(kind, name, baselines, cfg, links.get(name))
+        if name in configured or name in links or name in peaks:
+            cap, source = capacity(kind, name, baselines, cfg, links.get(name))
+        else:
+            cap, source = None, "unknown"
         util = rate / cap if cap else None
-        out.append(Load(kind, name, rate, cap, source, util, ramp(util, r)))
+        out.append((ramp(util, r), util or 0.0, rate, kind, name, cap, source))
     return out
 
 
-def _busiest(loads: list[Load]) -> tuple[Load, ...]:
-    return tuple(sorted(loads, key=lambda x: (x.pressure, x.utilization or 0.0, x.rate), reverse=True))
+def _busiest(rows: list[_Row], keep: int = 3) -> tuple[Load, ...]:
+    rows.sort(key=lambda x: x[:3], reverse=True)
+    return tuple(
+        Load(k, n, rate, cap, src, cap and rate / cap, p) for p, _, rate, k, n, cap, src in rows[:keep]
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,85 +281,65 @@ def measure(
         return Features(samples=0, span_seconds=0.0, gpus=0)
     if tallies is None:
         tallies = [tally(s, baselines, cfg) for s in window]
-    utils: list[float] = []
-    work_sum = spin_util_sum = spin_work_sum = 0.0
-    sources: set[str] = set()
-    w_starved: list[float] = []
-    w_wait: list[float] = []
-    w_spin: list[float] = []
-    working = spinning = starved = gpu_samples = 0
-    not_working: Counter[int] = Counter()
-    seen_gpus: Counter[int] = Counter()
-    throttled: Counter[tuple[int, int]] = Counter()
-    for t in tallies:
-        g_n = t.n
-        if not g_n:
-            w_starved.append(EPS)
-            w_spin.append(EPS)
-            w_wait.append(EPS)
-            continue
-        gpu_samples += g_n
-        working += t.working
-        spinning += t.spinning
-        starved += t.starved
-        utils.extend(t.utils)
-        work_sum += t.work_sum
-        spin_util_sum += t.spin_util_sum
-        spin_work_sum += t.spin_work_sum
-        sources |= t.sources
-        seen_gpus.update(t.seen)
-        not_working.update(t.not_working)
-        if t.throttled:
-            throttled.update(t.throttled)
-        w_starved.append(t.starved / g_n + EPS)
-        w_spin.append(t.spinning / g_n + EPS)
-        w_wait.append((t.spinning + t.starved) / g_n + EPS)
+    ts = [t for t in tallies if t.n]
+    gpu_samples = sum([t.n for t in ts])
+    working = sum([t.working for t in ts])
+    spinning = sum([t.spinning for t in ts])
+    starved = sum([t.starved for t in ts])
+    work_sum = sum([t.work_sum for t in ts])
+    spin_util_sum = sum([t.spin_util_sum for t in ts])
+    spin_work_sum = sum([t.spin_work_sum for t in ts])
+    utils = list(chain.from_iterable([t.utils for t in ts]))
+    sources = set().union(*[t.sources for t in ts])
+    seen_gpus = Counter(chain.from_iterable([t.seen for t in ts]))
+    not_working = Counter(chain.from_iterable([t.not_working for t in ts]))
+    throttled = Counter(chain.from_iterable([t.throttled for t in ts]))
+    # samples in which no GPU waited weigh nothing: a healthy window costs next to nothing
+    w_starved = [t.starved / t.n if t.n else 0.0 for t in tallies]
+    w_spin = [t.spinning / t.n if t.n else 0.0 for t in tallies]
+    w_wait = [(t.spinning + t.starved) / t.n if t.n else 0.0 for t in tallies]
+
+    starving, waiting, spinning_w = Weights(w_starved), Weights(w_wait), Weights(w_spin)
 
     # --- storage, while starved ---
-    disk = weighted(window, w_starved, "disk_read")
-    nfs = weighted(window, w_starved, "nfs_read")
+    disk, nfs, busy, rtt_time, nfs_ops = weighted(
+        window, starving, "disk_read", "nfs_read", "disk_busy", "nfs_rtt_time", "nfs_ops"
+    )
     storage = _busiest(
         _loads("disk", disk, {}, baselines, cfg, cfg.storage_read_utilization)
         + _loads("nfs", nfs, {}, baselines, cfg, cfg.storage_read_utilization)
     )
     signals: list[Signal] = []
-    iowait = _weighted_scalar(window, w_starved, "iowait")
+    iowait = _weighted_scalar(window, starving, "iowait")
     if iowait is not None:
         signals.append(Signal("iowait", "", iowait, None, ramp(iowait, cfg.iowait)))
-    psi = _weighted_scalar(window, w_starved, "psi_io")
+    psi = _weighted_scalar(window, starving, "psi_io")
     if psi is not None:
         signals.append(Signal("psi_io", "", psi, None, ramp(psi, cfg.psi_io)))
-    for dev, busy in weighted(window, w_starved, "disk_busy").items():
-        signals.append(Signal("disk_busy", dev, busy, None, ramp(busy, cfg.disk_busy)))
-    for mount, rtt in _rtt_means(window, w_starved).items():
+    # per-device signals only where they press: a large node has dozens of quiet ones
+    for dev, b in busy.items():
+        if b > cfg.disk_busy[0]:
+            signals.append(Signal("disk_busy", dev, b, None, ramp(b, cfg.disk_busy)))
+    for mount, t in rtt_time.items():
+        ops = nfs_ops.get(mount)
+        if not ops:
+            continue
+        rtt = t / ops  # mean READ RTT, each READ weighted by how starved the GPUs were meanwhile
         base = baselines.nfs_rtt.get(mount)
-        ratio = rtt / base if base else None
-        p = ramp(ratio, cfg.nfs_rtt_ratio) if rtt >= cfg.nfs_rtt_floor else 0.0
-        signals.append(Signal("nfs_rtt", mount, rtt, base, p))
+        p = ramp(rtt / base if base else None, cfg.nfs_rtt_ratio) if rtt >= cfg.nfs_rtt_floor else 0.0
+        if p > 0:
+            signals.append(Signal("nfs_rtt", mount, rtt, base, p))
     signals.sort(key=lambda x: x.pressure, reverse=True)
     storage_pressure = max([x.pressure for x in storage[:1]] + [x.pressure for x in signals[:1]] + [0.0])
 
     # --- the trainer's CPU, while starved ---
-    cores = _trainer_mean(window, w_starved, "cores")
-    allowed = _trainer_mean(window, w_starved, "allowed")
-    saturation = _trainer_mean(window, w_starved, "saturation")
+    cores, allowed, saturation = _trainer_means(window, starving)
 
     # --- network: while waiting (network-bound) and while spinning (sync-wait) ---
-    nic_speed = window[-1].nic_speed
-    rdma_rate = window[-1].rdma_rate
-    links_wait = _busiest(
-        _loads("nic", weighted(window, w_wait, "nic"), nic_speed, baselines, cfg, cfg.network_utilization)
-        + _loads("rdma", weighted(window, w_wait, "rdma"), rdma_rate, baselines, cfg, cfg.network_utilization)
-    )
-    links_spin = _busiest(
-        _loads("nic", weighted(window, w_spin, "nic"), nic_speed, baselines, cfg, cfg.network_utilization)
-        + _loads("rdma", weighted(window, w_spin, "rdma"), rdma_rate, baselines, cfg, cfg.network_utilization)
-    )
-    congestion = _congestion(window, w_wait, cfg)
-    cong_p = congestion[0].pressure if congestion else 0.0
-    net_wait = max(links_wait[0].pressure if links_wait else 0.0, cong_p)
-    cong_spin = _congestion(window, w_spin, cfg)
-    net_spin = max(links_spin[0].pressure if links_spin else 0.0, cong_spin[0].pressure if cong_spin else 0.0)
+    links_wait, congestion = _network(window, waiting, baselines, cfg)
+    links_spin, cong_spin = _network(window, spinning_w, baselines, cfg)
+    net_wait = max([x.pressure for x in links_wait[:1] + congestion[:1]] + [0.0])
+    net_spin = max([x.pressure for x in links_spin[:1] + cong_spin[:1]] + [0.0])
 
     trainers = window[-1].trainers
     trainer_count = None
@@ -349,33 +389,41 @@ def measure(
     )
 
 
-def _rtt_means(window: Sequence[Sample], weights: list[float]) -> dict[str, float]:
-    """Mean READ RTT per mount, each READ weighted by how starved the GPUs were when it ran."""
-    time = weighted(window, weights, "nfs_rtt_time")
-    ops = weighted(window, weights, "nfs_ops")
-    return {m: time[m] / ops[m] for m in time if ops.get(m)}
-
-
-def _trainer_mean(window: Sequence[Sample], weights: list[float], attr: str) -> float | None:
-    num = den = 0.0
-    for s, w in zip(window, weights, strict=True):
-        if s.trainers is not None:
-            v = getattr(s.trainers, attr)
+def _trainer_means(window: Sequence[Sample], weights: Weights) -> tuple[float | None, ...]:
+    """Weighted means of the trainers' cores, allowed cores and saturation."""
+    sums = [0.0, 0.0, 0.0]
+    dens = [0.0, 0.0, 0.0]
+    for s, w in zip(window, weights.values, strict=True):
+        t = s.trainers
+        if t is None:
+            continue
+        for i, v in enumerate((t.cores, t.allowed, t.saturation)):
             if v is not None:
-                num += w * v
-                den += w
-    return num / den if den else None
+                sums[i] += w * v
+                dens[i] += w
+    return tuple(x / d if d else None for x, d in zip(sums, dens, strict=True))
 
 
-def _congestion(window: Sequence[Sample], weights: list[float], cfg: ClassifierSection) -> tuple[Signal, ...]:
-    out = [
-        Signal("cnp", port, v, None, ramp(v, cfg.rdma_cnp_per_second))
-        for port, v in weighted(window, weights, "rdma_cnp").items()
-    ] + [
-        Signal("xmit_wait", port, v, None, ramp(v, cfg.rdma_xmit_wait_per_second))
-        for port, v in weighted(window, weights, "rdma_xmit_wait").items()
+def _network(
+    window: Sequence[Sample], weights: Weights, baselines: Baselines, cfg: ClassifierSection
+) -> tuple[tuple[Load, ...], tuple[Signal, ...]]:
+    """NIC/RDMA loads (busiest first) and RDMA congestion signals under these weights."""
+    nic, rdma, cnp, xmit_wait = weighted(window, weights, "nic", "rdma", "rdma_cnp", "rdma_xmit_wait")
+    last = window[-1]
+    loads = _busiest(
+        _loads("nic", nic, last.nic_speed, baselines, cfg, cfg.network_utilization)
+        + _loads("rdma", rdma, last.rdma_rate, baselines, cfg, cfg.network_utilization)
+    )
+    congestion = [
+        Signal(what, port, v, None, ramp(v, r))
+        for what, values, r in (
+            ("cnp", cnp, cfg.rdma_cnp_per_second),
+            ("xmit_wait", xmit_wait, cfg.rdma_xmit_wait_per_second),
+        )
+        for port, v in values.items()
+        if v > r[0]
     ]
-    return tuple(sorted(out, key=lambda x: x.pressure, reverse=True))
+    return loads, tuple(sorted(congestion, key=lambda x: x.pressure, reverse=True))
 
 
 _THROTTLE_NAMES = {

@@ -20,9 +20,10 @@ from agent.snapshot.parts import GpuPart, GpuProcess, GpuStats
 
 log = structlog.get_logger("gpu")
 
-GPM_SM_ACTIVE = pynvml.NVML_GPM_METRIC_SM_UTIL  # share of SMs busy: DCGM's SM_ACTIVE
-GPM_TENSOR_ACTIVE = pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL
-GPM_DRAM_ACTIVE = pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL
+# NVML's metric ids (stable across releases; an older nvidia-ml-py may not name them)
+GPM_SM_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_SM_UTIL", 2)  # share of SMs busy: DCGM's SM_ACTIVE
+GPM_TENSOR_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_ANY_TENSOR_UTIL", 5)
+GPM_DRAM_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_DRAM_BW_UTIL", 10)
 GPM_METRICS = (GPM_SM_ACTIVE, GPM_TENSOR_ACTIVE, GPM_DRAM_ACTIVE)
 # functions an older nvidia-ml-py may lack: they then fail like a driver without them
 CLOCKS_EVENT_REASONS = binding("nvmlDeviceGetCurrentClocksEventReasons")
@@ -52,8 +53,11 @@ class GpuCollector:
         self._backoff = min(1.0, reinit_backoff_max)
         self._retry_at = 0.0
         self._last_failure: Exception | None = None
+        self._had_gpus = 0
         self._xid_lock = threading.Lock()
-        self._xids: dict[str, dict[int, int]] = {}  # GPU uuid -> xid -> count, kept across re-inits
+        # GPU index -> xid -> count, kept across re-inits; by index because a GPU lost since start has
+        # no UUID until it answers again, and NVML's order is fixed for a boot
+        self._xids: dict[int, dict[int, int]] = {}
 
     # --- the Collector interface -------------------------------------------------------------------
 
@@ -83,6 +87,10 @@ class GpuCollector:
             nvml.start()
             watcher = self._watch(nvml)
         except SourceAbsent as e:
+            if self._had_gpus:  # the driver went away under us: a failure to alert on, not "no GPUs here"
+                err = NvmlDriverError(f"{e}; this node had {self._had_gpus} GPUs")
+                self._schedule_retry(err, now)
+                raise err from None
             self._schedule_retry(e, now)
             raise
         except (NvmlDriverError, pynvml.NVMLError) as e:
@@ -95,6 +103,7 @@ class GpuCollector:
         else:
             log.info("NVML initialised", gpus=len(nvml.devices), driver=nvml.driver_version)
         self._nvml, self._watcher = nvml, watcher
+        self._had_gpus = len(nvml.devices)
         self._last_failure = None
         self._backoff = min(1.0, self._backoff_max)
         return nvml
@@ -104,6 +113,18 @@ class GpuCollector:
             return None
         watcher = XidWatcher(nvml, self._count_xid)
         return watcher if watcher.start() else None
+
+    def _rewatch(self, nvml: Nvml, dev: Device) -> None:
+        """A GPU that was lost when the event set was made is not in it: make a new one."""
+        if not self._xid_events or (self._watcher is not None and dev.index in self._watcher.watching):
+            return
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        try:
+            self._watcher = self._watch(nvml)
+        except pynvml.NVMLError as e:
+            raise NvmlDriverError(f"registering events: {e}") from None
 
     def _schedule_retry(self, failure: Exception, now: float) -> None:
         self._last_failure = failure
@@ -129,19 +150,21 @@ class GpuCollector:
 
     def _count_xid(self, dev: Device, xid: int) -> None:
         with self._xid_lock:
-            counts = self._xids.setdefault(_key(dev), {})
+            counts = self._xids.setdefault(dev.index, {})
             counts[xid] = counts.get(xid, 0) + 1
         log.warning("GPU Xid error", gpu=dev.index, uuid=dev.uuid, xid=xid)
 
     def _xid_counts(self, dev: Device) -> dict[int, int]:
         with self._xid_lock:
-            return dict(self._xids.get(_key(dev), {}))
+            return dict(self._xids.get(dev.index, {}))
 
     # --- one GPU ----------------------------------------------------------------------------------
 
     def _read(self, nvml: Nvml, dev: Device, now: float) -> GpuStats:
-        if dev.lost and not nvml.probe(dev, now, self._backoff_max):
-            return self._down(dev)
+        if dev.lost:
+            if not nvml.probe(dev, now, self._backoff_max):
+                return self._down(dev)
+            self._rewatch(nvml, dev)
         try:
             return self._stats(nvml, dev)
         except GpuLost as e:
@@ -208,10 +231,6 @@ class GpuCollector:
             xid_counts=self._xid_counts(dev),
             pci_bus_id=dev.pci_bus_id,
         )
-
-
-def _key(dev: Device) -> str:
-    return dev.uuid or f"index:{dev.index}"
 
 
 def _ratio(percent: float | None) -> float | None:

@@ -192,7 +192,8 @@ class ProcessCollector:
             known = self._shape.get(pid)
             if known is not None and known[0] == st.start_time:
                 # between walks: the same processes, each checked to still be the one we saw
-                tree = [st] + [m for p, t in known[1] if (m := self._stat(p)) is not None and m.start_time == t]
+                alive = ((p, t, self._stat(p)) for p, t in known[1])
+                tree = [st] + [m for p, t, m in alive if m is not None and m.start_time == t]
             else:
                 children = children if children is not None else self._children()
                 tree = self._tree(st, children)

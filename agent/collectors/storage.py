@@ -38,12 +38,12 @@ class StorageCollector:
         nfs_text = read_optional(self.mountstats)
         if disk_text is None and nfs_text is None:
             raise SourceAbsent(f"neither {self.diskstats} nor {self.mountstats} is readable")
-        disks = parse_diskstats(disk_text or "")
+        disks = parse_diskstats(disk_text or "", self.exclude.search)
         nfs = parse_mountstats(nfs_text or "")
         bad = disks.malformed + nfs.malformed
         self.malformed_total += bad
         return StoragePart(
-            disks=tuple(d for d in disks.value if not self.exclude.search(d.device)),
+            disks=tuple(disks.value),
             nfs=visible_mounts(nfs.value),
             malformed_lines=bad,
             malformed_lines_total=self.malformed_total,

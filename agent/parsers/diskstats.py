@@ -8,13 +8,16 @@ real sector size.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from agent.parsers.host import Parsed
 from agent.snapshot.parts import DiskStat
 
 MIN_FIELDS = 14
 
 
-def parse_diskstats(text: str) -> Parsed[list[DiskStat]]:
+def parse_diskstats(text: str, skip: Callable[[str], object] | None = None) -> Parsed[list[DiskStat]]:
+    """``skip(name)`` true leaves a device out before its numbers are parsed (partitions, loops)."""
     disks: list[DiskStat] = []
     bad = 0
     for line in text.splitlines():
@@ -23,6 +26,8 @@ def parse_diskstats(text: str) -> Parsed[list[DiskStat]]:
             continue
         if len(f) < MIN_FIELDS:
             bad += 1
+            continue
+        if skip is not None and skip(f[2]):
             continue
         try:
             n = [int(x) for x in f[3:MIN_FIELDS]]

@@ -148,6 +148,8 @@ class MetadataClient:
                 self._token, ttl = await self._fetch_token(scheme)
             except MetadataError as e:
                 self._token = None
+                if e.outcome != "token_error":
+                    raise  # unreachable service: a tokenless read would fail the same way
                 if not self.allow_tokenless:
                     self.token_state = f"token endpoint failed: {e}"
                     raise
@@ -170,6 +172,9 @@ class MetadataClient:
                 "PUT", scheme.path, headers={scheme.ttl_header: str(self.token_ttl)}, count=False
             )
         except MetadataError as e:
+            if e.outcome in ("connection_error", "timeout"):  # the service is down, not the token
+                self.counter.count(self.provider, e.outcome)
+                raise
             self.counter.count(self.provider, "token_error")
             raise MetadataError("token_error", f"token request: {e}", e.status) from None
         token = resp.text.strip()

@@ -557,7 +557,8 @@ class Simulator:
             return as_json(ev.as_dict())
         if path == "/cancel":
             done = state.cancel(_opt_str(body, "id"), str(body.get("state", "canceled")))
-            return as_json({"ended": done, "state": body.get("state", "canceled")})
+            events = [e.as_dict() for e in state.events if e.id in done]
+            return as_json({"ended": done, "state": body.get("state", "canceled"), "events": events})
         if path == "/fault":
             return as_json(state.add_fault(body).as_dict())
         if path == "/clear-faults":

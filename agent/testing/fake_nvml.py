@@ -85,8 +85,12 @@ def write_state(path: str | Path, data: dict[str, Any]) -> None:
 
 def library_dir(build: bool = True) -> Path:
     """The folder to put on ``LD_LIBRARY_PATH``; builds the library with ``make fakenvml`` if needed."""
-    if build:
-        subprocess.run(["make", "-s", "fakenvml"], cwd=REPO, check=True, capture_output=True, text=True)
+    if build and (REPO / "Makefile").exists():
+        done = subprocess.run(["make", "-s", "fakenvml"], cwd=REPO, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"make fakenvml failed:\n{done.stdout}{done.stderr}")
+    if not LIBRARY.exists():
+        raise FileNotFoundError(f"{LIBRARY} is missing: run `make fakenvml` in the source tree")
     return LIBRARY.parent
 
 

@@ -22,7 +22,9 @@ FAST = {"backoff_initial": "50ms", "backoff_max": "200ms", "flush_timeout": "1s"
 
 def gpu_snapshot(n: int = 8, model: str = "NVIDIA A100-SXM4-80GB") -> NodeSnapshot:
     gpus = tuple(GpuStats(index=i, uuid=f"GPU-{i:08x}-0000", model=model, up=True) for i in range(n))
-    return NodeSnapshot(seq=1, timestamp=time.time(), monotonic=time.monotonic(), gpu=GpuPart("550.54", "12.550", gpus))
+    return NodeSnapshot(
+        seq=1, timestamp=time.time(), monotonic=time.monotonic(), gpu=GpuPart("550.54", "12.550", gpus)
+    )
 
 
 def config(tmp_path: Path, webhooks: list[dict[str, Any]], **alerts: Any) -> Config:

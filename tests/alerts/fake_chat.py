@@ -52,8 +52,10 @@ _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 def dingtalk_reply(code: int, msg: str | None = None) -> Answer:
-    return 200, {"Content-Type": "application/json"}, json.dumps(
-        {"errcode": code, "errmsg": msg or DINGTALK_ERRORS.get(code, "ok")}
+    return (
+        200,
+        {"Content-Type": "application/json"},
+        json.dumps({"errcode": code, "errmsg": msg or DINGTALK_ERRORS.get(code, "ok")}),
     )
 
 
@@ -66,8 +68,12 @@ def feishu_reply(code: int, status: int = 200, headers: dict[str, str] | None = 
 
 
 def wecom_reply(code: int) -> Answer:
-    hint = "" if code == 0 else f", hint: [{int(time.time())}], from ip: 127.0.0.1, more info at " \
+    hint = (
+        ""
+        if code == 0
+        else f", hint: [{int(time.time())}], from ip: 127.0.0.1, more info at "
         f"https://open.work.weixin.qq.com/devtool/query?e={code}"
+    )
     msg = "ok" if code == 0 else WECOM_ERRORS[code] + hint
     return 200, {"Content-Type": "application/json"}, json.dumps({"errcode": code, "errmsg": msg})
 
@@ -119,7 +125,9 @@ class Bot:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     answers = [s.answer[2][:200] for s in self.seen[-5:]]
-                    raise AssertionError(f"{self.service}: timed out waiting for {what}; last answers {answers}")
+                    raise AssertionError(
+                        f"{self.service}: timed out waiting for {what}; last answers {answers}"
+                    )
                 self.cond.wait(left)
 
 
@@ -153,7 +161,9 @@ class FakeChat:
         if token is None:
             token = uuid.uuid4().hex + uuid.uuid4().hex if service == "dingtalk" else str(uuid.uuid4())
             if service == "slack":
-                token = f"T{uuid.uuid4().hex[:8].upper()}/B{uuid.uuid4().hex[:8].upper()}/{uuid.uuid4().hex[:24]}"
+                token = (
+                    f"T{uuid.uuid4().hex[:8].upper()}/B{uuid.uuid4().hex[:8].upper()}/{uuid.uuid4().hex[:24]}"
+                )
         bot = Bot(service, token, secret, self.base, limits, keyword)
         self.bots[(service, token)] = bot
         return bot
@@ -338,7 +348,9 @@ class FakeChat:
             return slack_reply(400, "no_text")
         if not _valid_blocks(payload.get("blocks", [])):
             return slack_reply(400, "invalid_blocks")
-        return self._final(bot, payload, slack_reply(200, "ok"), slack_reply(429, "rate_limited", {"Retry-After": "1"}))
+        return self._final(
+            bot, payload, slack_reply(200, "ok"), slack_reply(429, "rate_limited", {"Retry-After": "1"})
+        )
 
     # --- Alertmanager-format receiver ---
 
@@ -391,13 +403,17 @@ def _valid_blocks(blocks: Any) -> bool:
 
 
 def _rfc3339(value: Any) -> bool:
-    return isinstance(value, str) and bool(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$", value)) \
+    return (
+        isinstance(value, str)
+        and bool(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$", value))
         and datetime.fromisoformat(value.replace("Z", "+00:00")) is not None
+    )
 
 
 def _str_map(value: Any, labels: bool = False) -> bool:
     return isinstance(value, dict) and all(
-        isinstance(k, str) and isinstance(v, str) and (not labels or _LABEL.match(k)) for k, v in value.items()
+        isinstance(k, str) and isinstance(v, str) and (not labels or _LABEL.match(k))
+        for k, v in value.items()
     )
 
 

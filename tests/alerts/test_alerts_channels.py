@@ -51,7 +51,10 @@ def answer(a: tuple[int, dict[str, str], str]) -> Reply:
 # --- UTF-8 and fitting ------------------------------------------------------------------------------
 
 
-@given(st.text(alphabet=st.sampled_from("a数据瓶颈🔥é\n "), max_size=3000), st.integers(min_value=4, max_value=5000))
+@given(
+    st.text(alphabet=st.sampled_from("a数据瓶颈🔥é\n "), max_size=3000),
+    st.integers(min_value=4, max_value=5000),
+)
 def test_truncate_utf8_never_splits_a_character(text: str, limit: int) -> None:
     out = truncate_utf8(text, limit)
     raw = out.encode()
@@ -65,7 +68,9 @@ def test_wecom_markdown_cut_at_4096_bytes_on_a_chinese_character() -> None:
     # each Chinese character is 3 bytes: make the 4096th byte fall inside one
     detail = "显存出现不可纠正错误，请排查。" * 400
     msg = message(fields=(("节点", "gpu-node-17"), ("详情", detail)), lang="zh-CN")
-    content = json.loads(WeCom("w", "http://x/cgi-bin/webhook/send?key=k").build(msg).body)["markdown"]["content"]
+    content = json.loads(WeCom("w", "http://x/cgi-bin/webhook/send?key=k").build(msg).body)["markdown"][
+        "content"
+    ]
     raw = content.encode()
     assert MARKDOWN_LIMIT - 3 <= len(raw) <= MARKDOWN_LIMIT
     assert content.endswith("…") and content.startswith('### <font color="warning">')
@@ -86,8 +91,12 @@ def test_fit_lines_keeps_whole_lines_and_counts_the_rest(n: int) -> None:
 
 
 def test_digest_in_wecom_says_how_many_it_could_not_show() -> None:
-    members = tuple(message(title=f"GPU {i} power throttling 功耗封顶降频", fingerprint=f"f{i}") for i in range(300))
-    digest_msg = message(kind="digest", title="300 alerts on gpu-node-17", items=members, lines=tuple(m.title for m in members))
+    members = tuple(
+        message(title=f"GPU {i} power throttling 功耗封顶降频", fingerprint=f"f{i}") for i in range(300)
+    )
+    digest_msg = message(
+        kind="digest", title="300 alerts on gpu-node-17", items=members, lines=tuple(m.title for m in members)
+    )
     content = json.loads(WeCom("w", "http://x").build(digest_msg).body)["markdown"]["content"]
     assert len(content.encode()) <= MARKDOWN_LIMIT
     assert "300 alerts" in content and "… and " in content
@@ -98,7 +107,9 @@ def test_digest_in_wecom_says_how_many_it_could_not_show() -> None:
 
 def test_slack_blocks_stay_within_block_kit_limits_and_escape() -> None:
     fields = tuple((f"F{i}", "<b>&" * 1000) for i in range(13))
-    msg = message(title="x" * 400, fields=fields, lines=tuple("y" * 100 for _ in range(100)), hint=("Hint", "a<b"))
+    msg = message(
+        title="x" * 400, fields=fields, lines=tuple("y" * 100 for _ in range(100)), hint=("Hint", "a<b")
+    )
     body = json.loads(Slack("s", "http://x").build(msg).body)
     blocks = body["blocks"]
     assert len(blocks[0]["text"]["text"]) == 150
@@ -144,7 +155,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("cls", "reply", "want"), CASES, ids=[f"{c.type}-{i}" for i, (c, _, _) in enumerate(CASES)])
+@pytest.mark.parametrize(
+    ("cls", "reply", "want"), CASES, ids=[f"{c.type}-{i}" for i, (c, _, _) in enumerate(CASES)]
+)
 def test_replies_are_classified_as_the_service_means_them(cls, reply, want) -> None:
     outcome = cls("c", "http://x").judge(answer(reply))
     if want is None:
@@ -195,7 +208,10 @@ def test_webhook_payload_follows_alertmanagers_schema() -> None:
     assert alertmanager_problems(one) == []
     assert one["status"] == "firing" and one["alerts"][0]["endsAt"] == "0001-01-01T00:00:00Z"
     assert one["alerts"][0]["annotations"]["hint"] == "drain the node"
-    members = (message(), message(fingerprint="b", resolved=True, labels=(("alertname", "B"), ("node", "gpu-node-17"))))
+    members = (
+        message(),
+        message(fingerprint="b", resolved=True, labels=(("alertname", "B"), ("node", "gpu-node-17"))),
+    )
     many = json.loads(Webhook("recv", "http://x").build(message(kind="digest", items=members)).body)
     assert alertmanager_problems(many) == []
     assert [a["status"] for a in many["alerts"]] == ["firing", "resolved"]

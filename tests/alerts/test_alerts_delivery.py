@@ -35,7 +35,13 @@ def now() -> datetime:
 
 def data_verdict(cleared: bool = False) -> VerdictEvent:
     return VerdictEvent(
-        "data", "nfs-read", ("NFS read RTT 38 ms",), "Stage the dataset locally", now(), gpus=(0, 1), cleared=cleared
+        "data",
+        "nfs-read",
+        ("NFS read RTT 38 ms",),
+        "Stage the dataset locally",
+        now(),
+        gpus=(0, 1),
+        cleared=cleared,
     )
 
 
@@ -61,8 +67,15 @@ async def test_signed_messages_are_accepted_with_node_gpus_and_verdict(fake, tmp
         bus.publish(data_verdict())
         await until(lambda: bot.accepted, what="the verdict")
         text = message_text(bot.accepted[0])
-        for part in ("Data-bound (nfs-read)", "i-bp1abc", "ecs.gn7e-c16g1.32xlarge", "cn-wulanchabu",
-                     "2 × NVIDIA A100-SXM4-80GB (0-1)", "NFS read RTT 38 ms", "Stage the dataset locally"):
+        for part in (
+            "Data-bound (nfs-read)",
+            "i-bp1abc",
+            "ecs.gn7e-c16g1.32xlarge",
+            "cn-wulanchabu",
+            "2 × NVIDIA A100-SXM4-80GB (0-1)",
+            "NFS read RTT 38 ms",
+            "Stage the dataset locally",
+        ):
             assert part in text, part
         assert counter(alerter, "training_node_alerts_sent_total", channel="ops") == 1
         assert alerter.status()["channels"]["ops"]["state"] == "ok"
@@ -74,11 +87,18 @@ async def test_wrong_secret_is_refused_once_and_not_retried(fake, tmp_path, serv
     cfg = config(tmp_path, [channel("ops", bot, secret="a-wrong-secret")])
     async with Running(cfg) as (alerter, bus):
         bus.publish(data_verdict())
-        await until(lambda: counter(alerter, "training_node_alerts_dropped_total", channel="ops"), what="the drop")
+        await until(
+            lambda: counter(alerter, "training_node_alerts_dropped_total", channel="ops"), what="the drop"
+        )
         await asyncio.sleep(0.4)  # several backoff periods: a retry would have happened by now
         assert len(bot.seen) == 1 and not bot.accepted
-        assert counter(alerter, "training_node_alerts_dropped_total", channel="ops", reason="permanent_error") == 1
-        assert counter(alerter, "training_node_alerts_failed_total", channel="ops", reason="config_error") == 1
+        assert (
+            counter(alerter, "training_node_alerts_dropped_total", channel="ops", reason="permanent_error")
+            == 1
+        )
+        assert (
+            counter(alerter, "training_node_alerts_failed_total", channel="ops", reason="config_error") == 1
+        )
         st = alerter.status()["channels"]["ops"]
         assert st["state"] == "failing" and code in st["last_error"] and "sign" in st["last_error"]
 
@@ -95,7 +115,9 @@ RATE_LIMITS = [
 ]
 
 
-@pytest.mark.parametrize(("service", "limited"), RATE_LIMITS, ids=[f"{s}-{r[2][:24]}" for s, r in RATE_LIMITS])
+@pytest.mark.parametrize(
+    ("service", "limited"), RATE_LIMITS, ids=[f"{s}-{r[2][:24]}" for s, r in RATE_LIMITS]
+)
 async def test_rate_limit_answers_are_retried_until_delivered(fake, tmp_path, service, limited) -> None:
     bot = fake.add(service)
     bot.script.extend([limited, limited])
@@ -103,7 +125,9 @@ async def test_rate_limit_answers_are_retried_until_delivered(fake, tmp_path, se
         bus.publish(data_verdict())
         await until(lambda: bot.accepted, what="delivery after two rate-limit answers")
         assert len(bot.seen) == 3
-        assert counter(alerter, "training_node_alerts_failed_total", channel="ops", reason="rate_limited") == 2
+        assert (
+            counter(alerter, "training_node_alerts_failed_total", channel="ops", reason="rate_limited") == 2
+        )
         assert counter(alerter, "training_node_alerts_sent_total", channel="ops") == 1
         assert not counter(alerter, "training_node_alerts_dropped_total", channel="ops")
 
@@ -122,8 +146,12 @@ CONFIG_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("service", "error"), CONFIG_ERRORS, ids=[f"{s}-{r[2][:24]}" for s, r in CONFIG_ERRORS])
-async def test_config_errors_are_not_retried_and_the_channel_keeps_working(fake, tmp_path, service, error) -> None:
+@pytest.mark.parametrize(
+    ("service", "error"), CONFIG_ERRORS, ids=[f"{s}-{r[2][:24]}" for s, r in CONFIG_ERRORS]
+)
+async def test_config_errors_are_not_retried_and_the_channel_keeps_working(
+    fake, tmp_path, service, error
+) -> None:
     bot = fake.add(service)
     bot.script.append(error)
     async with Running(config(tmp_path, [channel("ops", bot)])) as (alerter, bus):
@@ -134,13 +162,18 @@ async def test_config_errors_are_not_retried_and_the_channel_keeps_working(fake,
         # had the refused one been retried, it would be among the requests and, now, accepted
         assert len(bot.seen) == 2 and len(bot.accepted) == 1
         assert "GPU 4" in message_text(bot.accepted[0])
-        assert counter(alerter, "training_node_alerts_dropped_total", channel="ops", reason="permanent_error") == 1
+        assert (
+            counter(alerter, "training_node_alerts_dropped_total", channel="ops", reason="permanent_error")
+            == 1
+        )
 
 
 @pytest.mark.parametrize(
     ("service", "limited"),
-    [("feishu", feishu_reply(9499, 429, {"x-ogw-ratelimit-reset": "1"})),
-     ("slack", slack_reply(429, "rate_limited", {"Retry-After": "1"}))],
+    [
+        ("feishu", feishu_reply(9499, 429, {"x-ogw-ratelimit-reset": "1"})),
+        ("slack", slack_reply(429, "rate_limited", {"Retry-After": "1"})),
+    ],
 )
 async def test_the_services_wait_is_honoured(fake, tmp_path, service, limited) -> None:
     bot = fake.add(service)
@@ -170,7 +203,9 @@ async def test_network_errors_are_retried_with_backoff(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("service", ["dingtalk", "wecom", "feishu"])
-async def test_burst_of_100_respects_the_limit_ends_in_a_digest_and_loses_nothing(fake, tmp_path, service) -> None:
+async def test_burst_of_100_respects_the_limit_ends_in_a_digest_and_loses_nothing(
+    fake, tmp_path, service
+) -> None:
     limits = {"feishu": ((2, 0.5), (6, 2.0))}.get(service, ((6, 2.0),))
     bot = fake.add(service, limits=limits)
     rates = [f"{n}/{int(w * 1000)}ms" for n, w in limits]
@@ -207,6 +242,31 @@ async def test_a_spot_notice_jumps_the_queue(fake, tmp_path) -> None:
         assert represented(bot.accepted[1:]) == 3
 
 
+async def test_a_spot_notice_does_not_wait_out_our_backoff(fake, tmp_path) -> None:
+    bot = fake.add("dingtalk")
+    bot.script.append((502, {}, "<html>502 Bad Gateway</html>"))
+    cfg = config(tmp_path, [channel("ops", bot)], backoff_initial="1m", backoff_max="5m")
+    async with Running(cfg) as (alerter, bus):
+        bus.publish(CollectorFailingEvent("nfs", "timeout", 30.0))
+        await until(
+            lambda: alerter.status()["channels"]["ops"]["state"] == "retrying", what="a 30-60 s backoff"
+        )
+        bus.publish(spot())
+        await until(lambda: represented(bot.accepted) == 2, timeout=5, what="the notice, now")
+        assert "Spot termination" in message_text(bot.accepted[0])
+
+
+async def test_wecom_takes_chinese_cut_at_its_4096_byte_limit(fake, tmp_path) -> None:
+    bot = fake.add("wecom")  # refuses more than 4096 bytes with errcode 40058
+    async with Running(config(tmp_path, [channel("cn", bot, language="zh-CN")])) as (alerter, bus):
+        bus.publish(GpuFaultEvent("ecc", 2, "GPU-2", "A100", "显存出现不可纠正错误，请尽快排查。" * 300))
+        await until(lambda: bot.accepted, what="the cut message")
+        content = bot.accepted[0]["markdown"]["content"]
+        assert 4096 - 3 <= len(content.encode()) <= 4096 and content.endswith("…")
+        assert content.startswith('### <font color="warning">🔴 ') and "不可纠正 ECC" in content
+        assert not counter(alerter, "training_node_alerts_failed_total", channel="cn")
+
+
 # --- dedup, resolve, hold, reminders ----------------------------------------------------------------
 
 
@@ -218,7 +278,9 @@ async def test_duplicates_are_counted_and_a_cleared_condition_is_resolved(fake, 
         bus.publish(GpuFaultEvent("xid", 3, "GPU-3", "A100", xid=79))
         bus.publish(GpuFaultEvent("xid", 3, "GPU-3", "A100", xid=79))
         bus.publish(data_verdict(cleared=True))
-        bus.publish(CollectorFailingEvent("nfs", "", 0, cleared=True))  # never said failing: nothing to resolve
+        bus.publish(
+            CollectorFailingEvent("nfs", "", 0, cleared=True)
+        )  # never said failing: nothing to resolve
         await until(lambda: len(bot.accepted) == 3, what="verdict, xid, resolved")
         titles = [p["markdown"]["title"] for p in bot.accepted]
         assert "Data-bound" in titles[0] and "Xid 79" in titles[1]
@@ -255,7 +317,10 @@ async def test_filters_and_languages_per_channel(fake, tmp_path) -> None:
     crit, zh = fake.add("slack"), fake.add("dingtalk")
     cfg = config(
         tmp_path,
-        [channel("pager", crit, severities=["critical"]), channel("cn", zh, language="zh-CN", events=["verdict"])],
+        [
+            channel("pager", crit, severities=["critical"]),
+            channel("cn", zh, language="zh-CN", events=["verdict"]),
+        ],
     )
     async with Running(cfg) as (_, bus):
         bus.publish(data_verdict())  # warning: cn only
@@ -284,7 +349,9 @@ async def test_undelivered_alerts_survive_a_restart(fake, tmp_path) -> None:
 
 
 async def test_the_queue_is_bounded_and_every_drop_counted(tmp_path) -> None:
-    cfg = config(tmp_path, [{"name": "ops", "type": "wecom", "url": "http://127.0.0.1:9/x?key=k"}], queue_size=10)
+    cfg = config(
+        tmp_path, [{"name": "ops", "type": "wecom", "url": "http://127.0.0.1:9/x?key=k"}], queue_size=10
+    )
     alerter = Alerter(context(cfg))
     for i in range(15):
         alerter.handle(GpuFaultEvent("xid", i, f"GPU-{i}", "A100", xid=79))
@@ -296,7 +363,9 @@ async def test_the_queue_is_bounded_and_every_drop_counted(tmp_path) -> None:
     await alerter.stop()
 
 
-async def test_a_channel_whose_secret_cannot_be_read_is_reported_and_others_work(fake, tmp_path, monkeypatch) -> None:
+async def test_a_channel_whose_secret_cannot_be_read_is_reported_and_others_work(
+    fake, tmp_path, monkeypatch
+) -> None:
     monkeypatch.delenv("NO_SUCH_SECRET_VAR", raising=False)
     good = fake.add("slack")
     cfg = config(
@@ -309,7 +378,12 @@ async def test_a_channel_whose_secret_cannot_be_read_is_reported_and_others_work
         st = alerter.status()
         assert st["channels"]["broken"]["state"] == "unavailable"
         assert "NO_SUCH_SECRET_VAR is not set" in st["channels"]["broken"]["error"]
-        assert counter(alerter, "training_node_alerts_dropped_total", channel="broken", reason="channel_unavailable") == 1
+        assert (
+            counter(
+                alerter, "training_node_alerts_dropped_total", channel="broken", reason="channel_unavailable"
+            )
+            == 1
+        )
         assert any("broken (dingtalk): unavailable" in line for line in st["lines"])
 
 
@@ -325,3 +399,26 @@ async def test_generic_webhook_is_signed_and_carries_digests_as_alerts(fake, tmp
         assert {x["gpu"] for x in labels} == {"0", "1", "2", "3", "4"}
         assert all(x["alertname"] == "TrainingNodeGpuFault" for x in labels)
         assert json.dumps(bot.accepted).count('"status": "firing"') >= 5
+
+
+async def test_a_message_that_cannot_be_formatted_is_dropped_counted_and_the_rest_flows(
+    fake, tmp_path
+) -> None:
+    bot = fake.add("slack")
+    async with Running(config(tmp_path, [channel("ops", bot)])) as (alerter, bus):
+        channel_obj = alerter.deliveries["ops"].channel
+        real_build = channel_obj.build
+
+        def build(msg):
+            if "GPU 6" in msg.title:
+                raise RuntimeError("formatting bug")
+            return real_build(msg)
+
+        channel_obj.build = build  # type: ignore[method-assign]
+        bus.publish(GpuFaultEvent("lost", 6, "GPU-6", "A100"))
+        bus.publish(GpuFaultEvent("lost", 7, "GPU-7", "A100"))
+        await until(lambda: bot.accepted, what="the next alert")
+        assert "GPU 7" in bot.accepted[0]["text"]
+        assert (
+            counter(alerter, "training_node_alerts_dropped_total", channel="ops", reason="render_error") == 1
+        )

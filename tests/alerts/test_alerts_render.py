@@ -11,7 +11,7 @@ import pytest
 
 from agent.alerts import examples, i18n
 from agent.alerts.message import Message, Node
-from agent.alerts.render import GpuInfo, Scene, digest, facts, render, reminder, build_test_alert
+from agent.alerts.render import GpuInfo, Scene, build_test_alert, digest, facts, reminder, render
 from agent.events import (
     AgentLifecycleEvent,
     CheckpointEvent,
@@ -23,7 +23,9 @@ from agent.events import (
 )
 
 NOW = datetime(2025, 3, 14, 6, 21, 13, tzinfo=UTC)
-NODE = Node("gpu-node-17", "i-bp1f2x9kq3c8lmn0v7wz", "ecs.gn7e-c16g1.32xlarge", "cn-wulanchabu", None, "alibaba")
+NODE = Node(
+    "gpu-node-17", "i-bp1f2x9kq3c8lmn0v7wz", "ecs.gn7e-c16g1.32xlarge", "cn-wulanchabu", None, "alibaba"
+)
 GPUS = tuple(GpuInfo(i, "NVIDIA A100-SXM4-80GB", f"GPU-{i}") for i in range(8))
 CJK = re.compile(r"[\u4e00-\u9fff]")
 REPO = Path(__file__).resolve().parents[2]
@@ -55,18 +57,28 @@ EVENTS = {
     "spot-no-deadline": spot(None),
     "spot-withdrawn": spot(withdrawn=True),
     "maintenance-drill": PreemptionEvent("drill", "maintenance-reboot", "d-1", NOW, NOW, drill=True),
-    "checkpoint-requested": CheckpointEvent("requested", "e-1", "spot-termination", NOW + timedelta(seconds=280), NOW),
-    "checkpoint-completed": CheckpointEvent("completed", "e-1", "spot-termination", None, NOW, 41.5, ("pid 4242",)),
+    "checkpoint-requested": CheckpointEvent(
+        "requested", "e-1", "spot-termination", NOW + timedelta(seconds=280), NOW
+    ),
+    "checkpoint-completed": CheckpointEvent(
+        "completed", "e-1", "spot-termination", None, NOW, 41.5, ("pid 4242",)
+    ),
     "checkpoint-missed": CheckpointEvent("missed", "e-1", "spot-termination", NOW, NOW),
-    "checkpoint-unreachable": CheckpointEvent("unreachable", "e-1", "spot-termination", None, NOW, detail="EPERM"),
+    "checkpoint-unreachable": CheckpointEvent(
+        "unreachable", "e-1", "spot-termination", None, NOW, detail="EPERM"
+    ),
     "checkpoint-no-target": CheckpointEvent("no-target", "e-1", "spot-termination", None, NOW),
     "verdict": verdict(),
     "verdict-cleared": verdict(cleared=True),
-    "xid": GpuFaultEvent("xid", 3, "GPU-3", "NVIDIA A100-SXM4-80GB", "Xid 79: GPU has fallen off the bus", 79, NOW),
+    "xid": GpuFaultEvent(
+        "xid", 3, "GPU-3", "NVIDIA A100-SXM4-80GB", "Xid 79: GPU has fallen off the bus", 79, NOW
+    ),
     "gpu-lost": GpuFaultEvent("lost", 5, "GPU-5", "NVIDIA A100-SXM4-80GB", at=NOW),
     "ecc": GpuFaultEvent("ecc", 2, "GPU-2", "NVIDIA A100-SXM4-80GB", "3 uncorrectable", at=NOW),
     "thermal": GpuFaultEvent("thermal-throttle", 1, "GPU-1", "NVIDIA A100-SXM4-80GB", at=NOW),
-    "power-cleared": GpuFaultEvent("power-throttle", 1, "GPU-1", "NVIDIA A100-SXM4-80GB", at=NOW, cleared=True),
+    "power-cleared": GpuFaultEvent(
+        "power-throttle", 1, "GPU-1", "NVIDIA A100-SXM4-80GB", at=NOW, cleared=True
+    ),
     "collector": CollectorFailingEvent("gpu", "NVML_ERROR_UNKNOWN", 65.0),
     "collector-cleared": CollectorFailingEvent("gpu", "", 0.0, cleared=True),
     "agent-started": AgentLifecycleEvent("started", "0.1.0"),
@@ -84,7 +96,9 @@ def test_every_alert_names_the_node_and_gpus_in_its_language(name: str, lang: st
     labels = dict(msg.fields)
     node_label, gpu_label = ("节点", "GPU") if lang == "zh-CN" else ("Node", "GPUs")
     assert "gpu-node-17" in msg.title
-    assert labels[node_label] == "gpu-node-17 · i-bp1f2x9kq3c8lmn0v7wz · ecs.gn7e-c16g1.32xlarge · cn-wulanchabu"
+    assert (
+        labels[node_label] == "gpu-node-17 · i-bp1f2x9kq3c8lmn0v7wz · ecs.gn7e-c16g1.32xlarge · cn-wulanchabu"
+    )
     assert "A100" in labels[gpu_label]
     words = msg.title + "".join(k for k, _ in msg.fields)
     if lang == "zh-CN":
@@ -157,7 +171,13 @@ def test_reminder_and_test_message() -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "en", "zh"),
-    [(287, "4m 47s", "4分47秒"), (45, "45s", "45秒"), (3600, "1h", "1小时"), (3725, "1h 2m", "1小时2分"), (0.4, "0s", "0秒")],
+    [
+        (287, "4m 47s", "4分47秒"),
+        (45, "45s", "45秒"),
+        (3600, "1h", "1小时"),
+        (3725, "1h 2m", "1小时2分"),
+        (0.4, "0s", "0秒"),
+    ],
 )
 def test_durations(seconds: float, en: str, zh: str) -> None:
     assert i18n.duration(seconds, "en") == en
@@ -166,4 +186,6 @@ def test_durations(seconds: float, en: str, zh: str) -> None:
 
 def test_examples_document_is_current() -> None:
     on_disk = (REPO / "docs" / "alerts-examples.md").read_text()
-    assert on_disk == examples.document(), "regenerate: python -m agent.alerts.examples > docs/alerts-examples.md"
+    assert on_disk == examples.document(), (
+        "regenerate: python -m agent.alerts.examples > docs/alerts-examples.md"
+    )

@@ -13,6 +13,7 @@ import psutil
 import pytest
 from conftest import need_root
 
+from agent.collectors import processes
 from agent.collectors.processes import ProcessCollector
 from agent.snapshot.parts import ProcessPart
 from agent.snapshot.rates import process_rates
@@ -185,6 +186,19 @@ def test_process_vanishing_mid_read(tmp_path):
     part = c.collect()
     assert [(p.pid, p.descendants, p.cpu_seconds) for p in part.processes] == [(200, 0, 1.0)]
     assert part.malformed_lines == 0
+
+
+def test_new_worker_is_counted_at_the_next_walk(tmp_path, monkeypatch):
+    proc = tmp_path / "proc"
+    _proc(proc, 400, 1, start=1, utime=100)
+    c = ProcessCollector(str(proc), str(tmp_path / "sys"), lambda: [400])
+    assert c.collect().processes[0].descendants == 0
+    _proc(proc, 401, 400, start=2, utime=300)  # the data loader starts its workers
+    # between two walks of the tree a tick reads only the processes it already knows
+    assert c.collect().processes[0].descendants == 0
+    monkeypatch.setattr(processes, "TREE_SECONDS", 0.0)
+    (p,) = c.collect().processes
+    assert (p.descendants, p.cpu_seconds) == (1, 4.0)
 
 
 def test_garbled_stat_is_counted(tmp_path):

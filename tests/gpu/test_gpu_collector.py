@@ -126,9 +126,15 @@ def test_lost_gpu_is_a_state_and_the_others_keep_reporting(fake_nvml: FakeNvml, 
 
 def test_gpu_lost_before_the_agent_started(fake_nvml: FakeNvml, make_collector) -> None:
     fake_nvml.set(0, lost=True)
-    part = make_collector().collect()
+    c = make_collector()
+    part = c.collect()
     assert not part.gpus[0].up and part.gpus[0].uuid == ""
     assert all(g.up for g in part.gpus[1:])
+    fake_nvml.add_xid(0, 79)  # Xid 79: fallen off the bus
+    fake_nvml.set(0, lost=False)
+    back = wait_for(lambda: (g := c.collect().gpus[0]).up and g.xid_counts and g, timeout=10)
+    assert back.uuid == fake_nvml.device(0)["uuid"] and back.model == "NVIDIA H100 80GB HBM3"
+    assert back.xid_counts == {79: 1} and back.power_watts == 70.0
 
 
 def test_unsupported_function_is_skipped_and_logged_once(fake_nvml: FakeNvml, make_collector) -> None:
@@ -179,6 +185,10 @@ def test_driver_error_reinitialises_with_backoff(fake_nvml: FakeNvml, make_colle
     with pytest.raises(NvmlDriverError, match="Unknown Error"):
         c.collect()
     with pytest.raises(NvmlDriverError):  # still broken: the re-init fails too
+        time.sleep(0.25)
+        c.collect()
+    fake_nvml.set_top(driver_error="DRIVER_NOT_LOADED")  # gone after we saw GPUs: a failure, not absence
+    with pytest.raises(NvmlDriverError, match="this node had 8 GPUs"):
         time.sleep(0.25)
         c.collect()
     fake_nvml.set_top(driver_error=None)

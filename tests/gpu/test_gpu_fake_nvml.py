@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -218,3 +219,27 @@ def test_driver_error_and_no_state(
         pynvml.nvmlShutdown()
     with pytest.raises(pynvml.NVMLError_Uninitialized):
         pynvml.nvmlDeviceGetCount()
+
+
+def test_garbled_state_files_never_crash_the_library(nvml: FakeNvml) -> None:
+    good = nvml.path.read_bytes()
+    rng = random.Random(7)
+    for _ in range(300):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(len(data))
+            op = rng.random()
+            if op < 0.4:
+                data[i] = rng.randrange(256)
+            elif op < 0.7:
+                del data[i : i + rng.randint(1, 40)]
+            else:
+                data[i:i] = rng.choice([b"{", b"]", b'"', b"\\u12", b"-1", b"1e999", b"null", b"\x00"])
+        nvml.path.write_bytes(bytes(data))
+        try:  # either the garbled state parses or the previous one stays; never a crash
+            count = pynvml.nvmlDeviceGetCount()
+            assert 0 <= count <= 64
+        except pynvml.NVMLError as e:
+            assert isinstance(e, pynvml.NVMLError_DriverNotLoaded | pynvml.NVMLError_Unknown), e
+    nvml.write()
+    assert pynvml.nvmlDeviceGetCount() == 8

@@ -73,8 +73,10 @@ def test_a_lost_gpu_raises_once_and_clears_when_it_answers_again(tmp_path: Path)
 
 def test_a_gpu_already_lost_at_start_is_reported(tmp_path: Path) -> None:
     run = Run(tmp_path)
-    assert brief(run.tick(1, g(0, up=False))) == [("lost", 0, None, False)]
-    assert "GPU 0 (GPU-0) is lost" in run.health.status()["lines"]
+    unknown = GpuStats(0, "", "", False)  # lost before NVML could say who it is
+    assert brief(run.tick(1, unknown)) == [("lost", 0, None, False)]
+    assert "GPU 0 (uuid unknown) is lost" in run.health.status()["lines"]
+    assert brief(run.tick(2, g(0))) == [("lost", 0, None, True)]
 
 
 def test_uncorrectable_ecc_rise_and_row_remap_failure(tmp_path: Path) -> None:

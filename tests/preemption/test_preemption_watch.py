@@ -240,6 +240,7 @@ async def test_notice_withdrawn_while_agent_was_down(harness):  # noqa: F811
     ev = await h.wait_notice(kind="spot-termination")
     await h.stop()
     h.sim.state.cancel(n.id)
+    h.events = []
     await h.start()
     await h.wait_notice(event_id=ev.event_id, withdrawn=True)
     assert [e.replayed for e in h.notices()] == [True, False]

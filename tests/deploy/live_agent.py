@@ -1,0 +1,178 @@
+"""The real daemon with every part switched on and something to show: fake GPUs (GPM, NVLink, ECC, an
+Xid, a compute process), RDMA and NIC sysfs from real kernel fixtures, the metadata simulator with a
+spot notice, the classifier, checkpointing and a webhook channel. The deploy tests read its /metrics
+to learn which metric names the agent really exports, and scrape it with a real Prometheus."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from conftest import REPO, SHARED_FIXTURES, AgentProcess, free_port, need_binary
+
+from agent.testing.fake_nvml import FakeNvml, device, library_dir
+
+GIB = 1024**3
+
+
+class MetadataSim:
+    """``training-node-agent metadata-sim`` as a subprocess on an ephemeral loopback port."""
+
+    def __init__(self, tmp: Path, provider: str = "alibaba") -> None:
+        self.log_path = tmp / f"metadata-sim-{provider}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115
+        cmd = [sys.executable, "-m", "agent", "metadata-sim", "--provider", provider]
+        self.proc = subprocess.Popen(
+            [*cmd, "--listen", "127.0.0.1:0"], cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            m = re.search(r"metadata on (http://127\.0\.0\.1:\d+)", self.log())
+            if m:
+                self.url = m.group(1)
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise AssertionError(f"metadata-sim did not start:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def control(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        """POST to the simulator's control API (docs/preemption.md), e.g. ``/notice``."""
+        req = urllib.request.Request(
+            f"{self.url}/_sim{path}", data=json.dumps(body or {}).encode(), method="POST"
+        )
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.loads(r.read())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+class LiveAgent:
+    def __init__(self, agent: AgentProcess, sim: MetadataSim, nvml: FakeNvml) -> None:
+        self.agent = agent
+        self.sim = sim
+        self.nvml = nvml
+
+    def metric(self, pattern: str) -> bool:
+        return re.search(pattern, self.agent.metrics(), re.M) is not None
+
+    def notice(self, seconds: float = 300) -> dict[str, Any]:
+        """A spot termination notice in the simulator; returns once the agent exports it."""
+        ev = self.sim.control("/notice", {"kind": "spot-termination", "seconds": seconds})
+        self.agent.wait_for(
+            lambda: self.metric(r'^training_node_preemption_notice\{kind="spot-termination"\} 1\.0$'),
+            timeout=20,
+            what="the spot notice in /metrics",
+        )
+        return ev
+
+
+@contextmanager
+def live_agent(tmp: Path) -> Iterator[LiveAgent]:
+    need_binary("cc", "build-essential")  # the fake libnvidia-ml.so.1 is built from fakenvml/
+    lib = library_dir()
+    sysfs = SHARED_FIXTURES / "procfs" / "sys"  # mlx4/mlx5/hfi1 RDMA ports, class/net speeds
+    # a stand-in training process on GPU 0, so the process collector follows a real PID
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    sim = None
+    agent = None
+    try:
+        nvml = FakeNvml(
+            tmp / "nvml.json",
+            gpus=[
+                device(
+                    0,
+                    utilization_gpu=98,
+                    sm_active=82.0,
+                    tensor_active=61.0,
+                    power_mw=610_000,
+                    memory_used_bytes=71 * GIB,
+                    processes=[{"pid": trainer.pid, "used_memory_bytes": 70 * GIB}],
+                ),
+                device(1, utilization_gpu=97, sm_active=80.0, power_mw=590_000, clocks_event_reasons=0x4),
+            ],
+        )
+        sim = MetadataSim(tmp)
+        agent = AgentProcess(
+            tmp,
+            {
+                "agent": {"sysfs": str(sysfs) if sysfs.is_dir() else "/sys"},
+                "preemption": {
+                    "provider": "alibaba",
+                    "endpoint": sim.url,
+                    "poll_interval": "200ms",
+                    "maintenance_interval": "1s",
+                },
+                "trainer": {"discover": ["nvml"], "dry_run": True},
+                # a verdict within seconds instead of minutes
+                "classifier": {
+                    "window": "2s",
+                    "evaluate_every": "1s",
+                    "confirmations": 1,
+                    "warmup": "0s",
+                    "sustain": "0s",
+                },
+                "alerts": {
+                    # a receiver nobody listens on (loopback): the channel's families appear
+                    "webhooks": [
+                        {"name": "ops", "type": "webhook", "url": f"http://127.0.0.1:{free_port()}/hook"}
+                    ]
+                },
+            },
+            env={"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_STATE": str(nvml.path)},
+        )
+        agent.start()
+        live = LiveAgent(agent, sim, nvml)
+        agent.wait_for(
+            lambda: live.metric(r'^training_node_gpu_sm_active_ratio\{gpu="1"'), what="fake GPUs in /metrics"
+        )
+        nvml.add_xid(1, 79)
+        agent.wait_for(
+            lambda: live.metric(r'^training_node_gpu_xid_errors_total\{.*xid="79"'), what="the Xid"
+        )
+        yield live
+    finally:
+        if agent is not None:
+            agent.stop()
+            if getattr(agent, "_log", None):
+                agent._log.close()
+        if sim is not None:
+            sim.stop()
+        trainer.kill()
+        trainer.wait()
+
+
+_NAME_LINE = re.compile(r"^(?:# (?:HELP|TYPE) )?([a-zA-Z_:][a-zA-Z0-9_:]*)")
+
+
+def exposition_names(text: str) -> set[str]:
+    """Every metric name in an exposition: sample names (``_bucket``, ``_total``, ``_info`` ...) and the
+    names of families declared without samples (HELP/TYPE lines)."""
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("# ") and not line.startswith(("# HELP ", "# TYPE ")):
+            continue
+        m = _NAME_LINE.match(line)
+        if m:
+            names.add(m.group(1))
+    return names

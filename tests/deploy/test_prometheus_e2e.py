@@ -1,0 +1,266 @@
+"""End to end with a real Prometheus: the agent (fake GPUs, metadata simulator) scraped through our
+scrape config and evaluated with our rules; a spot notice in the simulator fires PreemptionImminent.
+
+The run's transcript goes to bench/out/prometheus_e2e.txt (and to stdout with ``pytest -s``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import REPO, free_port, need_binary
+from live_agent import LiveAgent, live_agent
+from test_grafana_dashboard import dashboard, queries
+
+PROM = REPO / "configs" / "prometheus"
+TRANSCRIPT = REPO / "bench" / "out" / "prometheus_e2e.txt"
+INSTANCE_ID = "i-e2e0a1b2c3d4e5f6"
+TRAINING_JOB = "llama-e2e"
+
+
+class Transcript:
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.lines: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(f"[{time.monotonic() - self.t0:6.2f}s] {line}")
+
+    def save(self) -> None:
+        TRANSCRIPT.parent.mkdir(parents=True, exist_ok=True)
+        TRANSCRIPT.write_text("\n".join(self.lines) + "\n")
+        print("\n" + "\n".join(self.lines))
+
+
+class PrometheusServer:
+    """``prometheus`` on loopback with configs/prometheus/scrape.yml and rules.yml, 1 s intervals."""
+
+    def __init__(self, tmp: Path, agent_port: int, log: Transcript) -> None:
+        binary = need_binary("prometheus", "prometheus")
+        config = yaml.safe_load((PROM / "scrape.yml").read_text())
+        config["global"].update(scrape_interval="1s", evaluation_interval="1s")
+        config["rule_files"] = [str(PROM / "rules.yml")]
+        (job,) = config["scrape_configs"]
+        job.update(scrape_interval="1s", scrape_timeout="1s")
+        (sd,) = job["file_sd_configs"]
+        targets = tmp / "targets"
+        targets.mkdir()
+        sd["files"] = [str(targets / "*.json")]
+        # what the fleet inventory writes: the node's address and its instance metadata
+        target = {
+            "targets": [f"127.0.0.1:{agent_port}"],
+            "labels": {
+                "__meta_ecs_instance_id": INSTANCE_ID,
+                "__meta_ecs_instance_type": "ecs.gn7i-c8g1.2xlarge",
+                "__meta_ecs_zone_id": "cn-hangzhou-i",
+                "__meta_ecs_tag_training_job": TRAINING_JOB,
+            },
+        }
+        (targets / "gpu-nodes.json").write_text(json.dumps([target]))
+        self.config_path = tmp / "prometheus.yml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp / "prometheus.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115
+        version = subprocess.run([binary, "--version"], capture_output=True, text=True)
+        log(f"{(version.stdout or version.stderr).splitlines()[0]}")
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={self.config_path}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--web.enable-lifecycle",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self.wait(lambda: self._ready(), 30, "Prometheus ready")
+        log(f"prometheus ready on {self.url} (scrape and evaluation interval 1s)")
+
+    def _ready(self) -> bool:
+        assert self.proc.poll() is None, self.log()
+        try:
+            with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+    def api(self, path: str, **params: str) -> Any:
+        url = f"{self.url}/api/v1/{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.loads(r.read())
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        return self.api("query", query=expr)["result"]
+
+    def wait(self, pred, timeout: float, what: str):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = pred()
+            if last:
+                return last
+            time.sleep(0.2)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture(scope="module")
+def transcript() -> Iterator[Transcript]:
+    t = Transcript()
+    yield t
+    t.save()
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, transcript: Transcript
+) -> Iterator[tuple[LiveAgent, PrometheusServer]]:
+    need_binary("prometheus", "prometheus")
+    tmp = tmp_path_factory.mktemp("e2e")
+    with live_agent(tmp) as live:
+        transcript(
+            f"agent on {live.agent.url}: 2 fake GPUs (LD_LIBRARY_PATH=build/fakenvml), "
+            f"metadata-sim --provider alibaba on {live.sim.url}"
+        )
+        prom = PrometheusServer(tmp, live.agent.port, transcript)
+        try:
+            yield live, prom
+        finally:
+            prom.stop()
+
+
+def test_target_is_up_with_instance_metadata_as_labels(stack, transcript: Transcript) -> None:
+    _, prom = stack
+
+    def up() -> list[dict[str, Any]]:
+        active = prom.api("targets")["activeTargets"]
+        return [t for t in active if t["health"] == "up"]
+
+    (target,) = prom.wait(up, 30, "the agent target up")
+    labels = target["labels"]
+    transcript(f"target {target['scrapeUrl']} health={target['health']} labels={json.dumps(labels)}")
+    assert labels["job"] == "training-node-agent"
+    assert labels["instance"] == INSTANCE_ID  # relabelled from the inventory's instance metadata
+    assert labels["training_job"] == TRAINING_JOB
+    assert labels["instance_type"] == "ecs.gn7i-c8g1.2xlarge"
+    assert labels["zone"] == "cn-hangzhou-i"
+    assert not any(k.startswith("__meta") for k in labels)
+
+
+def test_training_node_series_arrive(stack, transcript: Transcript) -> None:
+    _, prom = stack
+    count = prom.wait(
+        lambda: prom.query('count({__name__=~"training_node_.+", job="training-node-agent"})'),
+        30,
+        "training_node_* series",
+    )
+    n = int(float(count[0]["value"][1]))
+    names = prom.api("label/__name__/values", **{"match[]": '{job="training-node-agent"}'})
+    ours = sorted(x for x in names if x.startswith("training_node_"))
+    transcript(f"{n} training_node_* series in {len(ours)} metric names, e.g. {', '.join(ours[:4])} ...")
+    assert n > 50 and len(ours) > 50
+    util = prom.query(f'training_node_gpu_utilization_ratio{{instance="{INSTANCE_ID}"}}')
+    assert sorted(r["metric"]["gpu"] for r in util) == ["0", "1"]
+    assert {r["metric"]["training_job"] for r in util} == {TRAINING_JOB}
+    # the per-process series the scrape config drops at fleet scale
+    assert not prom.query("training_node_gpu_process_memory_used_bytes")
+
+
+def test_recording_rules_evaluate_on_real_series(stack, transcript: Transcript) -> None:
+    _, prom = stack
+    gpus = prom.wait(lambda: prom.query("instance:training_node_gpus:count"), 30, "GPU count rule")
+    assert float(gpus[0]["value"][1]) == 2
+    work = prom.wait(lambda: prom.query("instance:training_node_gpu_work:ratio"), 30, "GPU work rule")
+    ratio = float(work[0]["value"][1])
+    transcript(f"instance:training_node_gpu_work:ratio = {ratio:.3f} (SM activity 82% and 80%)")
+    assert abs(ratio - 0.81) < 1e-6
+    info = prom.query("training_node_instance_info")
+    # the agent's own metadata (from the simulator) next to the inventory's target label
+    assert info and info[0]["metric"]["instance_id"] == "i-sim0a1b2c3d4e5f6a7b"
+
+
+def test_spot_notice_fires_preemption_imminent(stack, transcript: Transcript) -> None:
+    live, prom = stack
+    firing = 'ALERTS{alertname="PreemptionImminent", alertstate="firing"}'
+    prom.wait(lambda: prom.query("up") and prom.query("training_node_preemption_notice"), 30, "notice gauge")
+    assert prom.query(firing) == [], "no notice yet, nothing may fire"
+
+    t0 = time.monotonic()
+    ev = live.sim.control("/notice", {"kind": "spot-termination", "seconds": 300})
+    transcript(f"simulator: POST /_sim/notice -> {json.dumps(ev)}")
+    alerts = prom.wait(lambda: prom.query(firing), 30, "PreemptionImminent firing")
+    latency = time.monotonic() - t0
+    (alert,) = alerts
+    transcript(f"ALERTS: {json.dumps(alert['metric'])}")
+    assert alert["metric"]["kind"] == "spot-termination"
+    assert alert["metric"]["instance"] == INSTANCE_ID
+    assert alert["metric"]["severity"] == "critical"
+    (detail,) = [a for a in prom.api("alerts")["alerts"] if a["labels"]["alertname"] == "PreemptionImminent"]
+    summary = detail["annotations"]["summary"]
+    transcript(f"summary: {summary!r}")
+    transcript(f"notice -> alert firing in Prometheus: {latency:.2f}s (1s poll, scrape and evaluation)")
+    assert summary.startswith(f"{INSTANCE_ID}: spot-termination notice, 4m")
+    assert summary.endswith("left")
+
+
+def test_dashboard_queries_run_on_the_live_data(stack, transcript: Transcript) -> None:
+    """Every panel query is accepted by Prometheus with the dashboard's variables filled in, and the
+    node panels about the GPUs, the verdict and the notice show data."""
+    _, prom = stack
+    prom.wait(lambda: prom.query("training_node_bottleneck == 1"), 30, "a verdict")
+    prom.wait(
+        lambda: prom.query("training_job_class:training_node_verdict_gpu_hours:share1h"), 30, "GPU-hour share"
+    )
+    empty = []
+    ran = 0
+    for where, expr in queries(dashboard()):
+        if expr.startswith("label_values("):
+            continue
+        q = expr.replace("$instance", INSTANCE_ID).replace("$training_job", TRAINING_JOB)
+        result = prom.query(q)  # raises unless Prometheus accepts it
+        ran += 1
+        if not result:
+            empty.append(where)
+    transcript(f"dashboard: {ran} queries ran; empty on this node: {len(empty)} ({', '.join(empty)})")
+    for must in (
+        "'GPU utilization vs SM activity'",
+        "'Power (of limit)'",
+        "'Bottleneck verdict'",
+        "'Verdict scores'",
+        "'Preemption notices (time left)' A",
+        "'GPUs in each verdict now'",
+        "'GPU-hours by verdict, per job (share of the last hour)'",
+        "'NIC throughput'",
+        "'RDMA throughput'",
+        "'Collectors'",
+    ):
+        assert not any(must in w for w in empty), f"{must} shows no data"
+    nodes = prom.api("label/instance/values", **{"match[]": "training_node_build_info"})
+    assert nodes == [INSTANCE_ID]  # what the $instance variable offers
