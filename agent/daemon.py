@@ -170,6 +170,7 @@ class Daemon:
             runtime_dir=self.runtime_dir,
             snapshot_listeners=self.sampler.listeners,
         )
+        self._bus_mark = self.bus.subscriber_count
         watch = CollectorFailureWatch(self.bus, self.sampler.failing_for, cfg.agent.collector_failing_after)
         self.sampler.listeners.append(watch.on_snapshot)
         self.components = [watch, *build_components(ctx)]
@@ -186,15 +187,19 @@ class Daemon:
             self.supervisor.start(comp.name, comp.run)
 
     async def _stop_workers(self, deadline: float) -> None:
-        await self.supervisor.stop(timeout=max(0.1, deadline / 3))
+        # the loops go first (quickly), then the parts get most of the time to flush and persist
+        await self.supervisor.stop(timeout=min(0.5, deadline / 4))
         if self.components:
-            results = await asyncio.wait_for(
-                asyncio.gather(*(c.stop() for c in self.components), return_exceptions=True),
-                timeout=max(0.1, deadline / 2),
-            )
-            for comp, res in zip(self.components, results, strict=True):
-                if isinstance(res, Exception):
-                    log.error("component stop failed", component=comp.name, exc_info=res)
+            stops = {asyncio.ensure_future(c.stop()): c for c in self.components}
+            done, pending = await asyncio.wait(stops, timeout=max(0.1, deadline - 0.7))
+            for fut in pending:
+                log.warning("component did not stop in time", component=stops[fut].name)
+                fut.cancel()
+            for fut in done:
+                if fut.exception() is not None:
+                    log.error("component stop failed", component=stops[fut].name, exc_info=fut.exception())
+        # subscriptions of the parts just stopped; a reload builds new ones
+        self.bus.unsubscribe_from(self._bus_mark)
         if self.sampler:
             self.sampler.close()
 

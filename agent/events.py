@@ -148,6 +148,14 @@ class EventBus:
         self._subs.append((name, q, types))
         return q
 
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subs)
+
+    def unsubscribe_from(self, index: int) -> None:
+        """Drop the subscriptions made since ``subscriber_count`` was ``index`` (parts stopped on reload)."""
+        del self._subs[index:]
+
     def publish(self, event: Event) -> None:
         self.published += 1
         self.last_published_monotonic = time.monotonic()

@@ -11,7 +11,9 @@ from agent.config.types import ByteSize, StrictModel
 class NetworkSection(StrictModel):
     enabled: bool = True
     device_exclude: str = Field(
-        r"^(lo|veth.*|docker.*|br-.*|virbr.*|cni.*|flannel.*|cali.*|tunl.*|vxlan.*|kube-ipvs.*|nodelocaldns)$",
+        # loopback and the virtual interfaces of containers, bridges, overlays and tc (ifb)
+        r"^(lo|veth.*|docker.*|br-.*|virbr.*|cni.*|flannel.*|cali.*|tunl.*|vxlan.*|kube-ipvs.*|kube-bridge"
+        r"|nodelocaldns|cilium_.*|lxc.*|ifb.*|dummy.*)$",
         description="regex over interface names that are skipped",
     )
     # bytes/s per interface where /sys/class/net/<if>/speed is unknown (-1 on virtio/eRDMA NICs)

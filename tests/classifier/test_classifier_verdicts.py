@@ -93,12 +93,12 @@ def test_nfs_at_configured_capacity() -> None:
     )
     v = last(r)
     assert v.label == "data/storage"
-    assert "NFS /mnt/data reading 1.17 GB/s of 1.2 GB/s capacity (97%)" in v.reasons
+    assert "NFS /mnt/data reading 1.17 GB/s of 1.2 GB/s capacity (98%)" in v.reasons
 
 
 def test_cpu_reasons_and_hint() -> None:
     v = last(run(CPU))
-    assert "trainer pid 4242 (python) +3 workers using 3.90 of 4.00 allowed cores (98%)" in v.reasons
+    assert "trainer pid 4242 (python) +3 workers using 3.90 of 4.00 allowed cores (97%)" in v.reasons
     assert "num_workers" in v.hint and "pin_memory" in v.hint
 
 
