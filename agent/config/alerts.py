@@ -126,7 +126,7 @@ class AlertsSection(StrictModel):
     max_digest: int = Field(200, ge=2, le=10_000)  # alerts grouped into one digest at most
     backoff_initial: Duration = Field("2s", gt=0)
     backoff_max: Duration = Field("5m", gt=0)
-    flush_timeout: Duration = Field("1.2s", ge=0, le=60)  # on shutdown; the rest stays spooled
+    flush_timeout: Duration = Field("2s", ge=0, le=60)  # on shutdown; the rest stays spooled
 
     @field_validator("webhooks")
     @classmethod

@@ -124,9 +124,13 @@ def install(unit: str) -> list[str]:
         f = Filter(lib, SCMP_ACT_ALLOW)
         wx = mmap.PROT_WRITE | mmap.PROT_EXEC
         f.rule(SCMP_ACT_ERRNO(errno.EPERM), "mmap", (2, SCMP_CMP_MASKED_EQ, wx, wx))
-        f.rule(SCMP_ACT_ERRNO(errno.EPERM), "mprotect", (2, SCMP_CMP_MASKED_EQ, mmap.PROT_EXEC, mmap.PROT_EXEC))
         f.rule(
-            SCMP_ACT_ERRNO(errno.EPERM), "pkey_mprotect", (2, SCMP_CMP_MASKED_EQ, mmap.PROT_EXEC, mmap.PROT_EXEC)
+            SCMP_ACT_ERRNO(errno.EPERM), "mprotect", (2, SCMP_CMP_MASKED_EQ, mmap.PROT_EXEC, mmap.PROT_EXEC)
+        )
+        f.rule(
+            SCMP_ACT_ERRNO(errno.EPERM),
+            "pkey_mprotect",
+            (2, SCMP_CMP_MASKED_EQ, mmap.PROT_EXEC, mmap.PROT_EXEC),
         )
         f.rule(SCMP_ACT_ERRNO(errno.EPERM), "shmat", (2, SCMP_CMP_MASKED_EQ, SHM_EXEC, SHM_EXEC))
         f.load()

@@ -189,4 +189,7 @@ def test_every_truncation_of_real_files(rel, parse):
         _check(part)
         # a cut loses at most the record it falls in; everything before it is kept as it was
         assert len(part.value) <= len(full.value)
-        assert part.value == full.value[: len(part.value)] or parse is parse_mountstats
+        assert part.value[:-1] == full.value[: max(0, len(part.value) - 1)]
+        if parse is not parse_mountstats:
+            # (a cut inside the last number of a READ: line leaves a shorter number that still parses)
+            assert part.value == full.value[: len(part.value)]
