@@ -31,13 +31,18 @@ test: $(STAMP) fakenvml
 demo: $(STAMP) fakenvml
 	$(BIN)/training-node-agent demo
 
+# the classifier's scenario lab: the real agent watches a synthetic trainer doing each work pattern
+# (needs root: cgroups, a network namespace, tc); prints the confusion matrix, writes bench/out/
+lab: $(STAMP) fakenvml
+	$(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py $(PYTEST_ARGS)
+
 lint: $(STAMP)
-	$(BIN)/ruff check agent tests bench examples
-	$(BIN)/ruff format --check agent tests bench examples
+	$(BIN)/ruff check agent tests bench examples lab
+	$(BIN)/ruff format --check agent tests bench examples lab
 
 fmt: $(STAMP)
-	$(BIN)/ruff format agent tests bench examples
-	$(BIN)/ruff check --fix agent tests bench examples
+	$(BIN)/ruff format agent tests bench examples lab
+	$(BIN)/ruff check --fix agent tests bench examples lab
 
 clean:
 	rm -rf $(VENV) build .state .pytest_cache .ruff_cache

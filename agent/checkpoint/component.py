@@ -300,6 +300,17 @@ class CheckpointComponent:
         self.ledger.save()
         self.stats.requests["true" if ep.drill else "false"] += 1
         reached = tuple(f"{d.target.describe()}: {d.outcome}" for d in deliveries)
+        # "unreachable" goes first: consumers treat it as an end of the episode (the classifier stops
+        # holding verdicts), so it must not follow the "requested" that starts the hold
+        unreachable = [d for d in deliveries if d.outcome in UNREACHABLE]
+        if unreachable:
+            self._publish(
+                ep,
+                "unreachable",
+                targets=tuple(d.target.describe() for d in unreachable),
+                detail="; ".join(d.line() for d in unreachable)
+                + f"; not signalled, they must watch {self.request_file}",
+            )
         if not deliveries:
             why = "; ".join(found.problems) or f"discover = {self.tcfg.discover} found no process"
             log.warning(
@@ -310,22 +321,13 @@ class CheckpointComponent:
             self._publish(
                 ep, "requested", targets=reached, detail=f"{self.tcfg.signal} and {self.request_file}"
             )
-        unreachable = [d for d in deliveries if d.outcome in UNREACHABLE]
-        if unreachable:
-            self._publish(
-                ep,
-                "unreachable",
-                targets=tuple(d.target.describe() for d in unreachable),
-                detail="; ".join(d.line() for d in unreachable)
-                + f"; not signalled, they must watch {self.request_file}",
-            )
 
     def _write_request(self, ep: Episode, state: str) -> None:
         payload = request_payload(
             ep, self.tcfg.signal, ack_path(self.request_file.parent, ep.event_id), state
         )
         try:
-            self.request_file.parent.mkdir(parents=True, exist_ok=True)
+            prepare_dir(self.request_file.parent)
             write_request(self.request_file, payload)
             ep.channels["file"] = str(self.request_file)
         except OSError as e:

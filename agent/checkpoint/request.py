@@ -36,8 +36,10 @@ def ack_path(directory: Path, event_id: str) -> Path:
 
 
 def prepare_dir(directory: Path) -> None:
-    """The request directory is world-writable with the sticky bit (like /tmp) so that a trainer
-    running as any user can drop its ack there."""
+    """A request directory the agent creates is world-writable with the sticky bit (like /tmp), so
+    that a trainer running as any user can drop its ack there. One that exists is left as it is."""
+    if directory.is_dir():
+        return
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o1777)
 

@@ -2,8 +2,8 @@
 
 Link capacity is ``class/net/<if>/speed``; where the kernel does not know it (-1 on virtio and
 most cloud NICs) the ``[network] capacity`` table gives it. Which counter files each RDMA port has
-is looked up once and again every minute or whenever the set of devices changes, so a tick opens
-only files that exist.
+is looked up once and again every minute or whenever the set of devices changes, so a tick reads
+only files that exist, through descriptors kept open (``openfiles.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.collectors import SourceAbsent
-from agent.collectors.fsread import read_attr, read_optional
+from agent.collectors.fsread import read_optional
+from agent.collectors.openfiles import OpenFiles
 from agent.parsers.infiniband import WANTED, build_port
 from agent.parsers.netclass import parse_speed
 from agent.parsers.netdev import parse_net_dev
@@ -85,8 +86,14 @@ class NetworkCollector:
         self._layout: list[_PortFiles] = []
         self._layout_devices: list[str] | None = None
         self._layout_at = 0.0
+        self._files = OpenFiles()  # speed files and RDMA counters, kept open between ticks
+        self._swept_at = time.monotonic()
 
     def collect(self) -> NetworkPart:
+        now = time.monotonic()
+        if now - self._swept_at > LAYOUT_REFRESH_SECONDS:
+            self._files.sweep()  # interfaces and ports that went
+            self._swept_at = now
         bad = 0
         text = read_optional(self.net_dev)
         parsed = parse_net_dev(text or "")
@@ -100,7 +107,7 @@ class NetworkCollector:
         out: list[NicStat] = []
         for name in sorted(nics):
             speed = None
-            speed_text = read_attr(f"{self.class_net}/{name}/speed")
+            speed_text = self._files.read(f"{self.class_net}/{name}/speed")
             if speed_text is not None:
                 p = parse_speed(speed_text)
                 speed, bad = p.value, bad + p.malformed
@@ -110,8 +117,8 @@ class NetworkCollector:
         rdma: list[RdmaPort] = []
         if self.rdma_enabled:
             for pf in self._ports():
-                files = {k: t for k, path in pf.files.items() if (t := read_attr(path)) is not None}
-                port = build_port(pf.device, pf.port, files, read_attr(pf.rate))
+                files = {k: t for k, path in pf.files.items() if (t := self._files.read(path)) is not None}
+                port = build_port(pf.device, pf.port, files, self._files.read(pf.rate))
                 rdma.append(port.value)
                 bad += port.malformed
         if text is None and not sys_names and not rdma:
@@ -131,4 +138,4 @@ class NetworkCollector:
         return self._layout
 
     def close(self) -> None:
-        pass
+        self._files.close()

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from agent.collectors.fsread import read_attr, read_optional
+from agent.collectors.openfiles import OpenFiles
 from agent.parsers.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
 from agent.parsers.host import USER_HZ
 from agent.parsers.procpid import PidStat, parse_cpus_allowed, parse_pid_io, parse_pid_stat
@@ -55,11 +56,13 @@ class ProcessCollector:
         self._shape: dict[int, tuple[int, list[tuple[int, int]]]] = {}
         self._shape_at = -TREE_SECONDS
         self._bad = 0
+        self._files = OpenFiles()  # the tree members' stat and io files
 
     # --- reading one process -------------------------------------------------------------------
 
-    def _stat(self, pid: int) -> PidStat | None:
-        text = read_attr(f"{self.proc}/{pid}/stat")
+    def _stat(self, pid: int, keep_open: bool = True) -> PidStat | None:
+        path = f"{self.proc}/{pid}/stat"
+        text = self._files.read(path) if keep_open else read_attr(path)
         if text is None:
             return None  # gone
         p = parse_pid_stat(text)
@@ -67,7 +70,7 @@ class ProcessCollector:
         return p.value
 
     def _io(self, pid: int) -> dict[str, int] | None:
-        text = read_attr(f"{self.proc}/{pid}/io")
+        text = self._files.read(f"{self.proc}/{pid}/io")
         if text is None:
             return None  # gone, or no ptrace access to it
         p = parse_pid_io(text)
@@ -89,7 +92,7 @@ class ProcessCollector:
         for pid in self._parents.keys() - live:
             del self._parents[pid]
         for pid in live - self._parents.keys():
-            st = self._stat(pid)
+            st = self._stat(pid, keep_open=False)
             if st is not None:
                 self._parents[pid] = (st.start_time, st.ppid)
         children: dict[int, list[int]] = {}
@@ -184,6 +187,7 @@ class ProcessCollector:
         if now - self._shape_at > TREE_SECONDS:
             self._shape_at = now
             self._shape = {}
+            self._files.sweep()
         trees: list[list[PidStat]] = []
         for pid in roots:
             st = self._stat(pid)
@@ -233,4 +237,4 @@ class ProcessCollector:
         )
 
     def close(self) -> None:
-        pass
+        self._files.close()

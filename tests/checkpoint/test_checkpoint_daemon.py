@@ -27,6 +27,13 @@ def test_drill_signals_the_trainer_and_records_its_ack(agent_factory, tmp_path):
         wait_until(
             lambda: metric(agent.metrics(), "training_node_checkpoint_targets") == 1, what="target gauge"
         )
+        # the process collector follows the discovered targets too, not only the GPUs' processes
+        agent.wait_for(
+            lambda: (
+                trainer.pid in [p["pid"] for p in agent.status()["snapshot"].get("training_processes", [])]
+            ),
+            what="the trainer in the process collector's snapshot",
+        )
         res = cli(agent, "drill", "--deadline", "60s")
         assert res.returncode == 0, res.stdout + res.stderr + agent.log()
         out = res.stdout
@@ -55,6 +62,8 @@ def test_drill_signals_the_trainer_and_records_its_ack(agent_factory, tmp_path):
         assert phases == ["requested", "completed", "requested", "completed"]
         # the request file tells late-starting ranks that this one is done
         assert json.loads(_request_file(tmp_path).read_text())["state"] == "completed"
+        # any user's trainer can write its ack there; nobody can remove another's file
+        assert _request_file(tmp_path).parent.stat().st_mode & 0o7777 == 0o1777
     finally:
         trainer.stop()
 
@@ -75,7 +84,9 @@ def test_target_without_handler_is_not_signalled_and_raises_an_alert(agent_facto
         assert bare.poll() is None, "the process without a handler was killed"
         # the trainer still got the request (signal and file) and acknowledged it
         assert report["verdict"] == "safe"
-        [alert] = [e for e in recent_events(agent) if e["phase"] == "unreachable"]
+        events = recent_events(agent)
+        assert [e["phase"] for e in events] == ["unreachable", "requested", "completed"]
+        [alert] = [e for e in events if e["phase"] == "unreachable"]
         assert (
             alert["targets"][0].startswith(f"pid {bare.pid} (python")
             and "no SIGUSR1 handler" in alert["detail"]

@@ -40,14 +40,83 @@ class Transcript:
         print("\n" + "\n".join(self.lines))
 
 
+class Alertmanager:
+    """``prometheus-alertmanager`` on loopback, clustering off, one receiver that keeps alerts."""
+
+    def __init__(self, tmp: Path, log: Transcript) -> None:
+        binary = need_binary("prometheus-alertmanager", "prometheus-alertmanager")
+        config = tmp / "alertmanager.yml"
+        route = {"receiver": "keep", "group_by": ["alertname", "instance"], "group_wait": "0s"}
+        config.write_text(yaml.safe_dump({"route": route, "receivers": [{"name": "keep"}]}))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp / "alertmanager.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.path={tmp / 'am'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--cluster.listen-address=",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_until(lambda: self._get("/-/ready") is not None, 30, "Alertmanager ready", self.log)
+        log(f"alertmanager ready on {self.url}")
+
+    def _get(self, path: str) -> Any:
+        assert self.proc.poll() is None, self.log()
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=2) as r:
+                body = r.read()
+        except OSError:
+            return None
+        return json.loads(body) if path.startswith("/api/") else body
+
+    def alerts(self) -> list[dict[str, Any]]:
+        return self._get("/api/v2/alerts") or []
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        self._log.close()
+
+
+def wait_until(pred, timeout: float, what: str, log=lambda: ""):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}\n{log()}")
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class PrometheusServer:
     """``prometheus`` on loopback with configs/prometheus/scrape.yml and rules.yml, 1 s intervals."""
 
-    def __init__(self, tmp: Path, agent_port: int, log: Transcript) -> None:
+    def __init__(self, tmp: Path, agent_port: int, alertmanager: Alertmanager, log: Transcript) -> None:
         binary = need_binary("prometheus", "prometheus")
         config = yaml.safe_load((PROM / "scrape.yml").read_text())
         config["global"].update(scrape_interval="1s", evaluation_interval="1s")
         config["rule_files"] = [str(PROM / "rules.yml")]
+        am = {"static_configs": [{"targets": [f"127.0.0.1:{alertmanager.port}"]}]}
+        config["alerting"] = {"alertmanagers": [am]}
         (job,) = config["scrape_configs"]
         job.update(scrape_interval="1s", scrape_timeout="1s")
         (sd,) = job["file_sd_configs"]
@@ -111,23 +180,10 @@ class PrometheusServer:
         return self.api("query", query=expr)["result"]
 
     def wait(self, pred, timeout: float, what: str):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = pred()
-            if last:
-                return last
-            time.sleep(0.2)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}\n{self.log()}")
+        return wait_until(pred, timeout, what, self.log)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._log.close()
 
 
@@ -141,7 +197,7 @@ def transcript() -> Iterator[Transcript]:
 @pytest.fixture(scope="module")
 def stack(
     tmp_path_factory: pytest.TempPathFactory, transcript: Transcript
-) -> Iterator[tuple[LiveAgent, PrometheusServer]]:
+) -> Iterator[tuple[LiveAgent, PrometheusServer, Alertmanager]]:
     need_binary("prometheus", "prometheus")
     tmp = tmp_path_factory.mktemp("e2e")
     with live_agent(tmp) as live:
@@ -149,15 +205,19 @@ def stack(
             f"agent on {live.agent.url}: 2 fake GPUs (LD_LIBRARY_PATH=build/fakenvml), "
             f"metadata-sim --provider alibaba on {live.sim.url}"
         )
-        prom = PrometheusServer(tmp, live.agent.port, transcript)
+        am = Alertmanager(tmp, transcript)
         try:
-            yield live, prom
+            prom = PrometheusServer(tmp, live.agent.port, am, transcript)
+            try:
+                yield live, prom, am
+            finally:
+                prom.stop()
         finally:
-            prom.stop()
+            am.stop()
 
 
 def test_target_is_up_with_instance_metadata_as_labels(stack, transcript: Transcript) -> None:
-    _, prom = stack
+    _, prom, _ = stack
 
     def up() -> list[dict[str, Any]]:
         active = prom.api("targets")["activeTargets"]
@@ -175,7 +235,7 @@ def test_target_is_up_with_instance_metadata_as_labels(stack, transcript: Transc
 
 
 def test_training_node_series_arrive(stack, transcript: Transcript) -> None:
-    _, prom = stack
+    _, prom, _ = stack
     count = prom.wait(
         lambda: prom.query('count({__name__=~"training_node_.+", job="training-node-agent"})'),
         30,
@@ -194,7 +254,7 @@ def test_training_node_series_arrive(stack, transcript: Transcript) -> None:
 
 
 def test_recording_rules_evaluate_on_real_series(stack, transcript: Transcript) -> None:
-    _, prom = stack
+    _, prom, _ = stack
     gpus = prom.wait(lambda: prom.query("instance:training_node_gpus:count"), 30, "GPU count rule")
     assert float(gpus[0]["value"][1]) == 2
     work = prom.wait(lambda: prom.query("instance:training_node_gpu_work:ratio"), 30, "GPU work rule")
@@ -207,14 +267,17 @@ def test_recording_rules_evaluate_on_real_series(stack, transcript: Transcript) 
 
 
 def test_spot_notice_fires_preemption_imminent(stack, transcript: Transcript) -> None:
-    live, prom = stack
+    live, prom, am = stack
     firing = 'ALERTS{alertname="PreemptionImminent", alertstate="firing"}'
     prom.wait(lambda: prom.query("up") and prom.query("training_node_preemption_notice"), 30, "notice gauge")
     assert prom.query(firing) == [], "no notice yet, nothing may fire"
 
     t0 = time.monotonic()
     ev = live.sim.control("/notice", {"kind": "spot-termination", "seconds": 300})
-    transcript(f"simulator: POST /_sim/notice -> {json.dumps(ev)}")
+    shown = {k: ev.get(k) for k in ("id", "kind", "state", "deadline")}
+    transcript(
+        f"simulator: POST /_sim/notice {{kind: spot-termination, seconds: 300}} -> {json.dumps(shown)}"
+    )
     alerts = prom.wait(lambda: prom.query(firing), 30, "PreemptionImminent firing")
     latency = time.monotonic() - t0
     (alert,) = alerts
@@ -229,11 +292,22 @@ def test_spot_notice_fires_preemption_imminent(stack, transcript: Transcript) ->
     assert summary.startswith(f"{INSTANCE_ID}: spot-termination notice, 4m")
     assert summary.endswith("left")
 
+    # and on to Alertmanager, where routing to chat, PagerDuty and the like happens
+    def delivered() -> list[dict[str, Any]]:
+        return [a for a in am.alerts() if a["labels"].get("alertname") == "PreemptionImminent"]
+
+    (routed,) = wait_until(delivered, 30, "PreemptionImminent in Alertmanager", am.log)
+    transcript(
+        f"alertmanager: {routed['labels']['alertname']} {routed['status']['state']}, "
+        f"receivers {[r['name'] for r in routed['receivers']]}, {time.monotonic() - t0:.2f}s after the notice"
+    )
+    assert routed["labels"]["instance"] == INSTANCE_ID and routed["status"]["state"] == "active"
+
 
 def test_dashboard_queries_run_on_the_live_data(stack, transcript: Transcript) -> None:
     """Every panel query is accepted by Prometheus with the dashboard's variables filled in, and the
     node panels about the GPUs, the verdict and the notice show data."""
-    _, prom = stack
+    _, prom, _ = stack
     prom.wait(lambda: prom.query("training_node_bottleneck == 1"), 30, "a verdict")
     prom.wait(
         lambda: prom.query("training_job_class:training_node_verdict_gpu_hours:share1h"), 30, "GPU-hour share"

@@ -34,7 +34,7 @@ SHM_EXEC = 0o100000
 AF = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10, "AF_NETLINK": 16, "AF_PACKET": 17}
 
 
-def SCMP_ACT_ERRNO(e: int) -> int:  # noqa: N802 (libseccomp's name)
+def SCMP_ACT_ERRNO(e: int) -> int:  # libseccomp's name
     return 0x00050000 | (e & 0xFFFF)
 
 
@@ -49,7 +49,9 @@ class ArgCmp(ctypes.Structure):
 
 def unit_settings(path: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for line in open(path).read().splitlines():
+    with open(path) as f:
+        text = f.read()
+    for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith(("#", ";", "[")) and "=" in line:
             k, _, v = line.partition("=")

@@ -1,0 +1,102 @@
+"""The gradient peer's network: another network namespace behind a veth pair, shaped with tc tbf
+in both directions, addresses from 198.18.0.0/15. Created and deleted by the lab."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and out.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {out.stderr.strip()}")
+    return out
+
+
+@dataclass
+class PeerNetwork:
+    rate_mbit: int = 80
+    tag: str = field(default_factory=lambda: str(os.getpid() % 100000))
+    port: int = 29500  # torch.distributed's default, for the look of it
+
+    def __post_init__(self) -> None:
+        self.ns = f"tnalab{self.tag}"
+        self.host_if = f"tnalab{self.tag}h"[:15]
+        self.peer_if = f"tnalab{self.tag}p"[:15]
+        octet = 100 + int(self.tag) % 150  # a /30 of our own inside 198.19.0.0/16
+        self.host_ip = f"198.19.{octet}.1"
+        self.peer_ip = f"198.19.{octet}.2"
+        self.peer: subprocess.Popen[bytes] | None = None
+
+    @property
+    def rate_bytes(self) -> int:
+        return self.rate_mbit * 1_000_000 // 8
+
+    def up(self) -> PeerNetwork:
+        ip("netns", "add", self.ns)
+        ip("link", "add", self.host_if, "type", "veth", "peer", "name", self.peer_if, "netns", self.ns)
+        ip("addr", "add", f"{self.host_ip}/30", "dev", self.host_if)
+        ip("link", "set", self.host_if, "up")
+        ip("-n", self.ns, "addr", "add", f"{self.peer_ip}/30", "dev", self.peer_if)
+        ip("-n", self.ns, "link", "set", self.peer_if, "up")
+        ip("-n", self.ns, "link", "set", "lo", "up")
+        shape = ["root", "tbf", "rate", f"{self.rate_mbit}mbit", "burst", "32kb", "latency", "50ms"]
+        for cmd in (
+            ["tc", "qdisc", "add", "dev", self.host_if, *shape],
+            ["ip", "netns", "exec", self.ns, "tc", "qdisc", "add", "dev", self.peer_if, *shape],
+        ):
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)}: {out.stderr.strip()}")
+        return self
+
+    def start_peer(self, seconds: float) -> None:
+        """The peer process inside the namespace; it ends by itself after ``seconds``."""
+        self.peer = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                self.ns,
+                sys.executable,
+                "-m",
+                "lab.peer",
+                "--listen",
+                f"{self.peer_ip}:{self.port}",
+                "--seconds",
+                str(seconds),
+            ],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            probe = subprocess.run(
+                ["ip", "netns", "exec", self.ns, "ss", "-ltn", f"sport = :{self.port}"],
+                capture_output=True,
+                text=True,
+            )
+            if f":{self.port}" in probe.stdout:
+                return
+            if self.peer.poll() is not None:
+                raise RuntimeError(f"the gradient peer exited with {self.peer.returncode}")
+            time.sleep(0.05)
+        raise RuntimeError("the gradient peer did not start listening")
+
+    def down(self) -> None:
+        if self.peer is not None and self.peer.poll() is None:
+            self.peer.terminate()
+            try:
+                self.peer.wait(5)
+            except subprocess.TimeoutExpired:
+                self.peer.kill()
+                self.peer.wait()
+        ip("netns", "del", self.ns, check=False)  # takes the peer end, and so the pair, with it
+        ip("link", "del", self.host_if, check=False)

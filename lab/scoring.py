@@ -1,0 +1,196 @@
+"""Scoring the agent's evaluations against what the synthetic trainer really did (pure functions).
+
+- Every evaluation whose window is past the warm-up and the *detection allowance* (the first
+  ``allowance`` evaluations after each regime change, which a windowed classifier cannot get right
+  by construction) is scored in the confusion matrix.
+- Each regime change (and each job start, counted from the end of the warm-up) is *detected* at
+  the first evaluation whose verdict is the new regime's; its latency is counted in evaluations and
+  seconds.
+- A *spin-wait window* is an evaluation window in which the GPUs spent more time spinning than
+  computing (from the trainer's phase log, time-weighted); none of them may be called ``compute``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+TRUTH = {
+    "compute": "compute",
+    "storage": "data/storage",
+    "cpu": "data/cpu",
+    "network": "network",
+    "sync-wait": "sync-wait",
+    "checkpoint": "compute",  # write bursts and checkpoints must not flip a compute-bound job
+    "idle": "idle",
+}
+ROWS = ("compute", "data/storage", "data/cpu", "network", "sync-wait", "idle")
+COLUMNS = (*ROWS, "mixed", "none")
+
+
+@dataclass
+class Change:
+    at: float  # wall time from which the new regime is to be detected
+    before: str
+    after: str
+    latency_evaluations: int | None = None  # None: not detected within the run
+    latency_seconds: float | None = None
+
+
+@dataclass
+class Result:
+    name: str
+    confusion: Counter[tuple[str, str]] = field(default_factory=Counter)
+    changes: list[Change] = field(default_factory=list)
+    spin_windows: int = 0
+    spin_called_compute: list[float] = field(default_factory=list)
+    evaluations: int = 0
+    held: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def scored(self) -> int:
+        return sum(self.confusion.values())
+
+    @property
+    def right(self) -> int:
+        return sum(n for (t, v), n in self.confusion.items() if t == v)
+
+    @property
+    def accuracy(self) -> float:
+        return self.right / self.scored if self.scored else 0.0
+
+
+def segments_from_log(lines: list[dict[str, Any]]) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
+    """(regime starts, phase changes) from the trainer's JSON lines, each as (wall, name)."""
+    regimes = [(x["wall"], x["regime"]) for x in lines if "seconds" in x]
+    phases = [(x["wall"], x["phase"]) for x in lines if "phase" in x]
+    return regimes, phases
+
+
+def phase_shares(phases: list[tuple[float, str]], start: float, end: float) -> dict[str, float]:
+    """Time share of each GPU phase within [start, end]."""
+    out: dict[str, float] = {}
+    current = "idle"
+    t = start
+    for at, name in phases:
+        if at <= start:
+            current = name
+            continue
+        if at >= end:
+            break
+        out[current] = out.get(current, 0.0) + at - t
+        current, t = name, at
+    out[current] = out.get(current, 0.0) + end - t
+    span = max(end - start, 1e-9)
+    return {k: v / span for k, v in out.items()}
+
+
+def score(
+    name: str,
+    evaluations: list[dict[str, Any]],
+    regimes: list[tuple[float, str]],
+    phases: list[tuple[float, str]],
+    start: float,
+    end: float,
+    window: float,
+    warmup: float,
+    allowance: int = 3,
+    before: str | None = None,
+) -> Result:
+    """``regimes`` empty: no job ran between ``start`` and ``end`` (the truth is idle throughout).
+    ``before`` is the verdict expected just before ``start`` (the previous scenario's)."""
+    res = Result(name)
+    evs = [e for e in evaluations if start < e["at"] <= end]
+    res.evaluations = len(evs)
+    if regimes:
+        job_start = regimes[0][0]
+        bounds = [(job_start + warmup, before or "idle", TRUTH[regimes[0][1]])]
+        for (t, r), (_, prev) in zip(regimes[1:], regimes, strict=False):
+            if TRUTH[r] != TRUTH[prev]:
+                bounds.append((t, TRUTH[prev], TRUTH[r]))
+    else:
+        job_start = start
+        bounds = [(start, before or "idle", "idle")]
+    res.changes = [Change(at, b, a) for at, b, a in bounds]
+
+    def truth_at(t: float) -> str:
+        if not regimes:
+            return "idle"
+        label = TRUTH[regimes[0][1]]
+        for at, r in regimes:
+            if at <= t:
+                label = TRUTH[r]
+        return label
+
+    for ch in res.changes:
+        after = [e for e in evs if e["at"] > ch.at]
+        for k, e in enumerate(after, 1):
+            if e["verdict"] == ch.after:
+                ch.latency_evaluations = k
+                ch.latency_seconds = round(e["at"] - ch.at, 2)
+                break
+    for e in evs:
+        verdict = e["verdict"] or "none"
+        if e.get("held"):
+            res.held[e["held"]] += 1
+        if regimes:
+            shares = phase_shares(phases, e["at"] - window, e["at"])
+            if shares.get("spin", 0.0) > shares.get("compute", 0.0):
+                res.spin_windows += 1
+                if verdict == "compute":
+                    res.spin_called_compute.append(e["at"])
+        if regimes and e["at"] <= job_start + warmup:
+            continue  # warm-up
+        recent = [ch for ch in res.changes if ch.at < e["at"]]
+        if recent:
+            since = [x for x in evs if recent[-1].at < x["at"] <= e["at"]]
+            if len(since) <= allowance:
+                continue  # inside the detection allowance of the latest change
+        res.confusion[(truth_at(e["at"]), verdict)] += 1
+    return res
+
+
+def render(results: list[Result]) -> str:
+    total: Counter[tuple[str, str]] = Counter()
+    for r in results:
+        total.update(r.confusion)
+    width = max(len(c) for c in COLUMNS) + 1
+    lines = ["confusion matrix (rows: what the trainer did; columns: the agent's verdict)", ""]
+    lines.append(
+        f"{'truth / verdict':<16}" + "".join(f"{c:>{width}}" for c in COLUMNS) + f"{'right':>{width}}"
+    )
+    for row in ROWS:
+        n = sum(total[(row, c)] for c in COLUMNS)
+        if not n:
+            continue
+        cells = "".join(f"{total[(row, c)]:>{width}}" for c in COLUMNS)
+        lines.append(f"{row:<16}{cells}{total[(row, row)] * 100 / n:>{width - 1}.1f}%")
+    scored = sum(total.values())
+    right = sum(n for (t, v), n in total.items() if t == v)
+    lines.append("")
+    lines.append(
+        f"evaluations scored after warm-up: {scored}, right: {right} ({right * 100 / max(scored, 1):.1f}%)"
+    )
+    lines.append("")
+    lines.append(
+        "regime changes: detection latency (evaluations after the change; "
+        "a job start counts from the end of its warm-up)"
+    )
+    for r in results:
+        for ch in r.changes:
+            lat = (
+                f"{ch.latency_evaluations} evaluations, {ch.latency_seconds:.2f} s"
+                if ch.latency_evaluations is not None
+                else "NOT DETECTED"
+            )
+            lines.append(f"  {r.name:<18} {ch.before:>13} -> {ch.after:<13} {lat}")
+    lines.append("")
+    lines.append("per scenario: scored / right / accuracy, spin-wait windows (called compute), holds")
+    for r in results:
+        held = ", ".join(f"{k} {v}" for k, v in sorted(r.held.items())) or "-"
+        lines.append(
+            f"  {r.name:<18} {r.scored:>3} / {r.right:>3} / {r.accuracy * 100:5.1f}%   "
+            f"spin windows {r.spin_windows:>3} ({len(r.spin_called_compute)})   held: {held}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,223 @@
+"""A synthetic trainer that really does each work pattern and drives the fake GPUs' state by phase.
+
+    python -m lab.trainer --schedule compute:10,storage:10,network:10 --gpu-state S --log L [...]
+
+Regimes (one training step each, repeated until the regime's seconds are up):
+
+- ``compute``: the GPUs are busy; the process itself only sleeps (the work is on the "GPU");
+- ``storage``: read the next batch with O_DIRECT (the cgroup throttles it) while the GPUs starve,
+  then compute on it;
+- ``cpu``: take the next batch from data-loader worker processes that burn the trainer's one allowed
+  core "decoding" it, while the GPUs starve, then compute;
+- ``network``: exchange the step's gradients with the peer over the shaped link while the GPUs spin
+  in the collective (utilization ~100%, low power, low SM activity), then compute;
+- ``sync-wait``: spin while waiting for a straggler, exchange a few KB, then compute: the GPUs spin
+  but this node's network is quiet;
+- ``checkpoint``: compute, with a short checkpoint write burst every ``--burst-every`` seconds; a
+  checkpoint request from the agent (``agent.trainer.PreemptionGuard``) makes a long checkpoint of
+  ``--checkpoint-seconds`` that is acknowledged when durable.
+
+Every phase change is logged with its wall-clock time (the lab's ground truth). The process ends
+by itself when the schedule is done, and sets the GPUs idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import multiprocessing as mp
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+from agent.trainer import PreemptionGuard
+from lab.blockdev import DirectReader
+from lab.gpu import LabGpus, PhaseLog
+from lab.peer import exchange
+
+COMPUTE_STEP = 0.08  # seconds of "GPU work" per step in the bottlenecked regimes
+REGIMES = ("compute", "storage", "cpu", "network", "sync-wait", "checkpoint")
+
+
+def parse_schedule(text: str) -> list[tuple[str, float]]:
+    out = []
+    for part in text.split(","):
+        name, _, seconds = part.partition(":")
+        if name not in REGIMES:
+            raise SystemExit(f"unknown regime {name!r}; use {', '.join(REGIMES)}")
+        out.append((name, float(seconds)))
+    return out
+
+
+def decode_worker(queue: mp.Queue, cpu_seconds: float, parent: int) -> None:
+    """A data-loader worker: burn ``cpu_seconds`` of CPU per batch, hand the batch over."""
+    block = os.urandom(1 << 16)
+    while os.getppid() == parent:
+        start = time.process_time()
+        h = hashlib.sha256()
+        while time.process_time() - start < cpu_seconds:
+            for _ in range(32):
+                h.update(block)
+        queue.put(h.digest())
+
+
+class Trainer:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.gpus = LabGpus(Path(args.gpu_state), gpus=args.gpus)
+        self.log = PhaseLog(Path(args.log))
+        self.pid = os.getpid()
+        self.regime = ""
+        self.reader: DirectReader | None = None
+        self.sock: socket.socket | None = None
+        self.queue: mp.Queue | None = None
+        self.workers: list[mp.Process] = []
+        self.guard = PreemptionGuard(check_interval=0.1)
+        self.last_burst = time.monotonic()
+        self.step = 0
+
+    def phase(self, name: str) -> None:
+        if name != self.gpus.current:
+            self.gpus.phase(name, self.pid)
+            self.log.write(phase=name, regime=self.regime)
+
+    # --- set-up ------------------------------------------------------------------------------------
+
+    def prepare(self, schedule: list[tuple[str, float]]) -> None:
+        regimes = {r for r, _ in schedule}
+        a = self.args
+        if "storage" in regimes:
+            self.reader = DirectReader(Path(a.data), a.data_size, a.batch_bytes)
+        if regimes & {"network", "sync-wait"}:
+            host, _, port = a.peer.rpartition(":")
+            self.sock = socket.create_connection((host, int(port)), timeout=30)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if "cpu" in regimes:
+            # workers first: the agent follows the trainer's process tree from the moment the GPUs
+            # show its pid
+            ctx = mp.get_context("fork")
+            self.queue = ctx.Queue(maxsize=2)
+            for _ in range(a.workers):
+                w = ctx.Process(
+                    target=decode_worker, args=(self.queue, a.decode_seconds, self.pid), daemon=True
+                )
+                w.start()
+                self.workers.append(w)
+
+    def close(self) -> None:
+        self.gpus.phase("idle", None)
+        self.log.write(phase="idle", regime="end")
+        for w in self.workers:
+            w.terminate()
+        for w in self.workers:
+            w.join(2)
+        if self.reader:
+            self.reader.close()
+        if self.sock:
+            self.sock.close()
+        self.log.close()
+
+    # --- steps -------------------------------------------------------------------------------------
+
+    def compute(self, seconds: float) -> None:
+        self.phase("compute")
+        time.sleep(seconds)
+
+    def run_step(self, regime: str) -> None:
+        a = self.args
+        if regime == "compute":
+            self.compute(0.25)
+        elif regime == "storage":
+            assert self.reader is not None
+            self.phase("starved")
+            self.reader.read()
+            self.compute(COMPUTE_STEP)
+        elif regime == "cpu":
+            assert self.queue is not None
+            self.phase("starved")
+            self.queue.get(timeout=30)
+            self.compute(COMPUTE_STEP)
+        elif regime == "network":
+            assert self.sock is not None
+            self.phase("spin")
+            exchange(self.sock, a.grad_bytes)
+            self.compute(COMPUTE_STEP)
+        elif regime == "sync-wait":
+            assert self.sock is not None
+            self.phase("spin")
+            time.sleep(0.3)  # the straggler on another node
+            exchange(self.sock, 16 << 10)
+            self.compute(COMPUTE_STEP)
+        elif regime == "checkpoint":
+            self.compute(0.25)
+            if time.monotonic() - self.last_burst >= a.burst_every:
+                self.write_checkpoint(a.burst_bytes, 0.0, "burst")
+                self.last_burst = time.monotonic()
+        if self.guard.checkpoint_requested:
+            path = self.write_checkpoint(a.burst_bytes, a.checkpoint_seconds, "requested")
+            self.guard.ack(step=self.step, path=str(path))
+            self.log.write(event="checkpoint-acked", regime=self.regime)
+        self.step += 1
+
+    def write_checkpoint(self, nbytes: int, at_least: float, why: str) -> Path:
+        """GPUs idle while the state is written and fsynced, for at least ``at_least`` seconds."""
+        self.phase("starved")
+        self.log.write(event=f"checkpoint-{why}", regime=self.regime)
+        path = Path(self.args.checkpoint_dir) / f"ckpt-{self.step}.bin"
+        start = time.monotonic()
+        chunk = os.urandom(1 << 20)
+        while True:
+            with open(path, "wb") as f:
+                for _ in range(max(1, nbytes >> 20)):
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            if time.monotonic() - start >= at_least:
+                break
+            time.sleep(0.05)
+        path.unlink(missing_ok=True)  # keep the disk from filling; what matters is the I/O
+        return path
+
+    def run(self, schedule: list[tuple[str, float]]) -> None:
+        self.prepare(schedule)
+        for regime, seconds in schedule:
+            self.regime = regime
+            self.log.write(regime=regime, seconds=seconds)
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                self.run_step(regime)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="synthetic trainer for the classifier lab")
+    ap.add_argument("--schedule", required=True, help="regime:seconds,... e.g. compute:10,storage:10")
+    ap.add_argument("--gpu-state", required=True, help="the fake NVML state file to drive")
+    ap.add_argument("--log", required=True, help="JSON-lines phase log (ground truth)")
+    ap.add_argument("--gpus", type=int, default=2)
+    ap.add_argument("--data", help="file or block device read with O_DIRECT (storage regime)")
+    ap.add_argument("--data-size", type=int, default=64 << 20)
+    ap.add_argument("--batch-bytes", type=int, default=2 << 20)
+    ap.add_argument("--peer", help="HOST:PORT of lab.peer (network, sync-wait)")
+    ap.add_argument("--grad-bytes", type=int, default=1_200_000)
+    ap.add_argument("--workers", type=int, default=3, help="data-loader workers (cpu regime)")
+    ap.add_argument("--decode-seconds", type=float, default=0.3, help="CPU seconds per batch per worker")
+    ap.add_argument("--checkpoint-dir", default="/tmp")
+    ap.add_argument("--burst-every", type=float, default=4.0)
+    ap.add_argument("--burst-bytes", type=int, default=16 << 20)
+    ap.add_argument("--checkpoint-seconds", type=float, default=3.0)
+    args = ap.parse_args(argv)
+    schedule = parse_schedule(args.schedule)
+    trainer = Trainer(args)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        trainer.run(schedule)
+    finally:
+        trainer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
