@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 from conftest import REPO, free_port, need_binary
+from grafana_queries import dashboard, queries
 from live_agent import LiveAgent, live_agent
-from test_grafana_dashboard import dashboard, queries
 
 PROM = REPO / "configs" / "prometheus"
 TRANSCRIPT = REPO / "bench" / "out" / "prometheus_e2e.txt"
