@@ -102,10 +102,14 @@ class DirectReader:
         self.buf = mmap.mmap(-1, batch)  # page-aligned, as O_DIRECT wants
         self.offset = 0
 
-    def read(self) -> int:
-        n = os.preadv(self.fd, [self.buf], self.offset)
-        self.offset = (self.offset + self.batch) % self.size
-        return n
+    def read(self, nbytes: int | None = None) -> int:
+        """One batch of ``nbytes`` (rounded down to the alignment, at most ``batch``)."""
+        n = min(self.batch, max(ALIGN, (nbytes or self.batch) // ALIGN * ALIGN))
+        if self.offset + n > self.size:
+            self.offset = 0
+        got = os.preadv(self.fd, [memoryview(self.buf)[:n]], self.offset)
+        self.offset += n
+        return got
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -28,7 +28,7 @@ from lab.scoring import Result, score, segments_from_log
 
 READ_BPS = 8 << 20  # the cgroup's read throttle: 8 MiB/s, a slow NAS share in miniature
 LAB_CONFIG = {
-    "agent": {"interval": "200ms"},
+    "agent": {"interval": "100ms"},
     "classifier": {
         "window": "1.5s",
         "evaluate_every": "1s",

@@ -1,5 +1,5 @@
-"""The other rank of the synthetic trainer: for every "gradient" it receives it sends one of the same
-size back, like one step of an all-reduce between two ranks. Ends by itself after ``--seconds``.
+"""The other rank of the synthetic trainer: it sends every "gradient" it receives back as it arrives,
+like one step of an all-reduce between two ranks. Ends by itself after ``--seconds``.
 
     python -m lab.peer --listen 198.19.120.2:29500 --seconds 300
 """
@@ -37,36 +37,44 @@ def drain(sock: socket.socket, n: int) -> bool:
     return True
 
 
-def exchange(sock: socket.socket, nbytes: int, payload: bytes = b"") -> None:
-    """The trainer's side: send ``nbytes`` of gradient, receive as many back."""
-    sock.sendall(HEADER.pack(nbytes))
-    block = payload or bytes(CHUNK)
-    left = nbytes
-    while left:
-        n = min(left, len(block))
-        sock.sendall(block[:n])
-        left -= n
+def exchange(sock: socket.socket, nbytes: int) -> None:
+    """The trainer's side of one step: send ``nbytes`` of gradient while receiving as many back,
+    both directions at once, as a ring all-reduce keeps a full-duplex link busy both ways."""
+    sender = threading.Thread(target=_send, args=(sock, nbytes), daemon=True)
+    sender.start()
     head = recv_exact(sock, HEADER.size)
-    if head is None or not drain(sock, HEADER.unpack(head)[0]):
+    ok = head is not None and drain(sock, HEADER.unpack(head)[0])
+    sender.join()
+    if not ok:
         raise ConnectionError("the peer went away")
 
 
+def _send(sock: socket.socket, nbytes: int) -> None:
+    sock.sendall(HEADER.pack(nbytes))
+    block = bytes(CHUNK)
+    left = nbytes
+    while left:
+        n = min(left, CHUNK)
+        sock.sendall(block[:n])
+        left -= n
+
+
 def serve_one(conn: socket.socket, deadline: float) -> None:
+    """Echo each gradient back chunk by chunk as it arrives."""
     conn.settimeout(max(1.0, deadline - time.monotonic()))
-    zeros = bytes(CHUNK)
     with conn:
         while time.monotonic() < deadline:
             head = recv_exact(conn, HEADER.size)
             if head is None:
                 return
             n = HEADER.unpack(head)[0]
-            if not drain(conn, n):
-                return
-            conn.sendall(HEADER.pack(n))
+            conn.sendall(head)
             while n:
-                k = min(n, CHUNK)
-                conn.sendall(zeros[:k])
-                n -= k
+                b = conn.recv(min(n, CHUNK))
+                if not b:
+                    return
+                conn.sendall(bytes(len(b)))
+                n -= len(b)
 
 
 def main() -> None:

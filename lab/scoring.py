@@ -105,7 +105,11 @@ def score(
     res.evaluations = len(evs)
     if regimes:
         job_start = regimes[0][0]
-        bounds = [(job_start + warmup, before or "idle", TRUTH[regimes[0][1]])]
+        # the agent sees the job a sampling interval or so after it starts: its own warm-up ends with
+        # the last evaluation it held for warming up
+        warm = [e["at"] for e in evs if e.get("held") == "warming up" and e["at"] >= job_start]
+        warm_end = max(warm) if warm else job_start + warmup
+        bounds = [(warm_end, before or "idle", TRUTH[regimes[0][1]])]
         for (t, r), (_, prev) in zip(regimes[1:], regimes, strict=False):
             if TRUTH[r] != TRUTH[prev]:
                 bounds.append((t, TRUTH[prev], TRUTH[r]))
@@ -140,7 +144,7 @@ def score(
                 res.spin_windows += 1
                 if verdict == "compute":
                     res.spin_called_compute.append(e["at"])
-        if regimes and e["at"] <= job_start + warmup:
+        if regimes and e["at"] <= warm_end:
             continue  # warm-up
         recent = [ch for ch in res.changes if ch.at < e["at"]]
         if recent:

@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import multiprocessing as mp
 import os
+import random
 import signal
 import socket
 import sys
@@ -38,8 +39,15 @@ from lab.blockdev import DirectReader
 from lab.gpu import LabGpus, PhaseLog
 from lab.peer import exchange
 
-COMPUTE_STEP = 0.08  # seconds of "GPU work" per step in the bottlenecked regimes
+# Step times are drawn at random around these means: a fixed period would alias with the agent's
+# sampling interval (a 0.25 s step sampled every 0.2 s shows a wrong compute share for seconds)
+COMPUTE_STEP = 0.1  # mean seconds of "GPU work" per step in the bottlenecked regimes
 REGIMES = ("compute", "storage", "cpu", "network", "sync-wait", "checkpoint")
+
+
+def jitter(mean: float) -> float:
+    """Uniform within +-50% of ``mean``."""
+    return mean * random.uniform(0.5, 1.5)
 
 
 def parse_schedule(text: str) -> list[tuple[str, float]]:
@@ -58,7 +66,8 @@ def decode_worker(queue: mp.Queue, cpu_seconds: float, parent: int) -> None:
     while os.getppid() == parent:
         start = time.process_time()
         h = hashlib.sha256()
-        while time.process_time() - start < cpu_seconds:
+        cost = jitter(cpu_seconds)
+        while time.process_time() - start < cost:
             for _ in range(32):
                 h.update(block)
         queue.put(h.digest())
@@ -90,7 +99,7 @@ class Trainer:
         regimes = {r for r, _ in schedule}
         a = self.args
         if "storage" in regimes:
-            self.reader = DirectReader(Path(a.data), a.data_size, a.batch_bytes)
+            self.reader = DirectReader(Path(a.data), a.data_size, 4 * a.batch_bytes)
         if regimes & {"network", "sync-wait"}:
             host, _, port = a.peer.rpartition(":")
             self.sock = socket.create_connection((host, int(port)), timeout=30)
@@ -124,7 +133,7 @@ class Trainer:
 
     def compute(self, seconds: float) -> None:
         self.phase("compute")
-        time.sleep(seconds)
+        time.sleep(jitter(seconds))
 
     def run_step(self, regime: str) -> None:
         a = self.args
@@ -133,7 +142,7 @@ class Trainer:
         elif regime == "storage":
             assert self.reader is not None
             self.phase("starved")
-            self.reader.read()
+            self.reader.read(random.randint(1, 5) * (self.args.batch_bytes // 3))
             self.compute(COMPUTE_STEP)
         elif regime == "cpu":
             assert self.queue is not None
@@ -143,12 +152,12 @@ class Trainer:
         elif regime == "network":
             assert self.sock is not None
             self.phase("spin")
-            exchange(self.sock, a.grad_bytes)
+            exchange(self.sock, int(jitter(a.grad_bytes)))
             self.compute(COMPUTE_STEP)
         elif regime == "sync-wait":
             assert self.sock is not None
             self.phase("spin")
-            time.sleep(0.3)  # the straggler on another node
+            time.sleep(jitter(0.35))  # the straggler on another node
             exchange(self.sock, 16 << 10)
             self.compute(COMPUTE_STEP)
         elif regime == "checkpoint":
@@ -199,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, default=2)
     ap.add_argument("--data", help="file or block device read with O_DIRECT (storage regime)")
     ap.add_argument("--data-size", type=int, default=64 << 20)
-    ap.add_argument("--batch-bytes", type=int, default=2 << 20)
+    ap.add_argument("--batch-bytes", type=int, default=2 << 20, help="mean batch size")
     ap.add_argument("--peer", help="HOST:PORT of lab.peer (network, sync-wait)")
-    ap.add_argument("--grad-bytes", type=int, default=1_200_000)
+    ap.add_argument("--grad-bytes", type=int, default=2_200_000, help="mean gradient size per step")
     ap.add_argument("--workers", type=int, default=3, help="data-loader workers (cpu regime)")
     ap.add_argument("--decode-seconds", type=float, default=0.3, help="CPU seconds per batch per worker")
     ap.add_argument("--checkpoint-dir", default="/tmp")

@@ -5,10 +5,12 @@ relative to the limit), *spinning* (utilization high without real work: a collec
 NCCL does), *starved* (utilization low: nothing to run) or in between. ``utilization.gpu`` alone is
 never taken as work.
 
-Pipeline pressures are measured *while the GPUs wait*: each sample is weighted by the share of its
-GPUs that were starved (storage, CPU) or waiting (network), so a link that is busy only while the
-GPUs compute does not make the node network-bound, and a short full-speed burst after a straggler
-arrives does not hide that the network was quiet while this node's GPUs spun.
+A pipeline's pressure is measured *per second of waiting*: what a disk read (or a NIC moved, or how
+long tasks stalled on I/O) over the window, divided by the time the GPUs spent starved (or waiting,
+or spinning). When the disk reads only while the GPUs starve, that is the disk's utilization during
+starvation; it does not need the sampling to resolve individual training steps, which at a 1 s
+interval it cannot (a 300 ms step is mostly inside one sample). A link saturated whenever the GPUs
+wait scores ~100%; the few KB a straggler-bound node exchanges after spinning score ~0%.
 """
 
 from __future__ import annotations
@@ -16,14 +18,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import chain, groupby, repeat
-from operator import add, attrgetter, is_, mul
+from itertools import chain
 
 from agent.classifier.baselines import Baselines, capacity, idle_power, quantile
 from agent.classifier.samples import Sample, columns
 from agent.config.classifier import ClassifierSection
-
-_KEYS = attrgetter("keys")
 
 
 def ramp(value: float | None, r: tuple[float, float]) -> float:
@@ -37,16 +36,22 @@ def ramp(value: float | None, r: tuple[float, float]) -> float:
     return (value - start) / (full - start)
 
 
+def per_wait(value: float, share: float) -> float | None:
+    """``value`` (a window mean) per unit of the window the GPUs waited, at most 1 when a ratio."""
+    return value / share if share > 0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class Load:
-    """One device's throughput while the GPUs waited, against its capacity."""
+    """One device's throughput over the window, against its capacity while the GPUs waited."""
 
     kind: str  # disk | nfs | nic | rdma
     name: str
-    rate: float  # bytes/s, weighted mean
+    rate: float  # bytes/s, mean over the window
     capacity: float | None
     source: str  # config | learned | link | unknown
-    utilization: float | None
+    utilization: float | None  # rate / (capacity x share): capacity used per second of waiting
+    share: float  # the share of the window the GPUs waited (starved, waiting or spinning)
     pressure: float
 
 
@@ -56,7 +61,7 @@ class Signal:
 
     what: str  # "iowait", "psi_io", "disk_busy", "nfs_rtt", "cnp", "xmit_wait"
     name: str  # device/mount/port, "" for host-wide
-    value: float
+    value: float  # per second of waiting (rates, shares) or as measured (RTT)
     baseline: float | None
     pressure: float
 
@@ -70,7 +75,7 @@ class Features:
     util_p5: float | None = None
     util_p95: float | None = None
     work_mean: float | None = None  # mean real-work measure 0-1
-    work_source: str = "none"  # sm | power | sm+power | utilization | none
+    work_source: str = "none"  # sm | power | power+sm | utilization | none
     working_share: float = 0.0
     spin_share: float = 0.0
     starved_share: float = 0.0
@@ -78,15 +83,15 @@ class Features:
     spin_work: float | None = None  # mean real work of spinning samples
     trainers: int | None = None  # None: cannot tell
     trainer_label: str = ""
-    storage: tuple[Load, ...] = ()  # busiest first
+    storage: tuple[Load, ...] = ()  # busiest first, against the starved share
     storage_signals: tuple[Signal, ...] = ()
     storage_pressure: float = 0.0
     cpu_cores: float | None = None
     cpu_allowed: float | None = None
     cpu_saturation: float | None = None
     cpu_pressure: float = 0.0
-    links_wait: tuple[Load, ...] = ()  # NIC/RDMA while the GPUs waited, busiest first
-    links_spin: tuple[Load, ...] = ()  # while they spun
+    links_wait: tuple[Load, ...] = ()  # NIC/RDMA against the waiting share, busiest first
+    links_spin: tuple[Load, ...] = ()  # against the spinning share
     congestion: tuple[Signal, ...] = ()
     network_pressure: float = 0.0  # while waiting
     network_pressure_spin: float = 0.0  # while spinning
@@ -94,68 +99,15 @@ class Features:
     health: tuple[str, ...] = field(default=())
 
 
-class Weights:
-    """Per-sample weights, with the weighted samples grouped into runs of equal weight.
-
-    The weights take few distinct values (the share of a node's GPUs that waited), so a weighted sum
-    over a window is a handful of C-level slice sums per series instead of one multiply per sample.
-    """
-
-    __slots__ = ("order", "runs", "total", "values")
-
-    def __init__(self, values: list[float]) -> None:
-        self.values = values
-        self.total = sum(values)
-        # samples of weight 0 (no GPU waited) are left out altogether: a healthy window costs little
-        order = sorted((i for i, w in enumerate(values) if w > 0), key=values.__getitem__)
-        self.order = order
-        self.runs: list[tuple[int, int, float]] = []
-        start = 0
-        for w, group in groupby(map(values.__getitem__, order)):
-            end = start + sum(1 for _ in group)
-            self.runs.append((start, end, w))
-            start = end
+def means(window: Sequence[Sample], *attrs: str) -> list[dict[str, float]]:
+    """Mean per series of each family over the window (a sample without the series counts 0)."""
+    n = len(window)
+    return [{k: sum(col) / n for k, col in columns(window, a).items()} for a in attrs]
 
 
-def weighted(samples: Sequence[Sample], weights: Weights, *attrs: str) -> list[dict[str, float]]:
-    """Weighted mean per series name of each family in ``attrs``; a sample without a series counts
-    as 0 for it."""
-    total = weights.total
-    if total <= 0:
-        return [{} for _ in attrs]
-    fams = [list(map(attrgetter(a), samples)) for a in attrs]
-    firsts = [fam[0].keys for fam in fams]
-    if not all(all(map(is_, map(_KEYS, fam), repeat(k))) for fam, k in zip(fams, firsts, strict=True)):
-        # devices came or went inside the window: the slow, general way
-        return [
-            {k: sum(map(mul, col, weights.values)) / total for k, col in columns(samples, a).items()}
-            for a in attrs
-        ]
-    # the usual case, the same devices all window long: per run of equal weight, column sums in C,
-    # then one multiply-add per column and run
-    out: list[dict[str, float]] = []
-    order, runs = weights.order, weights.runs
-    for fam, keys in zip(fams, firsts, strict=True):
-        if not keys:
-            out.append({})
-            continue
-        rows = [fam[i].values for i in order]
-        acc: list[float] = []
-        for a, b, w in runs:
-            part = [sum(col) * w for col in zip(*rows[a:b], strict=True)]
-            acc = list(map(add, acc, part)) if acc else part
-        out.append({k: v / total for k, v in zip(keys, acc, strict=True)})
-    return out
-
-
-def _weighted_scalar(samples: Sequence[Sample], weights: Weights, attr: str) -> float | None:
-    num = den = 0.0
-    for s, w in zip(samples, weights.values, strict=True):
-        v = getattr(s, attr)
-        if v is not None:
-            num += w * v
-            den += w
-    return num / den if den else None
+def _scalar_mean(window: Sequence[Sample], attr: str) -> float | None:
+    values = [v for s in window if (v := getattr(s, attr)) is not None]
+    return sum(values) / len(values) if values else None
 
 
 _Row = tuple[float, float, float, str, str, "float | None", str]  # pressure, util, rate, kind, name ...
@@ -167,6 +119,7 @@ def _loads(
     links: dict[str, float],
     baselines: Baselines,
     cfg: ClassifierSection,
+    share: float,
     r: tuple[float, float],
 ) -> list[_Row]:
     out: list[_Row] = []
@@ -177,15 +130,16 @@ def _loads(
             cap, source = capacity(kind, name, baselines, cfg, links.get(name))
         else:
             cap, source = None, "unknown"
-        util = rate / cap if cap else None
+        util = per_wait(rate / cap, share) if cap else None
         out.append((ramp(util, r), util or 0.0, rate, kind, name, cap, source))
     return out
 
 
-def _busiest(rows: list[_Row], keep: int = 3) -> tuple[Load, ...]:
+def _busiest(rows: list[_Row], share: float, keep: int = 3) -> tuple[Load, ...]:
     rows.sort(key=lambda x: x[:3], reverse=True)
     return tuple(
-        Load(k, n, rate, cap, src, cap and rate / cap, p) for p, _, rate, k, n, cap, src in rows[:keep]
+        Load(k, n, rate, cap, src, per_wait(rate / cap, share) if cap else None, share, p)
+        for p, _, rate, k, n, cap, src in rows[:keep]
     )
 
 
@@ -294,37 +248,48 @@ def measure(
     seen_gpus = Counter(chain.from_iterable([t.seen for t in ts]))
     not_working = Counter(chain.from_iterable([t.not_working for t in ts]))
     throttled = Counter(chain.from_iterable([t.throttled for t in ts]))
-    # samples in which no GPU waited weigh nothing: a healthy window costs next to nothing
-    w_starved = [t.starved / t.n if t.n else 0.0 for t in tallies]
-    w_spin = [t.spinning / t.n if t.n else 0.0 for t in tallies]
-    w_wait = [(t.spinning + t.starved) / t.n if t.n else 0.0 for t in tallies]
+    starved_share = starved / gpu_samples if gpu_samples else 0.0
+    spin_share = spinning / gpu_samples if gpu_samples else 0.0
+    wait_share = starved_share + spin_share
 
-    starving, waiting, spinning_w = Weights(w_starved), Weights(w_wait), Weights(w_spin)
-
-    # --- storage, while starved ---
-    disk, nfs, busy, rtt_time, nfs_ops = weighted(
-        window, starving, "disk_read", "nfs_read", "disk_busy", "nfs_rtt_time", "nfs_ops"
+    # --- storage, per second of starvation ---
+    disk, nfs, busy, rtt_time, nfs_ops, nic, rdma, cnp, xmit_wait = means(
+        window,
+        "disk_read",
+        "nfs_read",
+        "disk_busy",
+        "nfs_rtt_time",
+        "nfs_ops",
+        "nic",
+        "rdma",
+        "rdma_cnp",
+        "rdma_xmit_wait",
     )
+    read_r = cfg.storage_read_utilization
     storage = _busiest(
-        _loads("disk", disk, {}, baselines, cfg, cfg.storage_read_utilization)
-        + _loads("nfs", nfs, {}, baselines, cfg, cfg.storage_read_utilization)
+        _loads("disk", disk, {}, baselines, cfg, starved_share, read_r)
+        + _loads("nfs", nfs, {}, baselines, cfg, starved_share, read_r),
+        starved_share,
     )
     signals: list[Signal] = []
-    iowait = _weighted_scalar(window, starving, "iowait")
-    if iowait is not None:
-        signals.append(Signal("iowait", "", iowait, None, ramp(iowait, cfg.iowait)))
-    psi = _weighted_scalar(window, starving, "psi_io")
-    if psi is not None:
-        signals.append(Signal("psi_io", "", psi, None, ramp(psi, cfg.psi_io)))
-    # per-device signals only where they press: a large node has dozens of quiet ones
-    for dev, b in busy.items():
-        if b > cfg.disk_busy[0]:
-            signals.append(Signal("disk_busy", dev, b, None, ramp(b, cfg.disk_busy)))
+    if starved_share > 0:
+        for what, value, r in (
+            ("iowait", _scalar_mean(window, "iowait"), cfg.iowait),
+            ("psi_io", _scalar_mean(window, "psi_io"), cfg.psi_io),
+        ):
+            if value is not None:
+                v = min(1.0, value / starved_share)
+                signals.append(Signal(what, "", v, None, ramp(v, r)))
+        # per-device signals only where they press: a large node has dozens of quiet ones
+        for dev, b in busy.items():
+            v = min(1.0, b / starved_share)
+            if v > cfg.disk_busy[0]:
+                signals.append(Signal("disk_busy", dev, v, None, ramp(v, cfg.disk_busy)))
     for mount, t in rtt_time.items():
         ops = nfs_ops.get(mount)
         if not ops:
             continue
-        rtt = t / ops  # mean READ RTT, each READ weighted by how starved the GPUs were meanwhile
+        rtt = t / ops  # mean READ RTT over the window's READs: a property of the server and path
         base = baselines.nfs_rtt.get(mount)
         p = ramp(rtt / base if base else None, cfg.nfs_rtt_ratio) if rtt >= cfg.nfs_rtt_floor else 0.0
         if p > 0:
@@ -332,16 +297,27 @@ def measure(
     signals.sort(key=lambda x: x.pressure, reverse=True)
     storage_pressure = max([x.pressure for x in storage[:1]] + [x.pressure for x in signals[:1]] + [0.0])
 
-    # --- the trainer's CPU, while starved ---
-    cores, allowed, saturation = _trainer_means(window, starving)
+    # --- the trainer's CPU: data-loader workers prefetch, so over the whole window ---
+    cores, allowed, saturation = _trainer_means(window)
 
-    # --- network: while waiting (network-bound) and while spinning (sync-wait) ---
-    links_wait, congestion = _network(window, waiting, baselines, cfg)
-    links_spin, cong_spin = _network(window, spinning_w, baselines, cfg)
+    # --- network: per second of waiting (network-bound) and of spinning (sync-wait) ---
+    last = window[-1]
+    net_r = cfg.network_utilization
+
+    def links(share: float) -> tuple[Load, ...]:
+        return _busiest(
+            _loads("nic", nic, last.nic_speed, baselines, cfg, share, net_r)
+            + _loads("rdma", rdma, last.rdma_rate, baselines, cfg, share, net_r),
+            share,
+        )
+
+    links_wait, links_spin = links(wait_share), links(spin_share)
+    congestion = _congestion(cnp, xmit_wait, wait_share, cfg)
+    cong_spin = _congestion(cnp, xmit_wait, spin_share, cfg)
     net_wait = max([x.pressure for x in links_wait[:1] + congestion[:1]] + [0.0])
     net_spin = max([x.pressure for x in links_spin[:1] + cong_spin[:1]] + [0.0])
 
-    trainers = window[-1].trainers
+    trainers = last.trainers
     trainer_count = None
     if trainers is not None:
         # a job present in any sample of the window counts: NVML's process list can flicker
@@ -353,12 +329,10 @@ def measure(
         util_mean = sum(utils) / len(utils)
         util_p5 = quantile(utils, 0.05)
         util_p95 = quantile(utils, 0.95)
-    waiting = tuple(
-        sorted(i for i, k in not_working.items() if k * 2 > seen_gpus.get(i, 0)) if not_working else ()
-    )
+    waiting = tuple(sorted(i for i, k in not_working.items() if k * 2 > seen_gpus.get(i, 0)))
     return Features(
         samples=n,
-        span_seconds=window[-1].t - window[0].t,
+        span_seconds=last.t - window[0].t,
         gpus=len(seen_gpus),
         util_mean=util_mean,
         util_p5=util_p5,
@@ -366,8 +340,8 @@ def measure(
         work_mean=work_sum / gpu_samples if gpu_samples else None,
         work_source="+".join(sorted(sources)) if sources else "none",
         working_share=working / gpu_samples if gpu_samples else 0.0,
-        spin_share=spinning / gpu_samples if gpu_samples else 0.0,
-        starved_share=starved / gpu_samples if gpu_samples else 0.0,
+        spin_share=spin_share,
+        starved_share=starved_share,
         spin_util=spin_util_sum / spinning if spinning else None,
         spin_work=spin_work_sum / spinning if spinning else None,
         trainers=trainer_count,
@@ -389,41 +363,31 @@ def measure(
     )
 
 
-def _trainer_means(window: Sequence[Sample], weights: Weights) -> tuple[float | None, ...]:
-    """Weighted means of the trainers' cores, allowed cores and saturation."""
-    sums = [0.0, 0.0, 0.0]
-    dens = [0.0, 0.0, 0.0]
-    for s, w in zip(window, weights.values, strict=True):
-        t = s.trainers
-        if t is None:
-            continue
-        for i, v in enumerate((t.cores, t.allowed, t.saturation)):
-            if v is not None:
-                sums[i] += w * v
-                dens[i] += w
-    return tuple(x / d if d else None for x, d in zip(sums, dens, strict=True))
-
-
-def _network(
-    window: Sequence[Sample], weights: Weights, baselines: Baselines, cfg: ClassifierSection
-) -> tuple[tuple[Load, ...], tuple[Signal, ...]]:
-    """NIC/RDMA loads (busiest first) and RDMA congestion signals under these weights."""
-    nic, rdma, cnp, xmit_wait = weighted(window, weights, "nic", "rdma", "rdma_cnp", "rdma_xmit_wait")
-    last = window[-1]
-    loads = _busiest(
-        _loads("nic", nic, last.nic_speed, baselines, cfg, cfg.network_utilization)
-        + _loads("rdma", rdma, last.rdma_rate, baselines, cfg, cfg.network_utilization)
+def _trainer_means(window: Sequence[Sample]) -> tuple[float | None, ...]:
+    """Means of the trainers' cores, allowed cores and saturation over the window."""
+    trainers = [s.trainers for s in window if s.trainers is not None]
+    return tuple(
+        sum(vals) / len(vals) if (vals := [v for t in trainers if (v := getattr(t, a)) is not None]) else None
+        for a in ("cores", "allowed", "saturation")
     )
-    congestion = [
-        Signal(what, port, v, None, ramp(v, r))
+
+
+def _congestion(
+    cnp: dict[str, float], xmit_wait: dict[str, float], share: float, cfg: ClassifierSection
+) -> tuple[Signal, ...]:
+    """CNPs and port_xmit_wait ticks per second of waiting, where they press."""
+    if share <= 0:
+        return ()
+    out = [
+        Signal(what, port, v / share, None, ramp(v / share, r))
         for what, values, r in (
             ("cnp", cnp, cfg.rdma_cnp_per_second),
             ("xmit_wait", xmit_wait, cfg.rdma_xmit_wait_per_second),
         )
         for port, v in values.items()
-        if v > r[0]
+        if v / share > r[0]
     ]
-    return loads, tuple(sorted(congestion, key=lambda x: x.pressure, reverse=True))
+    return tuple(sorted(out, key=lambda x: x.pressure, reverse=True))
 
 
 _THROTTLE_NAMES = {

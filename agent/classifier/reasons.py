@@ -26,29 +26,34 @@ _KIND = {"disk": "disk", "nfs": "NFS", "nic": "NIC", "rdma": "RDMA"}
 _SOURCE = {"config": "", "learned": "~", "link": "", "unknown": ""}
 
 
-def load_text(x: Load, verb: str) -> str:
-    text = f"{_KIND[x.kind]} {x.name} {verb} {rate(x.rate)}"
+def load_text(x: Load, verb: str, when: str) -> str:
+    """``disk vda read 140 MB/s on average = 100% of ~200 MB/s capacity (learned) over the 70% of
+    the time the GPUs starved``: the mean, and how much of the capacity it is per second of waiting."""
+    text = f"{_KIND[x.kind]} {x.name} {verb} {rate(x.rate)} on average"
     if x.capacity:
-        text += f" of {_SOURCE[x.source]}{rate(x.capacity)} capacity ({pct(x.utilization)}"
-        text += ", learned)" if x.source == "learned" else ")"
+        learned = " (learned)" if x.source == "learned" else ""
+        used = f"= {pct(x.utilization)} of" if x.utilization is not None else "against"
+        text += f" {used} {_SOURCE[x.source]}{rate(x.capacity)} capacity{learned}"
+        if x.share > 0:
+            text += f" over the {pct(x.share)} of the time the GPUs {when}"
     else:
         text += " (capacity unknown: set it in [classifier])"
     return text
 
 
-def signal_text(s: Signal) -> str:
+def signal_text(s: Signal, when: str) -> str:
     if s.what == "iowait":
-        return f"iowait {pct(s.value)} of CPU time"
+        return f"iowait {pct(s.value)} of CPU time while the GPUs {when}"
     if s.what == "psi_io":
-        return f"PSI io: tasks stalled on I/O {pct(s.value)} of the time"
+        return f"tasks stalled on I/O (PSI io) {pct(s.value)} of the time the GPUs {when}"
     if s.what == "disk_busy":
-        return f"disk {s.name} busy {pct(s.value)} of the time"
+        return f"disk {s.name} busy {pct(s.value)} of the time the GPUs {when}"
     if s.what == "nfs_rtt":
         base = f" (baseline {ms(s.baseline)})" if s.baseline else " (no baseline yet)"
         return f"NFS {s.name} READ RTT {ms(s.value)}{base}"
     if s.what == "cnp":
-        return f"RDMA {s.name} congestion: {s.value:.0f} CNP/s"
-    return f"RDMA {s.name} port_xmit_wait {s.value:.3g} ticks/s"
+        return f"RDMA {s.name} congestion: {s.value:.0f} CNP/s while the GPUs {when}"
+    return f"RDMA {s.name} port_xmit_wait {s.value:.3g} ticks/s while the GPUs {when}"
 
 
 def gpu_line(f: Features) -> str:
@@ -80,17 +85,17 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
         if sub_reason == "cpu":
             out.append(_cpu_text(f))
         else:
-            out += [load_text(x, "reading") for x in _pressing(f.storage, 1)]
-            out += [signal_text(x) for x in _pressing(f.storage_signals)]
+            out += [load_text(x, "read", "starved") for x in _pressing(f.storage, 1)]
+            out += [signal_text(x, "starved") for x in _pressing(f.storage_signals)]
             if len(out) == 2 and f.storage:
-                out.append(load_text(f.storage[0], "reading"))
+                out.append(load_text(f.storage[0], "read", "starved"))
     elif verdict == "network":
         out.append(
             f"GPUs waiting in {pct(f.spin_share + f.starved_share)} of samples "
             f"(spinning {pct(f.spin_share)}: utilization high at low power/SM activity, as in NCCL)"
         )
-        out += [load_text(x, "moving") + " while the GPUs wait" for x in _pressing(f.links_wait, 1)]
-        out += [signal_text(x) for x in _pressing(f.congestion)]
+        out += [load_text(x, "moved", "waited") for x in _pressing(f.links_wait, 1)]
+        out += [signal_text(x, "waited") for x in _pressing(f.congestion)]
     elif verdict == "sync-wait":
         out.append(
             f"GPUs spinning in {pct(f.spin_share)} of samples: utilization {pct(f.spin_util)} "
@@ -98,7 +103,7 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
         )
         if f.links_spin:
             top = f.links_spin[0]
-            out.append("network quiet meanwhile: busiest " + load_text(top, "moving"))
+            out.append("network quiet meanwhile: busiest " + load_text(top, "moved", "spun"))
         else:
             out.append("network quiet meanwhile: no NIC or RDMA traffic")
     elif verdict == "idle":

@@ -67,9 +67,13 @@ def test_storage_reasons_carry_the_numbers() -> None:
     text = "\n".join(v.reasons)
     assert re.search(r"GPU busy \d+% \(p5 0%, p95 97%\)", text)
     assert "GPUs starved (low utilization, no real work) in 70% of samples" in text
-    assert "disk vda reading 200 MB/s of ~200 MB/s capacity (100%, learned)" in text
-    assert "iowait 30% of CPU time" in text
-    assert "PSI io: tasks stalled on I/O 70% of the time" in text
+    assert (
+        "disk vda read 140 MB/s on average = 100% of ~200 MB/s capacity (learned) "
+        "over the 70% of the time the GPUs starved"
+    ) in text
+    # 21% iowait and 49% PSI over the window, all of it while the GPUs starved
+    assert "iowait 30% of CPU time while the GPUs starved" in text
+    assert "tasks stalled on I/O (PSI io) 70% of the time the GPUs starved" in text
     assert v.sub_reason == "storage"
     assert "local NVMe" in v.hint and "CPFS" in v.hint and "nconnect" in v.hint
 
@@ -93,7 +97,10 @@ def test_nfs_at_configured_capacity() -> None:
     )
     v = last(r)
     assert v.label == "data/storage"
-    assert "NFS /mnt/data reading 1.17 GB/s of 1.2 GB/s capacity (98%)" in v.reasons
+    assert (
+        "NFS /mnt/data read 819 MB/s on average = 98% of 1.2 GB/s capacity "
+        "over the 70% of the time the GPUs starved"
+    ) in v.reasons
 
 
 def test_cpu_reasons_and_hint() -> None:
@@ -104,9 +111,10 @@ def test_cpu_reasons_and_hint() -> None:
 
 def test_network_reasons_and_hint() -> None:
     v = last(run(NETWORK))
-    assert any(
-        "NIC eth0 moving 2.9 GB/s of 3.12 GB/s capacity (93%) while the GPUs wait" in x for x in v.reasons
-    )
+    assert (
+        "NIC eth0 moved 2.03 GB/s on average = 93% of 3.12 GB/s capacity "
+        "over the 70% of the time the GPUs waited"
+    ) in v.reasons
     assert "eRDMA" in v.hint and "NCCL_SOCKET_IFNAME" in v.hint and "bucket" in v.hint
 
 
@@ -115,20 +123,23 @@ def test_network_by_rdma_congestion_alone() -> None:
     r = run(Regime(("spin", "spin", "work"), rdma=2e9, cnp=5000.0))
     v = last(r)
     assert v.verdict == "network"
-    assert "RDMA mlx5_0/1 congestion: 3500 CNP/s" in v.reasons or any("CNP/s" in x for x in v.reasons)
+    assert "RDMA mlx5_0/1 congestion: 5000 CNP/s while the GPUs waited" in v.reasons
 
 
 def test_network_on_a_virtual_nic_uses_the_learned_peak() -> None:
     v = last(run(like(NETWORK, nic_speed=None)))
     assert v.verdict == "network"
-    assert any("of ~2.9 GB/s capacity (100%, learned)" in x for x in v.reasons)
+    assert any("= 100% of ~2.9 GB/s capacity (learned)" in x for x in v.reasons)
 
 
 def test_sync_wait_reasons_and_hint() -> None:
     v = last(run(SYNC))
     assert v.verdict == "sync-wait"
     assert any(x.startswith("GPUs spinning in 70% of samples: utilization 100% with 4%") for x in v.reasons)
-    assert any(x.startswith("network quiet meanwhile: busiest NIC eth0") for x in v.reasons)
+    assert (
+        "network quiet meanwhile: busiest NIC eth0 moved 15.5 MB/s on average = 1% of 3.12 GB/s "
+        "capacity over the 70% of the time the GPUs spun"
+    ) in v.reasons
     assert "slow rank" in v.hint
 
 
@@ -181,4 +192,4 @@ def test_classify_is_a_pure_function_of_its_inputs() -> None:
     assert a.reasons == b.reasons and a.scores == b.scores
     f = measure(window, Baselines(), cfg)
     assert decide(score(f), None, cfg) == "data"
-    assert any("disk vda reading 200 MB/s of 210 MB/s capacity (95%)" in x for x in a.reasons)
+    assert any("= 95% of 210 MB/s capacity over the " in x for x in a.reasons), a.reasons
