@@ -27,6 +27,7 @@ from agent.snapshot.rates import NodeRates, family_rates
 log = structlog.get_logger("sampler")
 
 PARTS = ("host", "gpu", "storage", "network", "processes")
+STAGGER = 0.05  # seconds a collector runs alone before the next one is started beside it
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, BaseException | None, float]:
@@ -103,15 +104,22 @@ class Sampler:
     async def tick(self) -> NodeSnapshot:
         loop = asyncio.get_running_loop()
         now = time.monotonic()
-        waiting: list[tuple[_Slot, asyncio.Future[Any]]] = []
+        deadline = now + min(self.timeout, self.interval * 0.8)
+        slow: list[asyncio.Future[Any]] = []
         for s in self._slots:
             if s.future is not None and not s.future.done():
                 continue  # still stuck in a previous call
             s.started = time.monotonic()
             s.future = self._pool.submit(_timed, s.collector.collect)
-            waiting.append((s, asyncio.wrap_future(s.future, loop=loop)))
-        if waiting:
-            await asyncio.wait([w for _, w in waiting], timeout=min(self.timeout, self.interval * 0.8))
+            call = asyncio.wrap_future(s.future, loop=loop)
+            # One at a time while calls are quick: parallel threads would fight over the GIL at every
+            # file read and cost more CPU. A call slower than STAGGER is left running, and the next
+            # collector starts beside it.
+            done, _ = await asyncio.wait([call], timeout=max(0.0, min(STAGGER, deadline - time.monotonic())))
+            if not done:
+                slow.append(call)
+        if slow:
+            await asyncio.wait(slow, timeout=max(0.0, deadline - time.monotonic()))
         for s in self._slots:
             self._settle(s, time.monotonic())
         snap = self._build(now)
