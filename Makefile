@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 LISTEN ?= 127.0.0.1:9477
 
 .PHONY: run test lint fmt demo lab bench clean fakenvml
@@ -11,6 +12,11 @@ LISTEN ?= 127.0.0.1:9477
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	@touch $@
+
+# the suite also needs the test tools and CPU PyTorch (the example training loop runs in a test)
+$(TEST_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test,examples]'
 	@touch $@
 
@@ -24,7 +30,7 @@ $(FAKE_NVML): $(wildcard fakenvml/*.c fakenvml/*.h)
 run: $(STAMP) fakenvml
 	$(if $(FAKE_NVML_STATE),LD_LIBRARY_PATH=$(CURDIR)/build/fakenvml) $(BIN)/training-node-agent run --config configs/dev.toml --listen $(LISTEN) --state-dir .state
 
-test: $(STAMP) fakenvml
+test: $(TEST_STAMP) fakenvml
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
 
 # the first thing to run: simulator, fake GPUs, a toy trainer and the agent, about a minute, no root
@@ -33,14 +39,14 @@ demo: $(STAMP) fakenvml
 
 # the classifier's scenario lab: the real agent watches a synthetic trainer doing each work pattern
 # (needs root: cgroups, a network namespace, tc); prints the confusion matrix, writes bench/out/
-lab: $(STAMP) fakenvml
+lab: $(TEST_STAMP) fakenvml
 	$(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check agent tests bench examples lab
 	$(BIN)/ruff format --check agent tests bench examples lab
 
-fmt: $(STAMP)
+fmt: $(TEST_STAMP)
 	$(BIN)/ruff format agent tests bench examples lab
 	$(BIN)/ruff check --fix agent tests bench examples lab
 
