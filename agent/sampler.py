@@ -1,20 +1,25 @@
 """The sampling loop: every ``interval`` it asks each collector for its part and publishes one snapshot.
 
-Each collector runs in its own worker thread. A tick waits for the calls at most a fraction of the
-interval, so a slow collector never delays the others: until it returns, snapshots carry its last
-part (and its rates stay those of its last interval). A call still running after ``timeout`` counts as
-failed, and its part leaves the snapshot. A call still running is never started again (one stuck NVML
-or NFS read must not pile up threads). A collector that is stuck for longer than
-``stall_after`` means the node's view is wedged: ``healthy()`` turns false, /healthz answers 503 and
-the systemd watchdog stops being fed, so systemd restarts the agent.
+Collectors run in worker threads, off the event loop. A worker takes the tick's collectors one after
+another, so quick ones cost a single hand-off between the loop and the pool per tick and never fight
+over the GIL. A call still running after ``STAGGER`` is left to its worker and another worker takes
+the next collector, so a slow collector never delays the others. A tick waits for the calls at most
+a fraction of the interval: until a slow call returns, snapshots carry its last part (and its rates
+stay those of its last interval). A call still running after ``timeout`` counts as failed, and its
+part leaves the snapshot. A call still running is never started again (one stuck NVML or NFS read
+must not pile up threads). A collector that is stuck for longer than ``stall_after`` means the
+node's view is wedged: ``healthy()`` turns false, /healthz answers 503 and the systemd watchdog stops
+being fed, so systemd restarts the agent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,20 +34,26 @@ log = structlog.get_logger("sampler")
 PARTS = ("host", "gpu", "storage", "network", "processes")
 STAGGER = 0.05  # seconds a collector runs alone before the next one is started beside it
 
+Outcome = tuple[Any, BaseException | None, float, float]  # part, exception, monotonic start and end
 
-def _timed(fn: Callable[[], Any]) -> tuple[Any, BaseException | None, float]:
-    t0 = time.perf_counter()
+
+def _timed(fn: Callable[[], Any]) -> Outcome:
+    t0 = time.monotonic()
     try:
-        return fn(), None, time.perf_counter() - t0
+        return fn(), None, t0, time.monotonic()
     except Exception as e:  # reported by the sampler, never raised into the loop
-        return None, e, time.perf_counter() - t0
+        return None, e, t0, time.monotonic()
 
 
 @dataclass
 class _Slot:
     collector: Collector
-    future: Future[Any] | None = None
-    started: float = 0.0
+    # Set while a call is queued or running, None when idle: the loop sets it when it queues the
+    # slot (and clears it if no worker took the slot by the deadline); the worker that takes the slot
+    # sets it to the call's start and clears it after setting ``outcome``, so the loop never sees an
+    # idle slot without the result of its last call.
+    busy_since: float | None = None
+    outcome: Outcome | None = None  # a finished call the loop has not settled yet
     last_part: Any = None
     last_status: CollectorStatus | None = None
     finished: float = 0.0  # monotonic time the last successful call returned
@@ -50,6 +61,59 @@ class _Slot:
     logged_absent: bool = False
     last_error: str | None = None
     failing_since: float | None = None
+
+
+class _Batch:
+    """One tick's calls. Workers take the queued slots one after another; the loop is woken once,
+    when the last worker runs out of slots, instead of once per collector."""
+
+    def __init__(self, slots: Iterable[_Slot], loop: asyncio.AbstractEventLoop) -> None:
+        self.queue = deque(slots)
+        self.done: asyncio.Future[None] = loop.create_future()
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._workers = 0
+
+    def add_worker(self, pool: ThreadPoolExecutor) -> None:
+        with self._lock:
+            self._workers += 1
+        pool.submit(self._work)
+
+    def take_rest(self) -> list[_Slot]:
+        """The slots no worker has taken; none will be taken after this."""
+        rest = []
+        while True:
+            try:
+                rest.append(self.queue.popleft())  # atomic: a slot goes to the loop or to one worker
+            except IndexError:
+                return rest
+
+    def _work(self) -> None:
+        try:
+            while True:
+                try:
+                    s = self.queue.popleft()
+                except IndexError:
+                    return
+                s.busy_since = time.monotonic()
+                try:
+                    s.outcome = _timed(s.collector.collect)
+                finally:
+                    s.busy_since = None
+        finally:
+            with self._lock:
+                self._workers -= 1
+                last = self._workers == 0
+            if last:
+                try:
+                    self._loop.call_soon_threadsafe(_resolve, self.done)
+                except RuntimeError:  # the loop is closed: the daemon is exiting
+                    pass
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 @dataclass
@@ -78,8 +142,9 @@ class Sampler:
         if now - self.last_progress > self.stall_after:
             return f"no snapshot for {now - self.last_progress:.1f}s"
         for s in self._slots:
-            if s.future is not None and not s.future.done() and now - s.started > self.stall_after:
-                return f"collector {s.collector.name} stuck for {now - s.started:.1f}s"
+            started = s.busy_since
+            if started is not None and now - started > self.stall_after:
+                return f"collector {s.collector.name} stuck for {now - started:.1f}s"
         return None
 
     def failing_for(self, name: str, now: float | None = None) -> float | None:
@@ -105,21 +170,21 @@ class Sampler:
         loop = asyncio.get_running_loop()
         now = time.monotonic()
         deadline = now + min(self.timeout, self.interval * 0.8)
-        slow: list[asyncio.Future[Any]] = []
-        for s in self._slots:
-            if s.future is not None and not s.future.done():
-                continue  # still stuck in a previous call
-            s.started = time.monotonic()
-            s.future = self._pool.submit(_timed, s.collector.collect)
-            call = asyncio.wrap_future(s.future, loop=loop)
-            # One at a time while calls are quick: parallel threads would fight over the GIL at every
-            # file read and cost more CPU. A call slower than STAGGER is left running, and the next
-            # collector starts beside it.
-            done, _ = await asyncio.wait([call], timeout=max(0.0, min(STAGGER, deadline - time.monotonic())))
-            if not done:
-                slow.append(call)
-        if slow:
-            await asyncio.wait(slow, timeout=max(0.0, deadline - time.monotonic()))
+        idle = [s for s in self._slots if s.busy_since is None]  # a busy one is stuck in an earlier call
+        for s in idle:
+            self._settle(s, now)  # a call that returned after the last tick's deadline
+            s.busy_since = now
+        batch = _Batch(idle, loop)
+        try:
+            if idle:
+                batch.add_worker(self._pool)
+            while not batch.done.done() and (left := deadline - time.monotonic()) > 0:
+                await asyncio.wait([batch.done], timeout=min(STAGGER, left) if batch.queue else left)
+                if batch.queue and not batch.done.done():
+                    batch.add_worker(self._pool)  # the call in progress is slow: go on beside it
+        finally:
+            for s in batch.take_rest():  # every worker still busy at the deadline: next tick
+                s.busy_since = None
         for s in self._slots:
             self._settle(s, time.monotonic())
         snap = self._build(now)
@@ -135,11 +200,9 @@ class Sampler:
 
     def _settle(self, s: _Slot, now: float) -> None:
         name = s.collector.name
-        fut = s.future
-        if fut is None:
-            return
-        if not fut.done():
-            running = now - s.started
+        started, outcome = s.busy_since, s.outcome  # in this order: see _Slot
+        if started is not None:
+            running = now - started
             if running > self.timeout:
                 s.last_part = None
                 s.rates = {}
@@ -148,9 +211,12 @@ class Sampler:
                 )
                 self._mark_failing(s, now, s.last_status.error)
             return  # a call within its timeout keeps the last part until it returns
-        result, exc, duration = fut.result()
+        if outcome is None:
+            return
+        s.outcome = None  # consumed; the next tick starts a new call
+        result, exc, t0, finished = outcome
+        duration = finished - t0
         if exc is None:
-            finished = s.started + duration
             s.rates = family_rates(s.collector.part, s.last_part, result, finished - s.finished)
             s.last_part = result
             s.finished = finished
@@ -175,7 +241,6 @@ class Sampler:
             if s.last_error != err:
                 log.warning("collector failed", collector=name, error=err, exc_info=exc)
             s.last_error = err
-        s.future = None  # consumed; the next tick starts a new call
 
     def _mark_failing(self, s: _Slot, now: float, err: str | None) -> None:
         if s.failing_since is None:

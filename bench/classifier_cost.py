@@ -1,16 +1,22 @@
-"""Cost of one classifier evaluation at a large node's size, next to the sampler's own per-tick rate
-computation for the same node, measured in the same run.
+"""Cost of one classifier evaluation, next to the sampler's own per-tick rate computation for the
+same node, measured in the same run.
 
-    .venv/bin/python bench/classifier_cost.py            # 2000 evaluations
-    .venv/bin/python bench/classifier_cost.py --quick    # 200 evaluations
+    .venv/bin/python bench/classifier_cost.py            # 2000 evaluations per node
+    .venv/bin/python bench/classifier_cost.py --quick    # 200
 
-The node: 8 GPUs, 16 disks, 20 NFS mounts, 8 NICs, 4 RDMA ports, every series active in every sample
-(the worst case: idle series are dropped from samples), a full default window of 60 one-second
-samples. One evaluation = measure + score + decide + reasons + hint (``classify``) plus learning the
-baselines from the window (``learn``), which is what the daemon runs every ``evaluate_every``.
-The peer is ``family_rates`` over all five parts for one tick of the same node (the sampler's work
-that turns counters into the rates the classifier reads). Goal: <= 1 ms per evaluation. Times are CPU
-time of the measuring thread (``time.thread_time``), so other load on the box does not count.
+Two nodes: the telemetry benchmark's large one (8 GPUs, 16 disks, 20 NFS mounts, 8 NICs, 4 RDMA
+ports) and a typical HGX node (8 GPUs, 2 disks, 1 NFS mount, 2 NICs, 8 RDMA ports); every series
+active in every sample, a full default window of 60 one-second samples.
+
+- *In the daemon*: an ``Engine`` fed a stream of samples, timed on the ticks that evaluate (every
+  10 s): classify with its memo (each sample's GPU tally computed once, running sums per device) and,
+  once per window length, learning the baselines.
+- *From scratch*: ``classify`` on the window with nothing memoized, plus ``learn``.
+- *Peer*: ``family_rates`` over all five parts for one tick of the same node (the sampler's work
+  that turns counters into the rates the classifier reads).
+
+Goal: <= 1 ms per evaluation. Times are CPU time of the measuring thread (``time.thread_time``), so
+other load on the box counts less (not nothing: a shared core's caches and frequency still do).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import argparse
 import random
 import statistics
 import time
+from dataclasses import dataclass
 
 from agent.classifier.baselines import Baselines, learn
 from agent.classifier.engine import Engine
@@ -44,10 +51,27 @@ from agent.snapshot.parts import (
 )
 from agent.snapshot.rates import NodeRates, family_rates
 
-GPUS, DISKS, NFS, NICS, PORTS = 8, 16, 20, 8, 4
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    gpus: int
+    disks: int
+    nfs: int
+    nics: int
+    ports: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.name}: {self.gpus} GPUs, {self.disks} disks, {self.nfs} NFS mounts, "
+            f"{self.nics} NICs, {self.ports} RDMA ports"
+        )
 
 
-def parts(t: float, rnd: random.Random) -> dict[str, object]:
+NODES = (Node("large", 8, 16, 20, 8, 4), Node("HGX", 8, 2, 1, 2, 8))
+
+
+def parts(node: Node, t: float, rnd: random.Random) -> dict[str, object]:
     """Cumulative counters of the node at time ``t`` (rates of a few hundred MB/s, jittered)."""
 
     def c(rate: float) -> int:
@@ -76,26 +100,27 @@ def parts(t: float, rnd: random.Random) -> dict[str, object]:
                 nvlink_rx_bytes=c(5e9),
                 processes=(GpuProcess(1000 + i, 1 << 34),),
             )
-            for i in range(GPUS)
+            for i in range(node.gpus)
         ),
     )
     storage = StoragePart(
         tuple(
             DiskStat(f"nvme{i}n1", c(1e4), 0, c(2e8) // 512, t * 0.5, 0, 0, 0.0, 1, t * 0.6)
-            for i in range(DISKS)
+            for i in range(node.disks)
         ),
         tuple(
             NfsMount(f"/mnt/d{i}", f"nas{i}:/data", "tcp", "nfs4", c(3e8), c(3e8), c(300), t * 1.2, t * 1.3)
-            for i in range(NFS)
+            for i in range(node.nfs)
         ),
     )
     network = NetworkPart(
         tuple(
-            NicStat(f"eth{i}", c(1e9), c(1e9), c(1e6), c(1e6), 0, 0, 0, 0, 3_125_000_000) for i in range(NICS)
+            NicStat(f"eth{i}", c(1e9), c(1e9), c(1e6), c(1e6), 0, 0, 0, 0, 3_125_000_000)
+            for i in range(node.nics)
         ),
         tuple(
             RdmaPort(f"mlx5_{i}", 1, c(2e10), c(2e10), 50_000_000_000, c(1e5), c(200), c(100), 0)
-            for i in range(PORTS)
+            for i in range(node.ports)
         ),
     )
     host = HostPart(
@@ -110,7 +135,8 @@ def parts(t: float, rnd: random.Random) -> dict[str, object]:
     )
     procs = ProcessPart(
         tuple(
-            ProcessStat(1000 + i, 5000, "python", t * 6.0, c(1e8), c(1e8), 12.0, 40, 8) for i in range(GPUS)
+            ProcessStat(1000 + i, 5000, "python", t * 6.0, c(1e8), c(1e8), 12.0, 40, 8)
+            for i in range(node.gpus)
         )
     )
     return {"host": host, "gpu": gpu, "storage": storage, "network": network, "processes": procs}
@@ -123,14 +149,10 @@ def tick_rates(prev: dict[str, object], cur: dict[str, object]) -> NodeRates:
     return NodeRates(**fields)  # type: ignore[arg-type]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="200 evaluations instead of 2000")
-    args = ap.parse_args()
-    n = 200 if args.quick else 2000
+def bench(node: Node, n: int) -> dict[str, list[float]]:
     rnd = random.Random(7)
     cfg = ClassifierSection()
-    history = [parts(float(t), rnd) for t in range(61)]
+    history = [parts(node, float(t), rnd) for t in range(61)]
     window = []
     for t in range(1, 61):
         snap = NodeSnapshot(
@@ -143,26 +165,19 @@ def main() -> None:
         window.append(sample_from_snapshot(snap))
     baselines = learn(window, Baselines())
 
-    def timed(fn, reps: int) -> list[float]:
-        out = []
-        for _ in range(reps):
-            t0 = time.thread_time()
-            fn()
-            out.append(time.thread_time() - t0)
-        return out
-
     def cold() -> None:  # everything from scratch, learning included
         classify(window, baselines, cfg, "compute")
         learn(window, baselines)
 
-    # the daemon's steady state: an Engine over a stream of snapshots, evaluating every 10 s (each
-    # evaluation sorts only the 10 new samples' GPUs; learning runs once per window length)
+    # the daemon's steady state: an Engine over a stream of samples, evaluating every 10 s (each
+    # evaluation tallies only the 10 new samples' GPUs and subtracts running sums; learning runs once
+    # per window length)
     engine = Engine(cfg, baselines)
-    stream = [parts(float(t), rnd) for t in range(61, 61 + 10 * (n + 10) + 2)]
     prev = history[60]
     samples = []
-    for i, cur in enumerate(stream):
+    for i in range(10 * (n + 10) + 2):
         t = 61.0 + i
+        cur = parts(node, t, rnd)
         snap = NodeSnapshot(seq=int(t), timestamp=1.7e9 + t, monotonic=t, rates=tick_rates(prev, cur), **cur)  # type: ignore[arg-type]
         samples.append(sample_from_snapshot(snap))  # ingest is per tick: timed on its own below
         prev = cur
@@ -174,33 +189,53 @@ def main() -> None:
         ev = engine.add(s)
         if ev is not None:
             steady.append(time.thread_time() - t0)
-
     for _ in range(20):  # warm caches
         cold()
-    ev = timed(cold, n)
-    cls = timed(lambda: classify(window, baselines, cfg, "compute"), n)
     prev, cur = history[59], history[60]
-    peer = timed(lambda: tick_rates(prev, cur), n)
     snap = NodeSnapshot(seq=60, timestamp=0, monotonic=60.0, rates=tick_rates(prev, cur), **cur)  # type: ignore[arg-type]
-    ingest = timed(lambda: sample_from_snapshot(snap), n)
+    return {
+        "steady": steady,
+        "cold": timed(cold, n),
+        "classify": timed(lambda: classify(window, baselines, cfg, "compute"), n),
+        "ingest": timed(lambda: sample_from_snapshot(snap), n),
+        "peer": timed(lambda: tick_rates(prev, cur), n),
+    }
 
-    def fmt(xs: list[float]) -> str:
-        xs = sorted(xs)
-        return f"median {statistics.median(xs) * 1e3:.3f} ms  p99 {xs[int(len(xs) * 0.99) - 1] * 1e3:.3f} ms"
 
-    verdict = classify(window, baselines, cfg).label
-    print(f"node: {GPUS} GPUs, {DISKS} disks, {NFS} NFS mounts, {NICS} NICs, {PORTS} RDMA ports")
-    print(f"window: 60 one-second samples; verdict on the synthetic window: {verdict}")
-    print(f"evaluation in the daemon (Engine, steady state)  {fmt(steady)}   over {len(steady)} evaluations")
-    print(f"evaluation from scratch (classify + learn)       {fmt(ev)}   over {n} runs")
-    print(f"  classify alone, from scratch                   {fmt(cls)}")
-    print(f"ingest one snapshot (every tick)                 {fmt(ingest)}")
-    print(f"peer: the sampler's rates for one tick           {fmt(peer)}")
-    med_steady, med_peer = statistics.median(steady), statistics.median(peer)
-    print(f"ratio steady evaluation / peer tick              {med_steady / med_peer:.2f}x")
-    print(f"ratio from-scratch evaluation / peer tick        {statistics.median(ev) / med_peer:.2f}x")
-    ok = "OK" if med_steady <= 1e-3 else "OVER"
-    print(f"budget 1 ms per evaluation: {ok} ({med_steady * 1e3:.3f} ms in the daemon)")
+def timed(fn, reps: int) -> list[float]:
+    out = []
+    for _ in range(reps):
+        t0 = time.thread_time()
+        fn()
+        out.append(time.thread_time() - t0)
+    return out
+
+
+def fmt(xs: list[float]) -> str:
+    xs = sorted(xs)
+    return f"median {statistics.median(xs) * 1e3:.3f} ms  p99 {xs[int(len(xs) * 0.99) - 1] * 1e3:.3f} ms"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="200 evaluations instead of 2000")
+    args = ap.parse_args()
+    n = 200 if args.quick else 2000
+    worst = 0.0
+    for node in NODES:
+        r = bench(node, n)
+        med_steady, med_peer = statistics.median(r["steady"]), statistics.median(r["peer"])
+        worst = max(worst, med_steady)
+        print(node)
+        print(f"  evaluation in the daemon (steady state)   {fmt(r['steady'])}   ({len(r['steady'])} runs)")
+        print(f"  evaluation from scratch (classify+learn)  {fmt(r['cold'])}")
+        print(f"    classify alone, from scratch            {fmt(r['classify'])}")
+        print(f"  ingest one snapshot (every tick)          {fmt(r['ingest'])}")
+        print(f"  peer: the sampler's rates for one tick    {fmt(r['peer'])}")
+        print(f"  ratio steady evaluation / peer tick       {med_steady / med_peer:.2f}x")
+        print(f"  ratio from-scratch evaluation / peer tick {statistics.median(r['cold']) / med_peer:.2f}x")
+    ok = "OK" if worst <= 1e-3 else "OVER"
+    print(f"budget 1 ms per evaluation (CPU time): {ok}, worst median {worst * 1e3:.3f} ms")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.config.types import parse_duration
 from lab.blockdev import DataSource, make_data
 from lab.cgroups import TrainerCgroup
 from lab.gpu import LabGpus, default_state_path
@@ -27,13 +28,14 @@ from lab.netns import REPO, PeerNetwork
 from lab.scoring import Result, score, segments_from_log
 
 READ_BPS = 8 << 20  # the cgroup's read throttle: 8 MiB/s, a slow NAS share in miniature
-LAB_CONFIG = {
+LAB_CONFIG: dict[str, dict[str, Any]] = {
     "agent": {"interval": "100ms"},
     "classifier": {
-        "window": "1.5s",
+        "window": "1.2s",
         "evaluate_every": "1s",
         "confirmations": 2,
         "warmup": "1s",
+        "min_window_fill": 0.3,
         "sustain": "3s",
         "history": 5000,
     },
@@ -129,8 +131,6 @@ class Lab:
         sc: Scenario,
         history: Callable[[], list[dict[str, Any]]],
         drill: Callable[[], Any] | None = None,
-        window: float = 1.5,
-        warmup: float = 1.0,
     ) -> Result:
         assert self.gpus and self.cgroup and self.net and self.data
         start = time.time()
@@ -174,8 +174,8 @@ class Lab:
             phases,
             start,
             end,
-            window=window,
-            warmup=warmup,
+            window=parse_duration(LAB_CONFIG["classifier"]["window"]),
+            warmup=parse_duration(LAB_CONFIG["classifier"]["warmup"]),
             before=self.last_verdict,
         )
         self.last_verdict = res.changes[-1].after if res.changes else None

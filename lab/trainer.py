@@ -46,8 +46,8 @@ REGIMES = ("compute", "storage", "cpu", "network", "sync-wait", "checkpoint")
 
 
 def jitter(mean: float) -> float:
-    """Uniform within +-50% of ``mean``."""
-    return mean * random.uniform(0.5, 1.5)
+    """Uniform within +-40% of ``mean``."""
+    return mean * random.uniform(0.6, 1.4)
 
 
 def parse_schedule(text: str) -> list[tuple[str, float]]:
@@ -115,6 +115,14 @@ class Trainer:
                 )
                 w.start()
                 self.workers.append(w)
+            # the first batches arrive together (every worker prefetched one): take them before the
+            # job shows on the GPUs, so the regime the lab scores is the steady, CPU-bound one
+            deadline = time.monotonic() + 10 * a.decode_seconds
+            while time.monotonic() < deadline:
+                start = time.monotonic()
+                self.queue.get(timeout=10 * a.decode_seconds)
+                if time.monotonic() - start > a.decode_seconds / 3:
+                    break
 
     def close(self) -> None:
         self.gpus.phase("idle", None)
@@ -157,7 +165,7 @@ class Trainer:
         elif regime == "sync-wait":
             assert self.sock is not None
             self.phase("spin")
-            time.sleep(jitter(0.35))  # the straggler on another node
+            time.sleep(jitter(0.4))  # the straggler on another node
             exchange(self.sock, 16 << 10)
             self.compute(COMPUTE_STEP)
         elif regime == "checkpoint":
@@ -208,11 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, default=2)
     ap.add_argument("--data", help="file or block device read with O_DIRECT (storage regime)")
     ap.add_argument("--data-size", type=int, default=64 << 20)
-    ap.add_argument("--batch-bytes", type=int, default=2 << 20, help="mean batch size")
+    ap.add_argument("--batch-bytes", type=int, default=4 << 20, help="mean batch size")
     ap.add_argument("--peer", help="HOST:PORT of lab.peer (network, sync-wait)")
-    ap.add_argument("--grad-bytes", type=int, default=2_200_000, help="mean gradient size per step")
+    ap.add_argument("--grad-bytes", type=int, default=3_500_000, help="mean gradient size per step")
     ap.add_argument("--workers", type=int, default=3, help="data-loader workers (cpu regime)")
-    ap.add_argument("--decode-seconds", type=float, default=0.3, help="CPU seconds per batch per worker")
+    ap.add_argument("--decode-seconds", type=float, default=0.45, help="CPU seconds per batch per worker")
     ap.add_argument("--checkpoint-dir", default="/tmp")
     ap.add_argument("--burst-every", type=float, default=4.0)
     ap.add_argument("--burst-bytes", type=int, default=16 << 20)

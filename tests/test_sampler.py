@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 
+from agent import sampler as sampler_module
 from agent.collector_failures import CollectorFailureWatch
 from agent.collectors import SourceAbsent
 from agent.collectors.host import HostCollector
@@ -132,3 +134,75 @@ def test_supervisor_restarts_crashing_task_with_backoff():
     assert state.last_error == "RuntimeError: boom"
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert gaps[1] > gaps[0] * 1.2  # backoff grows
+
+
+class Recording:
+    """A storage-like collector that notes the thread and the time of each call, and can be slow."""
+
+    part = "storage"
+
+    def __init__(self, name: str, seconds: float = 0.0) -> None:
+        self.name = name
+        self.seconds = seconds
+        self.calls: list[tuple[int, float, float]] = []  # thread, start, end
+
+    def collect(self):
+        start = time.monotonic()
+        time.sleep(self.seconds)
+        self.calls.append((threading.get_ident(), start, time.monotonic()))
+        return StoragePart(disks=(), nfs=())
+
+    def close(self):
+        pass
+
+
+def test_quick_collectors_run_one_after_another_in_one_thread(monkeypatch):
+    # no second worker unless a call outlasts STAGGER: none of these comes near it
+    monkeypatch.setattr(sampler_module, "STAGGER", 10.0)
+    cs = [Recording(f"c{i}") for i in range(4)]
+
+    async def go():
+        s = Sampler(cs, interval=1.0, timeout=5, stall_after=10)
+        for _ in range(3):
+            snap = await s.tick()
+            assert all(snap.collectors[c.name].success for c in cs)
+        s.close()
+
+    asyncio.run(go())
+    for tick in range(3):
+        calls = sorted((c.calls[tick] for c in cs), key=lambda call: call[1])
+        assert len({thread for thread, _, _ in calls}) == 1
+        assert all(a[2] <= b[1] for a, b in itertools.pairwise(calls))  # never two at once
+
+
+def test_slow_collector_is_passed_after_stagger():
+    quick, slow, after = Recording("quick"), Recording("slow", seconds=1.0), Recording("after")
+
+    async def go():
+        s = Sampler([quick, slow, after], interval=2.0, timeout=5, stall_after=10)
+        snap = await s.tick()
+        s.close()
+        return snap
+
+    snap = asyncio.run(go())
+    assert snap.collectors["after"].success and snap.collectors["slow"].success
+    (_, after_start, _), (_, _, slow_end) = after.calls[0], slow.calls[0]
+    assert after_start < slow_end - 0.5  # started beside the slow call, not behind it
+
+
+def test_call_returning_after_the_tick_is_used_by_the_next():
+    """A call slower than the tick waits for (but within its timeout) still gives its part."""
+    slow = Recording("slow", seconds=0.3)
+
+    async def go():
+        s = Sampler([slow], interval=0.2, timeout=5, stall_after=10)  # a tick waits 0.16 s
+        first = await s.tick()
+        await asyncio.sleep(0.4)  # the call returns meanwhile
+        second = await s.tick()
+        s.close()
+        return first, second
+
+    first, second = asyncio.run(go())
+    assert first.storage is None and "slow" not in first.collectors
+    assert second.storage is not None and second.collectors["slow"].success
+    assert second.collectors["slow"].duration_seconds >= 0.3

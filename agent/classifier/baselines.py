@@ -15,7 +15,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,44 +116,63 @@ def quantile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
 
 
-def learn(window: Sequence[Sample], baselines: Baselines) -> Baselines:
-    """New baselines after one window; the same object (and the same tables inside it) for whatever
-    did not move, so the engine's memo of GPU tallies survives a learned peak."""
+PARTS = ("disk", "nfs", "nic", "rdma", "idle_power", "nfs_rtt")
+_PEAK_FAMILIES = {"disk": "disk_read", "nfs": "nfs_read", "nic": "nic", "rdma": "rdma"}
+
+
+def learn(window: Sequence[Sample], baselines: Baselines, parts: Iterable[str] = PARTS) -> Baselines:
+    """New baselines after one window, for the ``parts`` named (all by default); the same object (and
+    the same tables inside it) for whatever did not move, so the engine's memo of GPU tallies
+    survives a learned peak."""
     if not window:
         return baselines
-    peaks = baselines.peaks
-    for kind, attr in (("disk", "disk_read"), ("nfs", "nfs_read"), ("nic", "nic"), ("rdma", "rdma")):
-        known = peaks.get(kind, {})
-        for name, values in columns(window, attr).items():
-            # idle intervals are part of the column: a peak must fill PEAK_QUANTILE of the window
-            candidate = quantile(list(values), PEAK_QUANTILE)
-            if candidate > known.get(name, 0.0):
-                if known is baselines.peaks.get(kind):
-                    known = dict(known)
-                if peaks is baselines.peaks:
-                    peaks = dict(peaks)
-                known[name] = candidate
-                peaks[kind] = known
-    idle = baselines.idle_power
+    peaks, idle, rtt = baselines.peaks, baselines.idle_power, baselines.nfs_rtt
+    for part in parts:
+        if part in _PEAK_FAMILIES:
+            known = _learn_peaks(columns(window, _PEAK_FAMILIES[part]), peaks.get(part, {}))
+            if known is not peaks.get(part):
+                peaks = {**peaks, part: known}
+        elif part == "idle_power":
+            idle = _learn_idle(window, idle)
+        elif part == "nfs_rtt":
+            rtt = _learn_rtt(window, rtt)
+    if peaks is baselines.peaks and idle is baselines.idle_power and rtt is baselines.nfs_rtt:
+        return baselines
+    return Baselines(peaks=peaks, idle_power=idle, nfs_rtt=rtt)
+
+
+def _learn_peaks(cols: dict[str, tuple[float, ...]], known: dict[str, float]) -> dict[str, float]:
+    out = known
+    for name, values in cols.items():
+        # idle intervals are part of the column: a peak must fill PEAK_QUANTILE of the window
+        candidate = quantile(list(values), PEAK_QUANTILE)
+        if candidate > out.get(name, 0.0):
+            out = dict(out) if out is known else out
+            out[name] = candidate
+    return out
+
+
+def _learn_idle(window: Sequence[Sample], known: dict[str, float]) -> dict[str, float]:
+    out = known
     for s in window:
         for g in s.gpus:
-            if g.up and g.power is not None and g.power > 0 and g.power < idle.get(g.uuid, math.inf):
-                if idle is baselines.idle_power:
-                    idle = dict(idle)
-                idle[g.uuid] = g.power
-    rtt = baselines.nfs_rtt
+            if g.up and g.power is not None and g.power > 0 and g.power < out.get(g.uuid, math.inf):
+                out = dict(out) if out is known else out
+                out[g.uuid] = g.power
+    return out
+
+
+def _learn_rtt(window: Sequence[Sample], known: dict[str, float]) -> dict[str, float]:
+    out = known
     ops = columns(window, "nfs_ops")
     for m, times in columns(window, "nfs_rtt_time").items():
         values = [t / n for t, n in zip(times, ops.get(m, ()), strict=False) if n > 0]
         if len(values) >= MIN_RTT_SAMPLES:
             median = quantile(values, 0.5)
-            if median > 0 and median < rtt.get(m, math.inf):
-                if rtt is baselines.nfs_rtt:
-                    rtt = dict(rtt)
-                rtt[m] = median
-    if peaks is baselines.peaks and idle is baselines.idle_power and rtt is baselines.nfs_rtt:
-        return baselines
-    return Baselines(peaks=peaks, idle_power=idle, nfs_rtt=rtt)
+            if 0 < median < out.get(m, math.inf):
+                out = dict(out) if out is known else out
+                out[m] = median
+    return out
 
 
 # --- persistence ------------------------------------------------------------------------------------

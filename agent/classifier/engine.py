@@ -7,14 +7,16 @@ synthetic snapshot sequence replays exactly the same in a test as it ran on a no
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.classifier.baselines import Baselines, learn
+from agent.classifier.baselines import PARTS, Baselines, learn
 from agent.classifier.features import GpuTally, tally
+from agent.classifier.running import RunningSums
 from agent.classifier.samples import Sample, sample_from_snapshot
 from agent.classifier.verdict import Verdict, classify, verdict_for
 from agent.config.classifier import ClassifierSection
@@ -61,9 +63,10 @@ class Engine:
         self.history: deque[dict[str, Any]] = deque(maxlen=self.cfg.history)
         self.last: Evaluation | None = None
         self.baselines_dirty = False
-        self._recent_keys: dict[tuple[int, int], float] = {}
+        self._recent_pids: dict[int, tuple[int, float]] = {}  # pid -> (start time, last seen)
         self._memo: dict[int, tuple[Sample, dict[str, float], GpuTally]] = {}
-        self.learned_at = float("-inf")
+        self.sums = RunningSums()
+        self.learned_at: dict[str, float] = {}  # baselines part -> when it last learned
 
     # --- input -------------------------------------------------------------------------------------
 
@@ -77,9 +80,11 @@ class Engine:
             self.next_eval = s.t + self.cfg.evaluate_every
         self._watch_jobs(s)
         self.samples.append(s)
+        self.sums.append(s)
         horizon = s.t - self.cfg.window
         while self.samples and self.samples[0].t <= horizon:
             self.samples.popleft()
+            self.sums.popleft()
         assert self.next_eval is not None
         if s.t + 1e-6 >= self.next_eval:
             # a late tick doesn't cause a burst of catch-up evaluations
@@ -88,19 +93,26 @@ class Engine:
         return None
 
     def _watch_jobs(self, s: Sample) -> None:
-        """A training process never seen within the last window starts a job: warm up from here.
-        Processes present when the agent starts are a job already running, not a new one."""
+        """A training process not seen within the last window starts a job: warm up from here.
+        Processes present when the agent starts are a job already running, not a new one.
+
+        Processes are known by pid; the start time (0 when only NVML listed the pid) tells a reused
+        pid from the same process, so a tick where the process collector missed it is no new job."""
         if s.trainers is None:
             return
-        fresh = [k for k in s.trainers.keys if k not in self._recent_keys]
-        for k in s.trainers.keys:
-            self._recent_keys[k] = s.t
+        fresh = False
+        recent = self._recent_pids
+        for pid, start in s.trainers.keys:
+            seen = recent.get(pid)
+            if seen is None or (start and seen[0] and start != seen[0]):
+                fresh = True
+            recent[pid] = (start or (seen[0] if seen else 0), s.t)
         if fresh and s.t != self.first_t:
             self.warmup_until = s.t + self.cfg.warmup
             self.ignore_before = max(self.ignore_before, s.t + self.cfg.warmup)
-        if len(self._recent_keys) > 64 or fresh:
+        if len(recent) > 64 or fresh:
             horizon = s.t - self.cfg.window
-            self._recent_keys = {k: t for k, t in self._recent_keys.items() if t >= horizon}
+            self._recent_pids = {p: v for p, v in recent.items() if v[1] >= horizon}
 
     def checkpoint(self, phase: str, event_id: str, now: float) -> None:
         """A checkpoint request suppresses verdict changes until it is answered (or
@@ -133,14 +145,10 @@ class Engine:
         self.evaluations += 1
         window = self.window()
         current = self.current.verdict if self.current else None
-        vote = classify(window, self.baselines, cfg, current, self._tallies(window))
-        if now - max(self.learned_at, self.first_t or now) >= cfg.window:
-            # once per window length: consecutive learning windows tile time, every sample counts once
-            self.learned_at = now
-            new = learn(window, self.baselines)
-            if new is not self.baselines:
-                self.baselines = new
-                self.baselines_dirty = True
+        vote = classify(
+            window, self.baselines, cfg, current, self._tallies(window), self.sums.means(len(window))
+        )
+        self._learn(window, now)
         held = None
         if now < self.warmup_until:
             held = "warming up"
@@ -232,6 +240,24 @@ class Engine:
             cleared=True,
             previous=None,
         )
+
+    def _learn(self, window: list[Sample], now: float) -> None:
+        """Each part of the baselines learns once per window length (consecutive learning windows
+        tile time: every sample counts once), spread over the evaluations so that no single one
+        pays for all of them."""
+        start = self.first_t if self.first_t is not None else now
+        due = [p for p in PARTS if now - max(self.learned_at.get(p, start), start) >= self.cfg.window]
+        if not due:
+            return
+        per_evaluation = math.ceil(len(PARTS) * self.cfg.evaluate_every / self.cfg.window)
+        due.sort(key=lambda p: self.learned_at.get(p, start))
+        parts = due[:per_evaluation]
+        for p in parts:
+            self.learned_at[p] = now
+        new = learn(window, self.baselines, parts)
+        if new is not self.baselines:
+            self.baselines = new
+            self.baselines_dirty = True
 
     def _tallies(self, window: list[Sample]) -> list[GpuTally]:
         """Each sample's GPU tally, computed once per sample (again only if idle power was relearned)."""

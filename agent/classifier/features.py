@@ -18,11 +18,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
+from operator import attrgetter, is_, truediv
 
 from agent.classifier.baselines import Baselines, capacity, idle_power, quantile
+from agent.classifier.running import FAMILIES
 from agent.classifier.samples import Sample, columns
 from agent.config.classifier import ClassifierSection
+
+_KEYS = attrgetter("keys")
+_VALUES = attrgetter("values")
 
 
 def ramp(value: float | None, r: tuple[float, float]) -> float:
@@ -102,7 +107,16 @@ class Features:
 def means(window: Sequence[Sample], *attrs: str) -> list[dict[str, float]]:
     """Mean per series of each family over the window (a sample without the series counts 0)."""
     n = len(window)
-    return [{k: sum(col) / n for k, col in columns(window, a).items()} for a in attrs]
+    out = []
+    for a in attrs:
+        fam = list(map(attrgetter(a), window))
+        keys = fam[0].keys
+        if all(map(is_, map(_KEYS, fam), repeat(keys))):  # the same devices all window long: in C
+            sums = map(sum, zip(*map(_VALUES, fam), strict=True))
+            out.append(dict(zip(keys, map(truediv, sums, repeat(n)), strict=True)))
+        else:
+            out.append({k: sum(col) / n for k, col in columns(window, a).items()})
+    return out
 
 
 def _scalar_mean(window: Sequence[Sample], attr: str) -> float | None:
@@ -110,37 +124,32 @@ def _scalar_mean(window: Sequence[Sample], attr: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-_Row = tuple[float, float, float, str, str, "float | None", str]  # pressure, util, rate, kind, name ...
+_Cap = tuple[str, str, float, "float | None", str]  # kind, name, mean rate, capacity, source
 
 
-def _loads(
-    kind: str,
-    rates: dict[str, float],
-    links: dict[str, float],
-    baselines: Baselines,
-    cfg: ClassifierSection,
-    share: float,
-    r: tuple[float, float],
-) -> list[_Row]:
-    out: list[_Row] = []
+def _capacities(
+    kind: str, rates: dict[str, float], links: dict[str, float], baselines: Baselines, cfg: ClassifierSection
+) -> list[_Cap]:
     configured = getattr(cfg, f"{kind}_capacity")
     peaks = baselines.peaks.get(kind, {})
+    out: list[_Cap] = []
     for name, rate in rates.items():
         if name in configured or name in links or name in peaks:
             cap, source = capacity(kind, name, baselines, cfg, links.get(name))
         else:
             cap, source = None, "unknown"
-        util = per_wait(rate / cap, share) if cap else None
-        out.append((ramp(util, r), util or 0.0, rate, kind, name, cap, source))
+        out.append((kind, name, rate, cap, source))
     return out
 
 
-def _busiest(rows: list[_Row], share: float, keep: int = 3) -> tuple[Load, ...]:
+def _busiest(caps: list[_Cap], share: float, r: tuple[float, float], keep: int = 3) -> tuple[Load, ...]:
+    """The ``keep`` devices under most pressure when their traffic is set against ``share``."""
+    rows = []
+    for kind, name, rate, cap, source in caps:
+        util = per_wait(rate / cap, share) if cap else None
+        rows.append((ramp(util, r), util or 0.0, rate, kind, name, cap, source, util))
     rows.sort(key=lambda x: x[:3], reverse=True)
-    return tuple(
-        Load(k, n, rate, cap, src, per_wait(rate / cap, share) if cap else None, share, p)
-        for p, _, rate, k, n, cap, src in rows[:keep]
-    )
+    return tuple(Load(k, n, rate, cap, src, u, share, p) for p, _, rate, k, n, cap, src, u in rows[:keep])
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,8 +237,10 @@ def measure(
     baselines: Baselines,
     cfg: ClassifierSection,
     tallies: Sequence[GpuTally] | None = None,
+    family_means: Sequence[dict[str, float]] | None = None,
 ) -> Features:
-    """``tallies``, one per sample, may be passed in when already known (they are ``tally(s, ...)``)."""
+    """``tallies`` (one ``tally(s, ...)`` per sample) and ``family_means`` (``means(window,
+    *FAMILIES)``) may be passed in when the caller keeps them up to date already."""
     n = len(window)
     if n == 0:
         return Features(samples=0, span_seconds=0.0, gpus=0)
@@ -253,23 +264,13 @@ def measure(
     wait_share = starved_share + spin_share
 
     # --- storage, per second of starvation ---
-    disk, nfs, busy, rtt_time, nfs_ops, nic, rdma, cnp, xmit_wait = means(
-        window,
-        "disk_read",
-        "nfs_read",
-        "disk_busy",
-        "nfs_rtt_time",
-        "nfs_ops",
-        "nic",
-        "rdma",
-        "rdma_cnp",
-        "rdma_xmit_wait",
-    )
-    read_r = cfg.storage_read_utilization
+    if family_means is None:
+        family_means = means(window, *FAMILIES)
+    disk, nfs, busy, rtt_time, nfs_ops, nic, rdma, cnp, xmit_wait = family_means
     storage = _busiest(
-        _loads("disk", disk, {}, baselines, cfg, starved_share, read_r)
-        + _loads("nfs", nfs, {}, baselines, cfg, starved_share, read_r),
+        _capacities("disk", disk, {}, baselines, cfg) + _capacities("nfs", nfs, {}, baselines, cfg),
         starved_share,
+        cfg.storage_read_utilization,
     )
     signals: list[Signal] = []
     if starved_share > 0:
@@ -302,16 +303,11 @@ def measure(
 
     # --- network: per second of waiting (network-bound) and of spinning (sync-wait) ---
     last = window[-1]
-    net_r = cfg.network_utilization
-
-    def links(share: float) -> tuple[Load, ...]:
-        return _busiest(
-            _loads("nic", nic, last.nic_speed, baselines, cfg, share, net_r)
-            + _loads("rdma", rdma, last.rdma_rate, baselines, cfg, share, net_r),
-            share,
-        )
-
-    links_wait, links_spin = links(wait_share), links(spin_share)
+    caps = _capacities("nic", nic, last.nic_speed, baselines, cfg) + _capacities(
+        "rdma", rdma, last.rdma_rate, baselines, cfg
+    )
+    links_wait = _busiest(caps, wait_share, cfg.network_utilization)
+    links_spin = _busiest(caps, spin_share, cfg.network_utilization)
     congestion = _congestion(cnp, xmit_wait, wait_share, cfg)
     cong_spin = _congestion(cnp, xmit_wait, spin_share, cfg)
     net_wait = max([x.pressure for x in links_wait[:1] + congestion[:1]] + [0.0])

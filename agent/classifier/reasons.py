@@ -58,7 +58,7 @@ def signal_text(s: Signal, when: str) -> str:
 
 def gpu_line(f: Features) -> str:
     if f.util_mean is None:
-        return "no GPU utilization in the window"
+        return "no GPU readings in the window (GPU collector absent or failing)"
     text = f"GPU busy {pct(f.util_mean)} (p5 {pct(f.util_p5)}, p95 {pct(f.util_p95)})"
     what = {
         "sm": "SM activity",
@@ -85,16 +85,15 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
         if sub_reason == "cpu":
             out.append(_cpu_text(f))
         else:
-            out += [load_text(x, "read", "starved") for x in _pressing(f.storage, 1)]
             out += [signal_text(x, "starved") for x in _pressing(f.storage_signals)]
-            if len(out) == 2 and f.storage:
-                out.append(load_text(f.storage[0], "read", "starved"))
+            if f.storage:  # the busiest reader, pressing or not: what the stalls were waiting for
+                out.insert(2, load_text(f.storage[0], "read", "starved"))
     elif verdict == "network":
         out.append(
             f"GPUs waiting in {pct(f.spin_share + f.starved_share)} of samples "
             f"(spinning {pct(f.spin_share)}: utilization high at low power/SM activity, as in NCCL)"
         )
-        out += [load_text(x, "moved", "waited") for x in _pressing(f.links_wait, 1)]
+        out += [load_text(x, "moved", "waited") for x in f.links_wait[:1]]
         out += [signal_text(x, "waited") for x in _pressing(f.congestion)]
     elif verdict == "sync-wait":
         out.append(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, is_
 from typing import Any
 
 from agent.snapshot import NodeSnapshot
@@ -42,13 +44,14 @@ class Series:
 
 
 EMPTY = Series((), ())
+_SERIES_KEYS = attrgetter("keys")
 
 
 def columns(window: Sequence[Sample], attr: str) -> dict[str, tuple[float, ...]]:
     """Each series of one family across the window, one value per sample (0 where it was absent)."""
-    fam: list[Series] = [getattr(s, attr) for s in window]
+    fam: list[Series] = list(map(attrgetter(attr), window))
     keys = fam[0].keys if fam else ()
-    if all(f.keys is keys for f in fam):
+    if all(map(is_, map(_SERIES_KEYS, fam), repeat(keys))):
         return dict(zip(keys, zip(*(f.values for f in fam), strict=True), strict=False)) if keys else {}
     names = sorted({k for f in fam for k in f.keys})
     return {k: tuple(f.get(k) for f in fam) for k in names}

@@ -54,9 +54,11 @@ def classify(
     cfg: ClassifierSection,
     current: str | None = None,
     tallies: Sequence[GpuTally] | None = None,
+    family_means: Sequence[dict[str, float]] | None = None,
 ) -> Verdict:
     """This window's vote. ``current`` is the verdict in force: it keeps the vote inside its exit band.
-    ``tallies`` are the samples' ``features.tally`` results when the caller already has them."""
-    f = measure(window, baselines, cfg, tallies)
+    ``tallies`` and ``family_means`` are the caller's memo of parts of the computation (see
+    ``features.measure``); the result is the same without them."""
+    f = measure(window, baselines, cfg, tallies, family_means)
     s = score(f)
     return verdict_for(f, s, decide(s, current, cfg))

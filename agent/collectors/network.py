@@ -8,6 +8,7 @@ only files that exist, through descriptors kept open (``openfiles.py``).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -79,7 +80,8 @@ class NetworkCollector:
         self.net_dev = Path(procfs) / "net" / "dev"
         self.class_net = Path(sysfs) / "class" / "net"
         self.ib_root = Path(sysfs) / "class" / "infiniband"
-        self.exclude = re.compile(device_exclude)
+        # the same names every tick: remember each one's answer instead of matching again
+        self.excluded = functools.lru_cache(maxsize=4096)(re.compile(device_exclude).search)
         self.capacity = {k: int(v) for k, v in (capacity or {}).items()}
         self.rdma_enabled = rdma
         self.malformed_total = 0
@@ -96,13 +98,13 @@ class NetworkCollector:
             self._swept_at = now
         bad = 0
         text = read_optional(self.net_dev)
-        parsed = parse_net_dev(text or "")
+        parsed = parse_net_dev(text or "", self.excluded)
         bad += parsed.malformed
-        nics = {n.device: n for n in parsed.value if not self.exclude.search(n.device)}
+        nics = {n.device: n for n in parsed.value}
         sys_names = _listdir(self.class_net)
         for name in sys_names:
             # only sysfs knows it (a fixture tree, another network namespace): speed, no counters
-            if name not in nics and not self.exclude.search(name) and (self.class_net / name).is_dir():
+            if name not in nics and not self.excluded(name) and (self.class_net / name).is_dir():
                 nics[name] = NicStat(name, None, None, None, None, None, None, None, None, None)
         out: list[NicStat] = []
         for name in sorted(nics):

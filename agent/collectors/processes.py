@@ -46,6 +46,7 @@ class ProcessCollector:
         self, procfs: str, sysfs: str, pids: Callable[[], Iterable[int]], cgroupfs: str | None = None
     ) -> None:
         self.proc = Path(procfs)
+        self._procdir = str(self.proc)  # paths built per process per tick: skip Path's __str__
         self.cgroup_root = Path(cgroupfs) if cgroupfs else Path(sysfs) / "fs" / "cgroup"
         self.pids = pids
         self.malformed_total = 0
@@ -61,7 +62,7 @@ class ProcessCollector:
     # --- reading one process -------------------------------------------------------------------
 
     def _stat(self, pid: int, keep_open: bool = True) -> PidStat | None:
-        path = f"{self.proc}/{pid}/stat"
+        path = f"{self._procdir}/{pid}/stat"
         text = self._files.read(path) if keep_open else read_attr(path)
         if text is None:
             return None  # gone
@@ -70,7 +71,7 @@ class ProcessCollector:
         return p.value
 
     def _io(self, pid: int) -> dict[str, int] | None:
-        text = self._files.read(f"{self.proc}/{pid}/io")
+        text = self._files.read(f"{self._procdir}/{pid}/io")
         if text is None:
             return None  # gone, or no ptrace access to it
         p = parse_pid_io(text)
@@ -196,8 +197,11 @@ class ProcessCollector:
             known = self._shape.get(pid)
             if known is not None and known[0] == st.start_time:
                 # between walks: the same processes, each checked to still be the one we saw
-                alive = ((p, t, self._stat(p)) for p, t in known[1])
-                tree = [st] + [m for p, t, m in alive if m is not None and m.start_time == t]
+                tree = [st]
+                for p, t in known[1]:
+                    m = self._stat(p)
+                    if m is not None and m.start_time == t:
+                        tree.append(m)
             else:
                 children = children if children is not None else self._children()
                 tree = self._tree(st, children)
@@ -216,23 +220,26 @@ class ProcessCollector:
         root = tree[0]
         read_bytes: int | None = None
         rchar: int | None = None
-        for st in tree:
+        cpu_ticks = threads = 0
+        for st in tree:  # one pass: this runs for every data-loader worker every tick
+            cpu_ticks += st.cpu_ticks
+            threads += st.threads
             io = self._io(st.pid)
             if io is None:
                 continue
-            if "read_bytes" in io:
-                read_bytes = (read_bytes or 0) + io["read_bytes"]
-            if "rchar" in io:
-                rchar = (rchar or 0) + io["rchar"]
+            if (v := io.get("read_bytes")) is not None:
+                read_bytes = (read_bytes or 0) + v
+            if (v := io.get("rchar")) is not None:
+                rchar = (rchar or 0) + v
         return ProcessStat(
             pid=root.pid,
             start_time_ticks=root.start_time,
             comm=root.comm,
-            cpu_seconds=sum(st.cpu_ticks for st in tree) / USER_HZ,
+            cpu_seconds=cpu_ticks / USER_HZ,
             read_bytes=read_bytes,
             rchar=rchar,
             allowed_cores=self._allowed_cores(root),
-            threads=sum(st.threads for st in tree),
+            threads=threads,
             descendants=len(tree) - 1,
         )
 

@@ -6,6 +6,7 @@ here: their reads show up in the training processes' own ``rchar`` (see ``proces
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -30,7 +31,8 @@ class StorageCollector:
     def __init__(self, procfs: str, device_exclude: str, mountstats_pid: str = "self") -> None:
         self.diskstats = Path(procfs) / "diskstats"
         self.mountstats = Path(procfs) / mountstats_pid / "mountstats"
-        self.exclude = re.compile(device_exclude)
+        # the same few dozen names every tick: remember each one's answer instead of matching again
+        self.excluded = functools.lru_cache(maxsize=4096)(re.compile(device_exclude).search)
         self.malformed_total = 0
 
     def collect(self) -> StoragePart:
@@ -38,7 +40,7 @@ class StorageCollector:
         nfs_text = read_optional(self.mountstats)
         if disk_text is None and nfs_text is None:
             raise SourceAbsent(f"neither {self.diskstats} nor {self.mountstats} is readable")
-        disks = parse_diskstats(disk_text or "", self.exclude.search)
+        disks = parse_diskstats(disk_text or "", self.excluded)
         nfs = parse_mountstats(nfs_text or "")
         bad = disks.malformed + nfs.malformed
         self.malformed_total += bad

@@ -30,7 +30,7 @@ def parse_diskstats(text: str, skip: Callable[[str], object] | None = None) -> P
         if skip is not None and skip(f[2]):
             continue
         try:
-            n = [int(x) for x in f[3:MIN_FIELDS]]
+            n = list(map(int, f[3:MIN_FIELDS]))
         except ValueError:
             bad += 1
             continue

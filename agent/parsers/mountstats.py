@@ -10,7 +10,8 @@ in the transport line, whose first token is all that is read here.
 A block without its ``bytes:`` or ``READ:`` line (a truncated file) is dropped and counted.
 
 An NFSv4 block is ~80 lines of which three matter, so blocks are cut with ``str.split`` and the
-three lines found with ``str.find`` instead of looking at every line in Python.
+three lines found with ``str.find`` (from the block's header on, without copying its body) instead
+of looking at every line in Python.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from agent.parsers.host import Parsed
 from agent.snapshot.parts import NfsMount
 
 NFS_TYPES = frozenset({"nfs", "nfs4"})
-_DEVICE = re.compile(r"device (\S+) mounted on (\S+) with fstype (\S+)(?: statvers=(\S+))?")
+_DEVICE = re.compile(r"(\S+) mounted on (\S+) with fstype (\S+)(?: statvers=(\S+))?")  # after "device "
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
 
@@ -34,26 +35,29 @@ def unescape(path: str) -> str:
 
 def _ints(text: str, need: int) -> list[int] | None:
     try:
-        n = [int(x) for x in text.split()[:need]]
+        n = list(map(int, text.split(None, need)[:need]))
     except ValueError:
         return None
     return n if len(n) == need and min(n) >= 0 else None
 
 
-def _line(body: str, key: str) -> str | None:
-    """What follows ``key`` on the first line of ``body`` that starts with it (after blanks)."""
-    i = body.find(key)
+def _line(block: str, key: str, start: int) -> str | None:
+    """What follows ``key`` on the first line of ``block`` after ``start`` (the end of the header)
+    that starts with it (after blanks)."""
+    i = block.find(key, start)
     while i >= 0:
-        if not body[body.rfind("\n", 0, i) + 1 : i].strip():
-            end = body.find("\n", i)
-            return body[i + len(key) : end if end >= 0 else len(body)]
-        i = body.find(key, i + 1)
+        if not block[block.rfind("\n", start, i) + 1 : i].strip():
+            end = block.find("\n", i)
+            return block[i + len(key) : end if end >= 0 else len(block)]
+        i = block.find(key, i + 1)
     return None
 
 
-def _block(header: re.Match[str], body: str) -> tuple[NfsMount | None, int]:
-    """One NFS mount's block: the mount, or None and how many malformed lines made it unusable."""
-    bytes_line, read_line, xprt = _line(body, "bytes:"), _line(body, "READ:"), _line(body, "xprt:")
+def _block(header: re.Match[str], block: str, start: int) -> tuple[NfsMount | None, int]:
+    """One NFS mount's block, its lines from ``start`` on: the mount, or None and how many malformed
+    lines made it unusable."""
+    bytes_line, read_line = _line(block, "bytes:", start), _line(block, "READ:", start)
+    xprt = _line(block, "xprt:", start)
     counters = None if bytes_line is None else _ints(bytes_line, 5)
     read = None if read_line is None else _ints(read_line, 8)
     if counters is None or read is None:
@@ -79,18 +83,23 @@ def _block(header: re.Match[str], body: str) -> tuple[NfsMount | None, int]:
 def parse_mountstats(text: str) -> Parsed[list[NfsMount]]:
     mounts: list[NfsMount] = []
     bad = 0
+    blocks = text.split("\ndevice ")  # each without its leading "device "
     # everything before the first "device " line belongs to no mount and is ignored
-    for block in ("\n" + text).split("\ndevice ")[1:]:
+    if text.startswith("device "):
+        blocks[0] = blocks[0][len("device ") :]
+    else:
+        del blocks[0]
+    for block in blocks:
         end = block.find("\n")
-        head = "device " + (block if end < 0 else block[:end])
-        h = _DEVICE.match(head)
+        end = len(block) if end < 0 else end
+        h = _DEVICE.match(block, 0, end)
         if h is None:
             bad += 1
             continue
         # a mount without statvers has no counters yet (still being set up): not an error
         if h.group(3) not in NFS_TYPES or h.group(4) is None:
             continue
-        mount, broken = _block(h, "" if end < 0 else block[end:])
+        mount, broken = _block(h, block, end)
         if mount is None:
             bad += broken
         else:

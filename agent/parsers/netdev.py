@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from agent.parsers.host import Parsed
 from agent.snapshot.parts import NicStat
 
 FIELDS = 16  # 8 receive columns, then 8 transmit columns
 
 
-def parse_net_dev(text: str) -> Parsed[list[NicStat]]:
-    """Counters per interface; ``speed_bytes`` is left ``None`` (it comes from sysfs)."""
+def parse_net_dev(text: str, skip: Callable[[str], object] | None = None) -> Parsed[list[NicStat]]:
+    """Counters per interface; ``speed_bytes`` is left ``None`` (it comes from sysfs). ``skip(name)``
+    true leaves an interface out before its numbers are parsed (loopback, veths)."""
     nics: list[NicStat] = []
     bad = 0
     for line in text.splitlines():
@@ -22,8 +25,10 @@ def parse_net_dev(text: str) -> Parsed[list[NicStat]]:
         if not sep or not name or len(f) < FIELDS:
             bad += 1
             continue
+        if skip is not None and skip(name):
+            continue
         try:
-            n = [int(x) for x in f[:FIELDS]]
+            n = list(map(int, f[:FIELDS]))
         except ValueError:
             bad += 1
             continue

@@ -120,6 +120,28 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
+def add_detect_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sysfs", default="/sys", help="sysfs root holding class/dmi/id (default /sys)")
+
+
+def run_detect(args: argparse.Namespace) -> int:
+    from agent.preemption.detect import DMI_FILES, classify, read_dmi
+
+    dmi = read_dmi(args.sysfs)
+    found = classify(dmi)
+    for name in DMI_FILES:
+        print(f"{name:<18} {getattr(dmi, name) or '-'}")
+    print(f"provider           {found.provider}  ({found.evidence})")
+    return 0
+
+
+register(
+    "detect-cloud",
+    'show what [preemption] provider = "auto" picks on this node, from DMI only (no network)',
+    add_detect_args,
+    run_detect,
+)
+
 register(
     "metadata-sim",
     "serve a cloud's metadata service locally (notices, maintenance, faults) for tests and rehearsals",

@@ -122,7 +122,7 @@ class Reading:
         (the notice stays, "deadline unknown" means act now) and said in a warning."""
         if time_problem:
             self.warnings.append(f"{kind} {event_id}: {time_problem}; deadline unknown")
-        if deadline is not None:
+        if deadline is not None and not withdrawn:  # ended events may lie far in the past
             ahead = (deadline - self.received_at).total_seconds()
             if ahead > self.max_ahead or -ahead > PAST_LIMIT.total_seconds():
                 self.warnings.append(
@@ -180,6 +180,9 @@ class Provider:
 
     def sources(self) -> list[Source]:
         raise NotImplementedError
+
+    def adopt(self, source: str, event: PreemptionEvent) -> None:
+        """A notice restored after a restart, for providers that make up event ids themselves."""
 
     async def identity(self) -> InstanceIdentityEvent:
         raise NotImplementedError

@@ -164,7 +164,7 @@ class AwsSim(CloudSim):
             return as_json({"noticeTime": n.time_text or rfc3339(n.announced_at or n.deadline)})
         if path == aws.SCHEDULED_PATH:
             events = []
-            for m in self.state.maintenance_shown(keep_ended=True):
+            for m in self.state.maintenance_listed():
                 state = m.state if m.state in ("canceled", "completed") else "active"
                 prefix = {"canceled": "[Canceled] ", "completed": "[Completed] "}.get(state, "")
                 not_before = m.time_text or aws_time(m.deadline)

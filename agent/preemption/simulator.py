@@ -244,9 +244,9 @@ class SimState:
     def active_maintenance(self) -> list[SimEvent]:
         return [e for e in self.events if e.maintenance and e.state == "active"]
 
-    def maintenance_shown(self, keep_ended: bool) -> list[SimEvent]:
-        shown = ("active", "canceled", "completed") if keep_ended else ("active",)
-        return [e for e in self.events if e.maintenance and e.state in shown]
+    def maintenance_listed(self) -> list[SimEvent]:
+        """Active and ended maintenance events (AWS keeps listing ended ones for a week)."""
+        return [e for e in self.events if e.maintenance and e.state in ("active", "canceled", "completed")]
 
     def start_events(self, ids: list[str]) -> list[str]:
         """Azure StartRequests: approve these events now. Returns the ids that are not active."""

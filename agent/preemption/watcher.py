@@ -116,6 +116,8 @@ class PreemptionWatcher:
                 allow_tokenless=self.cfg.allow_tokenless_fallback,
             )
             self.provider = self.provider_cls(self.client, self.cfg)
+            for notice in self.tracker.active.values():
+                self.provider.adopt(notice.source, notice.event)
             log.info(
                 "watching for preemption notices",
                 provider=self.provider_name,
@@ -266,10 +268,10 @@ class PreemptionWatcher:
             try:
                 ident = await self.provider.identity()
                 break
-            except MetadataError as e:
+            except Exception as e:  # MetadataError, or a bug: identity is nice to have, never fatal
                 errors += 1
                 if errors == 1:
-                    log.warning("cannot read the instance identity yet", error=str(e))
+                    log.warning("cannot read the instance identity yet", error=f"{type(e).__name__}: {e}")
                 await asyncio.sleep(min(self.cfg.backoff_max, self.cfg.poll_interval * 2**errors))
         self.instance = ident
         self.ctx.bus.publish(ident)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, TypeVar
 
-from agent.snapshot.parts import GpuPart, HostPart, NetworkPart, ProcessPart, StoragePart
+from agent.snapshot.parts import GpuPart, HostPart, NetworkPart, ProcessPart, RdmaPort, StoragePart
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -53,17 +54,21 @@ def counter_rate(prev: float | None, cur: float | None, seconds: float) -> float
     return (cur - prev) / seconds
 
 
-def _rates_by_key(
-    prev: Iterable[T], cur: Iterable[T], key: Callable[[T], K], value: Callable[[T], float | None], dt: float
-) -> dict[K, float]:
-    before = {key(item): value(item) for item in prev}
+def _pairs(prev: Iterable[T], cur: Iterable[T], key: Callable[[T], K]) -> list[tuple[K, T, T]]:
+    """``(key, before, now)`` for each item of ``cur`` that ``prev`` has too; matched once per part,
+    then every counter of the part is read from the pairs (this runs on the event loop every tick)."""
+    before = {key(item): item for item in prev}
+    return [(k, before[k], item) for item in cur if (k := key(item)) in before]
+
+
+def _rates(pairs: list[tuple[K, T, T]], value: Callable[[T], float | None], dt: float) -> dict[K, float]:
     out: dict[K, float] = {}
-    for item in cur:
-        k = key(item)
-        if k in before:
-            r = counter_rate(before[k], value(item), dt)
-            if r is not None:
-                out[k] = r
+    if dt <= 0:
+        return out
+    for k, a, b in pairs:
+        x, y = value(a), value(b)
+        if x is not None and y is not None and y >= x:  # counter_rate, inlined: ~200 calls a tick
+            out[k] = (y - x) / dt
     return out
 
 
@@ -103,44 +108,48 @@ def _pressure_rates(prev: HostPart, cur: HostPart, dt: float) -> dict[str, objec
 
 
 def storage_rates(prev: StoragePart, cur: StoragePart, dt: float) -> dict[str, object]:
-    busy = _rates_by_key(prev.disks, cur.disks, _device, lambda d: d.io_time_seconds, dt)
-    ops = _rates_by_key(prev.nfs, cur.nfs, _mountpoint, lambda m: m.read_ops, dt)
-    rtt = _rates_by_key(prev.nfs, cur.nfs, _mountpoint, lambda m: m.read_rtt_seconds, dt)
+    disks = _pairs(prev.disks, cur.disks, _DEVICE)
+    mounts = _pairs(prev.nfs, cur.nfs, _MOUNTPOINT)
+    busy = _rates(disks, attrgetter("io_time_seconds"), dt)
+    ops = _rates(mounts, attrgetter("read_ops"), dt)
+    rtt = _rates(mounts, attrgetter("read_rtt_seconds"), dt)
     return {
-        "disk_read": _rates_by_key(prev.disks, cur.disks, _device, _read_bytes, dt),
+        "disk_read": _rates(disks, attrgetter("read_bytes"), dt),
         "disk_busy_ratio": {k: min(1.0, v) for k, v in busy.items()},
-        "nfs_read": _rates_by_key(prev.nfs, cur.nfs, _mountpoint, lambda m: m.server_read_bytes, dt),
+        "nfs_read": _rates(mounts, attrgetter("server_read_bytes"), dt),
         "nfs_read_ops": ops,
         "nfs_read_rtt_seconds": {k: rtt[k] / ops[k] for k in rtt if ops.get(k)},
     }
 
 
 def network_rates(prev: NetworkPart, cur: NetworkPart, dt: float) -> dict[str, object]:
+    nics = _pairs(prev.nics, cur.nics, _DEVICE)
+    ports = _pairs(prev.rdma, cur.rdma, _PORT)
     return {
-        "nic_rx": _rates_by_key(prev.nics, cur.nics, _device, lambda n: n.rx_bytes, dt),
-        "nic_tx": _rates_by_key(prev.nics, cur.nics, _device, lambda n: n.tx_bytes, dt),
-        "rdma_rx": _rates_by_key(prev.rdma, cur.rdma, _port, lambda p: p.rx_bytes, dt),
-        "rdma_tx": _rates_by_key(prev.rdma, cur.rdma, _port, lambda p: p.tx_bytes, dt),
-        "rdma_xmit_wait": _rates_by_key(prev.rdma, cur.rdma, _port, lambda p: p.xmit_wait, dt),
-        "rdma_cnp": _rates_by_key(
-            prev.rdma, cur.rdma, _port, lambda p: _sum_opt(p.cnp_sent, p.cnp_handled), dt
-        ),
+        "nic_rx": _rates(nics, attrgetter("rx_bytes"), dt),
+        "nic_tx": _rates(nics, attrgetter("tx_bytes"), dt),
+        "rdma_rx": _rates(ports, attrgetter("rx_bytes"), dt),
+        "rdma_tx": _rates(ports, attrgetter("tx_bytes"), dt),
+        "rdma_xmit_wait": _rates(ports, attrgetter("xmit_wait"), dt),
+        "rdma_cnp": _rates(ports, _cnp, dt),
     }
 
 
 def gpu_rates(prev: GpuPart, cur: GpuPart, dt: float) -> dict[str, object]:
+    gpus = _pairs(prev.gpus, cur.gpus, _INDEX)
     return {
-        "gpu_pcie_rx": _rates_by_key(prev.gpus, cur.gpus, _index, lambda g: g.pcie_rx_bytes, dt),
-        "gpu_pcie_tx": _rates_by_key(prev.gpus, cur.gpus, _index, lambda g: g.pcie_tx_bytes, dt),
-        "gpu_nvlink_rx": _rates_by_key(prev.gpus, cur.gpus, _index, lambda g: g.nvlink_rx_bytes, dt),
-        "gpu_nvlink_tx": _rates_by_key(prev.gpus, cur.gpus, _index, lambda g: g.nvlink_tx_bytes, dt),
+        "gpu_pcie_rx": _rates(gpus, attrgetter("pcie_rx_bytes"), dt),
+        "gpu_pcie_tx": _rates(gpus, attrgetter("pcie_tx_bytes"), dt),
+        "gpu_nvlink_rx": _rates(gpus, attrgetter("nvlink_rx_bytes"), dt),
+        "gpu_nvlink_tx": _rates(gpus, attrgetter("nvlink_tx_bytes"), dt),
     }
 
 
 def process_rates(prev: ProcessPart, cur: ProcessPart, dt: float) -> dict[str, object]:
     # keyed by (pid, start time) so a reused pid never yields a rate against another process
-    cpu = _rates_by_key(prev.processes, cur.processes, _proc_key, lambda p: p.cpu_seconds, dt)
-    read = _rates_by_key(prev.processes, cur.processes, _proc_key, lambda p: p.rchar, dt)
+    procs = _pairs(prev.processes, cur.processes, _PROC_KEY)
+    cpu = _rates(procs, attrgetter("cpu_seconds"), dt)
+    read = _rates(procs, attrgetter("rchar"), dt)
     return {
         "process_cpu_cores": {pid: r for (pid, _), r in cpu.items()},
         "process_read": {pid: r for (pid, _), r in read.items()},
@@ -164,25 +173,12 @@ def family_rates(part_name: str, prev: Any, cur: Any, dt: float) -> dict[str, ob
     return fn(prev, cur, dt)
 
 
-def _device(x) -> str:
-    return x.device
+def _cnp(p: RdmaPort) -> int | None:
+    return _sum_opt(p.cnp_sent, p.cnp_handled)
 
 
-def _read_bytes(d) -> int:
-    return d.read_bytes
-
-
-def _mountpoint(m) -> str:
-    return m.mountpoint
-
-
-def _port(p) -> tuple[str, int]:
-    return (p.device, p.port)
-
-
-def _index(g) -> int:
-    return g.index
-
-
-def _proc_key(p) -> tuple[int, int]:
-    return (p.pid, p.start_time_ticks)
+_DEVICE = attrgetter("device")
+_MOUNTPOINT = attrgetter("mountpoint")
+_PORT = attrgetter("device", "port")
+_INDEX = attrgetter("index")
+_PROC_KEY = attrgetter("pid", "start_time_ticks")

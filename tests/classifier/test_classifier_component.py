@@ -18,6 +18,7 @@ from agent.classifier import baselines as store
 from agent.classifier.component import ClassifierComponent
 from agent.component import Context
 from agent.config import Config
+from agent.control import control_request
 from agent.events import CheckpointEvent, EventBus, VerdictEvent
 from agent.exporter import make_registry
 
@@ -163,19 +164,9 @@ def test_the_daemon_serves_the_verdict(agent_factory, tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "[classifier]" in out.stdout and "verdict: IDLE" in out.stdout
-    history = subprocess.run(
-        [sys.executable, "-c", _HISTORY, agent.control_socket], cwd=REPO, capture_output=True, text=True
-    )
-    data = json.loads(history.stdout)
+    code, data = asyncio.run(control_request(agent.control_socket, "GET", "/classifier/history"))
+    assert code == 200
     assert data["total"] >= 2 and data["evaluations"][-1]["verdict"] == "idle"
     assert agent.stop() == 0
     saved = json.loads((agent.state_dir / store.FILE_NAME).read_text())
     assert saved["version"] == 1
-
-
-_HISTORY = """
-import asyncio, json, sys
-from agent.control import control_request
-code, body = asyncio.run(control_request(sys.argv[1], "GET", "/classifier/history"))
-print(json.dumps(body))
-"""

@@ -3,6 +3,7 @@ sustained-verdict events."""
 
 from __future__ import annotations
 
+import pytest
 from classifier_synth import COMPUTE, CPU, IDLE, NETWORK, STORAGE, SYNC, Regime, Run, fast_cfg, like, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -189,3 +190,55 @@ def test_evaluation_schedule_follows_the_snapshot_clock() -> None:
     r = run(like(COMPUTE, seconds=21), cfg=fast_cfg(evaluate_every="3s"))
     walls = [e.wall - 1_700_000_000.0 for e in r.evaluations]
     assert walls == [4.0, 7.0, 10.0, 13.0, 16.0, 19.0]
+
+
+def test_the_engines_memo_changes_nothing() -> None:
+    """Memoized tallies and running sums give exactly the pure function's verdict, also across a
+    device appearing mid-run (a new epoch of the running sums) and a relearned idle power."""
+    from dataclasses import replace
+
+    from classifier_synth import snapshot
+
+    from agent.classifier.samples import sample_from_snapshot, series
+    from agent.classifier.verdict import classify
+
+    eng = Engine(fast_cfg(confirmations=2))
+    regimes = [like(COMPUTE, seconds=12), like(STORAGE, seconds=14), like(NETWORK, gpm=False, seconds=14)]
+    t = 0
+    checked = 0
+    for r in regimes:
+        for k in range(r.seconds):
+            t += 1
+            s = sample_from_snapshot(snapshot(t, float(t), r, r.phases[k % len(r.phases)]))
+            if t > 20:  # a second disk shows up
+                s = replace(s, disk_read=series({**dict(s.disk_read.items()), "vdb": 5e6}))
+            baselines, current = eng.baselines, eng.current.verdict if eng.current else None
+            ev = eng.add(s)
+            if ev is None:
+                continue
+            pure = classify(eng.window(), baselines, eng.cfg, current)
+            assert pure.scores == pytest.approx(ev.vote.scores)
+            assert pure.verdict == ev.vote.verdict and pure.reasons == ev.vote.reasons
+            checked += 1
+    assert checked >= 15
+
+
+def test_a_tick_without_the_process_collector_is_no_new_job() -> None:
+    from dataclasses import replace
+
+    from classifier_synth import snapshot
+
+    from agent.snapshot.parts import ProcessPart
+
+    eng = Engine(fast_cfg(warmup="30s"))
+    for t in range(1, 40):
+        snap = snapshot(t, float(t), COMPUTE, "work")
+        if t == 20:  # the process collector missed it; NVML still lists the pid
+            snap = replace(snap, processes=ProcessPart(()))
+        eng.add_snapshot(snap)
+    assert eng.warmup_until == float("-inf") and eng.current.verdict == "compute"
+    # the same pid with another start time is another process: a new job
+    snap = snapshot(40, 40.0, COMPUTE, "work")
+    other = replace(snap.processes.processes[0], start_time_ticks=99999)
+    eng.add_snapshot(replace(snap, processes=ProcessPart((other,))))
+    assert eng.warmup_until == 40.0 + 30.0

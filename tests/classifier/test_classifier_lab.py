@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, AgentProcess, need_binary, need_root
 
 from agent.control import control_request
-from lab.harness import LAB_CONFIG, SCENARIOS, Lab
+from lab.harness import SCENARIOS, Lab
 from lab.scoring import render
 
 pytestmark = [pytest.mark.lab, pytest.mark.root, pytest.mark.slow]
@@ -69,8 +69,7 @@ def session(tmp_path_factory) -> LabSession:
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_lab_scenario(session: LabSession, name: str) -> None:
     sc = SCENARIOS[name]
-    window = float(LAB_CONFIG["classifier"]["window"].rstrip("s"))
-    res = session.lab.run(sc, session.history, session.drill, window=window)
+    res = session.lab.run(sc, session.history, session.drill)
     print(f"\n{render([res])}")
     for ch in res.changes:
         assert ch.latency_evaluations is not None and ch.latency_evaluations <= 3, (name, ch)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
+from preemption_helpers import REPO
 
 from agent.preemption.detect import AZURE_ASSET_TAG, detect
 
@@ -56,3 +60,16 @@ def test_unreadable_or_huge_files_do_not_break_detection(tmp_path):
     (sysfs / "class" / "dmi" / "id" / "product_name").mkdir()  # a directory where a file should be
     (sysfs / "class" / "dmi" / "id" / "chassis_asset_tag").write_bytes(b"\xff" * 100000)
     assert detect(sysfs).provider == "alibaba"
+
+
+def test_detect_cloud_command(tmp_path):
+    sysfs = fake_sysfs(tmp_path, sys_vendor="Google", product_name="Google Compute Engine")
+    out = subprocess.run(
+        [sys.executable, "-m", "agent", "detect-cloud", "--sysfs", str(sysfs)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=30,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "sys_vendor         Google" in out.stdout and "provider           gcp" in out.stdout

@@ -322,9 +322,10 @@ def test_reading_drops_implausible_deadlines_but_keeps_the_notice():
     r.add("spot-termination", "c", now + timedelta(days=3650), "")  # absurdly far
     r.add("spot-termination", "d", now - timedelta(days=30), "")  # long past
     r.add("maintenance-reboot", "e", None, "", time_problem="bad time")
+    r.add("maintenance-stop", "f", now - timedelta(days=6), "", withdrawn=True)  # AWS keeps a week
     by_id = {n.event_id: n for n in r.notices}
     assert by_id["a"].seconds_remaining == pytest.approx(120)
     assert by_id["b"].seconds_remaining == pytest.approx(-30)
     assert by_id["c"].deadline is None and by_id["d"].deadline is None
-    assert len(r.notices) == 5
+    assert len(r.notices) == 6 and by_id["f"].deadline is not None
     assert sum("implausible" in w for w in r.warnings) == 2 and any("bad time" in w for w in r.warnings)

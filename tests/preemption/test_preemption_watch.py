@@ -258,3 +258,23 @@ async def test_status_counts_down_live(harness):  # noqa: F811
     assert 110 < active["seconds_remaining_at_receipt"] <= 120
     assert any(line.startswith("NOTICE spot-termination") and "left" in line for line in status["lines"])
     assert datetime.fromisoformat(active["deadline"]) > datetime.now(UTC)
+
+
+async def test_gcp_each_maintenance_is_its_own_notice_and_survives_restarts(harness):  # noqa: F811
+    # GCE gives no id and serves the same value at every maintenance: a second maintenance must not
+    # look like the first (a consumer acting once per event id would skip it)
+    h = await harness("gcp")
+    m = h.sim.state.add_maintenance("terminate")
+    first = await h.wait_notice(kind="maintenance-terminate")
+    h.sim.state.cancel(m.id)
+    await h.wait_notice(event_id=first.event_id, withdrawn=True)
+    h.sim.state.add_maintenance("terminate")
+    await h.wait(lambda: len(h.notices(kind="maintenance-terminate", withdrawn=False)) == 2)
+    second = h.notices(kind="maintenance-terminate", withdrawn=False)[1]
+    assert second.event_id != first.event_id
+    h.sim.state.add_notice("spot-termination", 30)
+    preempted = await h.wait_notice(kind="spot-termination")
+    await h.restart()
+    await h.settle()
+    assert sorted(e.event_id for e in h.notices()) == sorted([second.event_id, preempted.event_id])
+    assert all(e.replayed for e in h.notices()), "the same occurrence keeps its id across a restart"

@@ -1,0 +1,82 @@
+"""Window means of the per-device families from running (prefix) sums.
+
+A sliding window moves by a few samples per evaluation; summing every device of every sample again
+each time is most of an evaluation's cost on a large node. Each sample instead stores the running
+sum up to it, so a window's sum is one subtraction per series. A new *epoch* starts whenever a
+family's devices change (a disk or NIC appears) and every ``REBASE`` samples (so the sums never grow
+large enough to lose precision); a window spanning two epochs is summed the plain way instead.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from itertools import repeat
+from operator import add, sub, truediv
+
+from agent.classifier.samples import Sample
+
+FAMILIES = (
+    "disk_read",
+    "nfs_read",
+    "disk_busy",
+    "nfs_rtt_time",
+    "nfs_ops",
+    "nic",
+    "rdma",
+    "rdma_cnp",
+    "rdma_xmit_wait",
+)
+REBASE = 4096
+
+
+@dataclass(slots=True)
+class _Entry:
+    epoch: int
+    keys: tuple[tuple[str, ...], ...]  # per family
+    before: tuple[list[float], ...]  # running sums of this epoch's earlier samples, per family
+    after: tuple[list[float], ...]  # ... including this sample
+
+
+class RunningSums:
+    def __init__(self) -> None:
+        self.entries: deque[_Entry] = deque()
+        self._epoch = 0
+        self._count = 0
+
+    def append(self, s: Sample) -> None:
+        series = [getattr(s, f) for f in FAMILIES]
+        keys = tuple(x.keys for x in series)
+        last = self.entries[-1] if self.entries else None
+        same = (
+            last is not None
+            and last.epoch == self._epoch
+            and self._count < REBASE
+            and all(a is b for a, b in zip(keys, last.keys, strict=True))
+        )
+        if same:
+            assert last is not None
+            before = last.after
+            self._count += 1
+        else:
+            self._epoch += 1
+            self._count = 1
+            before = tuple([0.0] * len(k) for k in keys)
+        after = tuple(list(map(add, b, x.values)) for b, x in zip(before, series, strict=True))
+        self.entries.append(_Entry(self._epoch, keys, before, after))
+
+    def popleft(self) -> None:
+        self.entries.popleft()
+
+    def means(self, n: int) -> list[dict[str, float]] | None:
+        """Means over the last ``n`` samples, per family in ``FAMILIES`` order; None when they span
+        two epochs (the caller then sums them itself)."""
+        if n <= 0 or n > len(self.entries):
+            return None
+        first, last = self.entries[-n], self.entries[-1]
+        if first.epoch != last.epoch:
+            return None
+        return [
+            dict(zip(keys, map(truediv, map(sub, a, b), repeat(n)), strict=True))
+            for keys, a, b in zip(last.keys, last.after, first.before, strict=True)
+        ]

@@ -1,0 +1,58 @@
+"""The lab's scoring, on hand-made evaluation histories (no root needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.scoring import phase_shares, render, score
+
+
+def ev(at: float, verdict: str | None, held: str | None = None) -> dict:
+    return {"at": at, "verdict": verdict, "vote": verdict, "held": held, "scores": {}}
+
+
+def test_phase_shares_are_time_weighted() -> None:
+    phases = [(0.0, "compute"), (1.0, "spin"), (1.5, "compute"), (2.0, "spin")]
+    assert phase_shares(phases, 0.5, 2.5) == pytest.approx({"compute": 0.5, "spin": 0.5})
+    assert phase_shares(phases, 2.2, 3.0) == pytest.approx({"spin": 1.0})
+
+
+def test_confusion_detection_and_the_allowance() -> None:
+    regimes = [(100.0, "compute"), (110.0, "storage")]
+    phases = [(100.0, "compute"), (110.0, "starved")]
+    evs = [ev(100.5, "idle", "warming up"), ev(101.5, None, "filling window")]
+    evs += [ev(101.5 + k, "compute") for k in range(1, 9)]  # 102.5 .. 109.5
+    evs += [ev(110.5, "compute"), ev(111.5, "compute"), ev(112.5, "data/storage")]  # detected at 3
+    evs += [ev(113.5 + k, "data/storage") for k in range(5)] + [ev(118.6, "mixed")]
+    r = score("x", evs, regimes, phases, start=99.0, end=119.0, window=1.0, warmup=1.0)
+    start, change = r.changes
+    assert (start.before, start.after, start.latency_evaluations) == ("idle", "compute", 2)
+    assert (change.after, change.latency_evaluations, change.latency_seconds) == ("data/storage", 3, 2.5)
+    # scored: compute after the 3 evaluations of its allowance (101.5-103.5), so 104.5 on: 6;
+    # storage after its allowance (110.5-112.5), so 113.5 on: 5 right, 1 mixed
+    assert r.confusion[("compute", "compute")] == 6
+    assert r.confusion[("data/storage", "data/storage")] == 5
+    assert r.confusion[("data/storage", "mixed")] == 1
+    assert r.accuracy == pytest.approx(11 / 12)
+    assert r.held["warming up"] == 1
+    text = render([r])
+    assert "compute -> data/storage  3 evaluations, 2.50 s" in text
+    assert "counting the detection allowance after each change too:" in text
+
+
+def test_spin_windows_called_compute_are_caught() -> None:
+    regimes = [(0.0, "network")]
+    phases = [(0.0, "spin"), (5.0, "compute"), (5.2, "spin")]
+    evs = [ev(1.0, "idle", "warming up")] + [ev(1.0 + k, "compute") for k in range(1, 8)]
+    r = score("n", evs, regimes, phases, start=-1.0, end=9.0, window=1.0, warmup=1.0)
+    # every window is mostly spin (the warming-up one too); seven of them were called compute
+    assert r.spin_windows == 8 and len(r.spin_called_compute) == 7
+    assert r.changes[0].latency_evaluations is None
+    assert "NOT DETECTED" in render([r])
+
+
+def test_an_idle_run_is_idle_throughout() -> None:
+    evs = [ev(1.0 + k, "compute" if k < 2 else "idle") for k in range(8)]
+    r = score("idle", evs, [], [], start=0.5, end=9.0, window=1.0, warmup=1.0, before="compute")
+    assert r.changes[0].latency_evaluations == 3
+    assert r.confusion[("idle", "idle")] == 5 and r.accuracy == 1.0
