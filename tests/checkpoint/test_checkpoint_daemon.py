@@ -8,6 +8,7 @@ import json
 import signal
 import threading
 import time
+from pathlib import Path
 
 from checkpoint_helpers import Trainer, cli, control, idle_process, metric, recent_events, wait_until
 
@@ -181,7 +182,8 @@ def test_escalation_sends_a_final_sigterm(agent_factory, tmp_path):
         res = cli(agent, "drill", "--deadline", "2s", "--json")
         report = json.loads(res.stdout)
         assert report["targets"][0]["outcome"] == "signalled"
-        assert f"pid {target.pid} (python3): signalled" in report["channels"]["escalation"]
+        comm = Path(f"/proc/{target.pid}/comm").read_text().strip()
+        assert f"pid {target.pid} ({comm}): signalled" in report["channels"]["escalation"]
         assert target.wait(5) == -signal.SIGTERM
         assert "escalated" in [e["phase"] for e in recent_events(agent)]
     finally:
