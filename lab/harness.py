@@ -34,7 +34,7 @@ LAB_CONFIG: dict[str, dict[str, Any]] = {
         "window": "1.2s",
         "evaluate_every": "1s",
         "confirmations": 2,
-        "warmup": "1s",
+        "warmup": "2s",  # a data-loader pipeline settles after its first prefetched batches
         "min_window_fill": 0.3,
         "sustain": "3s",
         "history": 5000,

@@ -175,8 +175,11 @@ class Engine:
                 events += self._adopt(vote, now, wall)
         if self.current is not None and not changed:
             # keep the verdict in force, explained with this window's numbers
+            kept = self.current
             self.current = (
-                vote if vote.verdict == current else verdict_for(vote.features, vote.detail, current)
+                vote
+                if vote.verdict == current
+                else verdict_for(vote.features, vote.detail, kept.verdict, kept.sub_reason)
             )
         events += self._sustained(now, wall)
         ev = Evaluation(wall, vote, self.current, held, changed, tuple(events))

@@ -90,7 +90,9 @@ class Features:
     trainer_label: str = ""
     storage: tuple[Load, ...] = ()  # busiest first, against the starved share
     storage_signals: tuple[Signal, ...] = ()
-    storage_pressure: float = 0.0
+    storage_pressure: float = 0.0  # io_pressure, as far as the training processes' reads explain it
+    io_pressure: float = 0.0  # the node's, whoever causes it
+    trainer_read: float | None = None  # bytes/s the training processes read, mean over the window
     cpu_cores: float | None = None
     cpu_allowed: float | None = None
     cpu_saturation: float | None = None
@@ -296,10 +298,15 @@ def measure(
         if p > 0:
             signals.append(Signal("nfs_rtt", mount, rtt, base, p))
     signals.sort(key=lambda x: x.pressure, reverse=True)
-    storage_pressure = max([x.pressure for x in storage[:1]] + [x.pressure for x in signals[:1]] + [0.0])
+    io_pressure = max([x.pressure for x in storage[:1]] + [x.pressure for x in signals[:1]] + [0.0])
 
     # --- the trainer's CPU: data-loader workers prefetch, so over the whole window ---
-    cores, allowed, saturation = _trainer_means(window)
+    cores, allowed, saturation, trainer_read = _trainer_means(window)
+    # host-wide I/O pressure is the job's only when the job reads: a neighbour's backup, logging or
+    # another container's I/O must not make a CPU-bound trainer "storage-bound"
+    storage_gate = 1.0
+    if trainer_read is not None and starved_share > 0 and cfg.trainer_read_floor > 0:
+        storage_gate = min(1.0, trainer_read / starved_share / cfg.trainer_read_floor)
 
     # --- network: per second of waiting (network-bound) and of spinning (sync-wait) ---
     last = window[-1]
@@ -344,7 +351,9 @@ def measure(
         trainer_label=label,
         storage=storage,
         storage_signals=tuple(signals),
-        storage_pressure=storage_pressure,
+        storage_pressure=io_pressure * storage_gate,
+        io_pressure=io_pressure,
+        trainer_read=trainer_read,
         cpu_cores=cores,
         cpu_allowed=allowed,
         cpu_saturation=saturation,
@@ -360,11 +369,11 @@ def measure(
 
 
 def _trainer_means(window: Sequence[Sample]) -> tuple[float | None, ...]:
-    """Means of the trainers' cores, allowed cores and saturation over the window."""
+    """Means of the trainers' cores, allowed cores, saturation and read rate over the window."""
     trainers = [s.trainers for s in window if s.trainers is not None]
     return tuple(
         sum(vals) / len(vals) if (vals := [v for t in trainers if (v := getattr(t, a)) is not None]) else None
-        for a in ("cores", "allowed", "saturation")
+        for a in ("cores", "allowed", "saturation", "read")
     )
 
 

@@ -88,6 +88,8 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
             out += [signal_text(x, "starved") for x in _pressing(f.storage_signals)]
             if f.storage:  # the busiest reader, pressing or not: what the stalls were waiting for
                 out.insert(2, load_text(f.storage[0], "read", "starved"))
+            if f.trainer_read is not None:
+                out.append(f"training processes read {rate(f.trainer_read)} on average")
     elif verdict == "network":
         out.append(
             f"GPUs waiting in {pct(f.spin_share + f.starved_share)} of samples "
@@ -110,12 +112,23 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
             out.append("no training processes")
         elif f.trainers:
             out.append(f"training processes present ({f.trainer_label}) but neither GPUs nor inputs are busy")
-    elif verdict == "mixed":
+    if verdict in ("idle", "mixed", "data") and f.io_pressure > 0 and f.storage_pressure < f.io_pressure:
+        out.append(
+            f"I/O pressure on the node ({_top_signal(f)}) counted {pct(f.storage_pressure / f.io_pressure)}: "
+            f"the training processes read only {rate(f.trainer_read or 0.0)}"
+        )
+    if verdict == "mixed":
         ranked = sorted(s.by_class.items(), key=lambda kv: kv[1], reverse=True)
         out.append("no class clearly wins: " + ", ".join(f"{k} {v:.2f}" for k, v in ranked[:3]))
     if verdict not in ("compute", "idle") and 0 < len(f.waiting_gpus) < f.gpus:
         out.append("only some GPUs wait: " + ",".join(str(i) for i in f.waiting_gpus))
     return tuple(out)
+
+
+def _top_signal(f: Features) -> str:
+    if f.storage_signals:
+        return signal_text(f.storage_signals[0], "starved")
+    return load_text(f.storage[0], "read", "starved") if f.storage else "-"
 
 
 def _cpu_text(f: Features) -> str:

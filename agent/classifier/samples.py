@@ -91,6 +91,7 @@ class Trainers:
     allowed: float | None  # cores they may use (cpuset / quota), capped at the host's CPUs
     saturation: float | None  # cores over allowed, the tighter of per-process and all together
     label: str  # "pid 4242 (python) +3 workers"
+    read: float | None = None  # bytes/s the trees read (the larger of read() bytes and storage reads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +144,11 @@ def _trainers(snap: NodeSnapshot) -> Trainers | None:
     seen = {p.pid for p in procs}
     keys.update((pid, 0) for pid in gpu_pids if pid not in seen)
     cores_used = snap.rates.process_cpu_cores
+    read_rates = [
+        max(snap.rates.process_read.get(p.pid, 0.0), snap.rates.process_storage_read.get(p.pid, 0.0))
+        for p in procs
+        if p.pid in snap.rates.process_read or p.pid in snap.rates.process_storage_read
+    ]
     total_cores = total_allowed = 0.0
     per_process = 0.0
     measured = False
@@ -167,6 +173,7 @@ def _trainers(snap: NodeSnapshot) -> Trainers | None:
         allowed=total_allowed if measured else None,
         saturation=saturation,
         label=_label(procs, gpu_pids),
+        read=sum(read_rates) if read_rates else None,
     )
 
 

@@ -33,9 +33,12 @@ class Verdict:
         return f"{self.verdict}/{self.sub_reason}" if self.sub_reason else self.verdict
 
 
-def verdict_for(f: Features, s: Scores, verdict: str) -> Verdict:
-    """A :class:`Verdict` for ``verdict`` (which may be one the hysteresis keeps) on these numbers."""
-    sub = s.sub_reason if verdict == "data" else None
+def verdict_for(f: Features, s: Scores, verdict: str, sub_reason: str | None = None) -> Verdict:
+    """A :class:`Verdict` for ``verdict`` (which may be one the hysteresis keeps) on these numbers.
+    A kept ``data`` verdict keeps its ``sub_reason`` unless this window shows data pressure itself."""
+    sub = None
+    if verdict == "data":
+        sub = s.sub_reason if (s.data_storage or s.data_cpu or sub_reason is None) else sub_reason
     return Verdict(
         verdict=verdict,
         sub_reason=sub,

@@ -68,6 +68,11 @@ class ClassifierSection(StrictModel):
     psi_io: Ramp = (0.1, 0.5)  # share of time some task stalled on I/O (/proc/pressure/io)
     nfs_rtt_ratio: Ramp = (2.0, 6.0)  # NFS READ RTT over its learned baseline
     nfs_rtt_floor: Duration = Field("2ms", ge=0, description="NFS READ RTT below this never counts")
+    trainer_read_floor: ByteSize = Field(
+        "1MB/s",
+        description="per second of starvation, the training processes must read this much for host-wide"
+        " I/O pressure to count as theirs",
+    )
     cpu_saturation: Ramp = (0.7, 0.9)  # trainer + workers CPU over their allowed cores
     network_utilization: Ramp = (0.6, 0.85)  # NIC/RDMA throughput over capacity
     rdma_cnp_per_second: Ramp = (100.0, 1000.0)  # CNPs sent + handled

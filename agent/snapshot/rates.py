@@ -45,6 +45,8 @@ class NodeRates:
     gpu_nvlink_tx: dict[int, float] = field(default_factory=dict)
     process_cpu_cores: dict[int, float] = field(default_factory=dict)  # pid -> cores used (tree)
     process_read: dict[int, float] = field(default_factory=dict)  # pid -> bytes/s (rchar, tree)
+    # pid -> bytes/s fetched from storage (read_bytes, tree): counts mmap'd datasets that rchar misses
+    process_storage_read: dict[int, float] = field(default_factory=dict)
 
 
 def counter_rate(prev: float | None, cur: float | None, seconds: float) -> float | None:
@@ -150,9 +152,11 @@ def process_rates(prev: ProcessPart, cur: ProcessPart, dt: float) -> dict[str, o
     procs = _pairs(prev.processes, cur.processes, _PROC_KEY)
     cpu = _rates(procs, attrgetter("cpu_seconds"), dt)
     read = _rates(procs, attrgetter("rchar"), dt)
+    storage = _rates(procs, attrgetter("read_bytes"), dt)
     return {
         "process_cpu_cores": {pid: r for (pid, _), r in cpu.items()},
         "process_read": {pid: r for (pid, _), r in read.items()},
+        "process_storage_read": {pid: r for (pid, _), r in storage.items()},
     }
 
 

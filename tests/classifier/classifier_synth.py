@@ -61,6 +61,7 @@ class Regime:
     nic_speed: int | None = None
     cnp: float = 0.0  # CNP/s on mlx5_0/1 while waiting
     rdma: float = 0.0
+    trainer_read: float | None = None  # bytes/s the trainer's tree reads (None: not measured)
     extra: dict = field(default_factory=dict)
 
 
@@ -106,6 +107,7 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
         rdma_tx={("mlx5_0", 1): r.rdma if waiting else 0.0},
         rdma_cnp={("mlx5_0", 1): r.cnp if waiting else 0.0},
         process_cpu_cores={r.pid: r.cores} if r.trainer else {},
+        process_read={r.pid: r.trainer_read} if r.trainer and r.trainer_read is not None else {},
         **r.extra,
     )
     return NodeSnapshot(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,28 @@ def test_psi_rates_come_from_the_total_counters() -> None:
     assert out["pressure_full_ratio"] == {"io": pytest.approx(0.1)}
     backwards = host_rates(host(10.0, 4.0), host(9.0, 4.0), 1.0)
     assert "io" not in backwards["pressure_some_ratio"]
+
+
+def test_learning_is_spread_over_evaluations_and_tiles_time() -> None:
+    from agent.classifier.baselines import PARTS
+
+    cfg = fast_cfg(window="12s", evaluate_every="2s")  # ceil(6 parts x 2 / 12) = 1 part per evaluation
+    eng = Engine(cfg)
+    learned: list[tuple[float, str]] = []
+    original = eng._learn
+
+    def spy(window, now):
+        before = dict(eng.learned_at)
+        original(window, now)
+        learned.extend((now, p) for p in PARTS if eng.learned_at.get(p) != before.get(p))
+
+    eng._learn = spy  # type: ignore[method-assign]
+    run(like(STORAGE, seconds=60), engine=eng)
+    per_evaluation: dict[float, int] = {}
+    for now, _ in learned:
+        per_evaluation[now] = per_evaluation.get(now, 0) + 1
+    assert max(per_evaluation.values()) == 1
+    for part in PARTS:
+        times = [now for now, p in learned if p == part]
+        assert len(times) >= 3
+        assert all(b - a == 12 for a, b in pairwise(times))  # once per window

@@ -242,3 +242,12 @@ def test_a_tick_without_the_process_collector_is_no_new_job() -> None:
     other = replace(snap.processes.processes[0], start_time_ticks=99999)
     eng.add_snapshot(replace(snap, processes=ProcessPart((other,))))
     assert eng.warmup_until == 40.0 + 30.0
+
+
+def test_a_kept_data_verdict_keeps_its_sub_reason() -> None:
+    """While a data/cpu verdict waits for its successor's confirmations, windows without any data
+    pressure must not relabel it data/storage."""
+    r = run(like(CPU, seconds=30), like(IDLE, seconds=30), cfg=fast_cfg(confirmations=4))
+    labels = r.verdicts()
+    assert "data/storage" not in labels
+    assert labels[labels.index("data/cpu") :].count("data/cpu") >= 2 and labels[-1] == "idle"

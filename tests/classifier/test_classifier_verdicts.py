@@ -193,3 +193,21 @@ def test_classify_is_a_pure_function_of_its_inputs() -> None:
     f = measure(window, Baselines(), cfg)
     assert decide(score(f), None, cfg) == "data"
     assert any("= 95% of 210 MB/s capacity over the " in x for x in a.reasons), a.reasons
+
+
+def test_a_neighbours_io_does_not_make_a_cpu_bound_trainer_storage_bound() -> None:
+    """Host-wide PSI io and iowait from someone else while the trainer's workers burn their cores and
+    the trainer itself reads next to nothing: data/cpu, and the reasons say why the I/O was discounted."""
+    noisy = like(CPU, iowait=0.3, psi_io=0.8, trainer_read=200.0)
+    v = last(run(noisy))
+    assert v.label == "data/cpu"
+    assert v.features.io_pressure == 1.0 and v.features.storage_pressure < 0.01
+    assert (
+        "I/O pressure on the node (iowait 30% of CPU time while the GPUs starved) counted 0%: "
+        "the training processes read only 200 B/s"
+    ) in v.reasons
+    # the same node, but the trainer is the one reading: storage
+    reading = like(STORAGE, trainer_read=150e6)
+    v2 = last(run(reading))
+    assert v2.label == "data/storage"
+    assert "training processes read 150 MB/s on average" in v2.reasons
