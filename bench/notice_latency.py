@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +41,7 @@ from agent.events import EventBus, PreemptionEvent  # noqa: E402
 from agent.preemption import alibaba, aws, azure, gcp, tencent  # noqa: E402
 from agent.preemption.watcher import PreemptionWatcher  # noqa: E402
 from agent.snapshot import NodeSnapshot  # noqa: E402
+from agent.testing.metadata_sim import MetadataSimProcess  # noqa: E402
 
 PROVIDERS = ("alibaba", "aws", "gcp", "azure", "tencent")
 
@@ -66,41 +65,6 @@ def pct(values: list[float], q: float) -> float:
     k = (len(s) - 1) * q
     lo, hi = int(k), min(int(k) + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
-class SimProcess:
-    def __init__(self, provider: str, log: Path) -> None:
-        self._log = open(log, "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "agent",
-                "metadata-sim",
-                "--provider",
-                provider,
-                "--listen",
-                "127.0.0.1:0",
-            ],
-            cwd=REPO,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            m = re.search(r"metadata on (http://127\.0\.0\.1:\d+)", log.read_text(errors="replace"))
-            if m:
-                self.url = m.group(1)
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise SystemExit(f"metadata-sim for {provider} did not start:\n{log.read_text(errors='replace')}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
-        self._log.close()
 
 
 @dataclass
@@ -144,7 +108,7 @@ async def measure(
     provider: str, trials: int, tmp: Path, long_poll: bool = True, with_peer: bool = True
 ) -> Result:
     name = provider if provider != "gcp" else ("gcp long-poll" if long_poll else "gcp periodic")
-    sim = SimProcess(provider, tmp / f"sim-{name.replace(' ', '-')}.log")
+    sim = MetadataSimProcess(tmp / f"sim-{name.replace(' ', '-')}.log", provider, timeout=30)
     pre: dict[str, Any] = {"provider": provider, "endpoint": sim.url, "gcp_long_poll": long_poll}
     if provider == "gcp" and not long_poll:
         pre["withdraw_after_polls"] = 1  # only speeds the withdrawal between trials, not the detection

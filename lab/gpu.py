@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from agent.statefile import write_atomic
 from agent.testing.fake_nvml import GIB, device, state
 
 PHASES: dict[str, dict[str, Any]] = {
@@ -74,25 +74,10 @@ class LabGpus:
 
     def phase(self, phase: str, pid: int | None = None) -> None:
         """Show ``phase``; ``pid`` is the compute process on every GPU (None: no job)."""
-        write_fast(self.path, state(self.devices(phase, pid)))
+        # no fsync (unlike fake_nvml.write_state): the file changes at every phase of a workload
+        # whose I/O the agent is measuring, and must not become disk I/O of its own
+        write_atomic(self.path, json.dumps(state(self.devices(phase, pid))).encode(), durable=False)
         self.current = phase
-
-
-def write_fast(path: Path, data: dict[str, Any]) -> None:
-    """Atomic replace without fsync (``agent.testing.fake_nvml.write_state`` fsyncs: right for state
-    that must survive a crash, wrong for a file rewritten at every phase change of a workload whose
-    I/O is being measured)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 class PhaseLog:

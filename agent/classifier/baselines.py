@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ import structlog
 
 from agent.classifier.samples import Sample, columns
 from agent.config.classifier import ClassifierSection
+from agent.statefile import write_atomic
 
 log = structlog.get_logger("classifier")
 
@@ -205,17 +205,5 @@ def load(state_dir: Path) -> Baselines:
 
 
 def save(state_dir: Path, baselines: Baselines) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".baselines-", dir=state_dir)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(baselines.to_json(), f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, state_dir / FILE_NAME)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    body = json.dumps(baselines.to_json(), indent=1, sort_keys=True)
+    write_atomic(state_dir / FILE_NAME, body.encode(), 0o600)

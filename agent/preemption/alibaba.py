@@ -27,6 +27,7 @@ from agent.preemption.provider import (
     Reading,
     Source,
     TimeFormatError,
+    first_time,
     parse_iso_time,
     parse_json,
     stable_id,
@@ -67,6 +68,10 @@ def parse_spot_termination(body: str) -> SpotTermination:
             return SpotTermination(parse_iso_time(text, assume=UTC), text, f"{strict}; read as UTC")
         except TimeFormatError:
             raise BodyFormatError(f"termination-time is not a time: {text[:80]!r}") from None
+
+
+def _read_as_utc(text: str) -> datetime:
+    return parse_iso_time(text, assume=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,17 +139,9 @@ def parse_active_system_events(body: str) -> list[SystemEvent]:
         )
         status = _name_of(_pick(item, "eventcyclestatus", "eventstatus", "status", "state"))
         when = _pick(item, "notbefore", "plannedexecutetime", "executetime", "eventtime", "time")
-        not_before = None
-        problem = None
+        not_before, problem = None, None
         if when is not None:
-            try:
-                not_before = parse_iso_time(str(when))
-            except TimeFormatError as e:
-                try:
-                    not_before = parse_iso_time(str(when), assume=UTC)
-                    problem = None
-                except TimeFormatError:
-                    problem = str(e)
+            not_before, problem = first_time(str(when), parse_iso_time, _read_as_utc)
         event_id = _pick(item, "eventid", "id")
         out.append(
             SystemEvent(
@@ -209,9 +206,7 @@ class AlibabaProvider(Provider):
             kind = maintenance_kind(ev.code)
             event_id = ev.event_id or stable_id(self.name, kind, f"{ev.code}|{ev.not_before_text}")
             ended = (ev.status or "").lower() in ENDED
-            problem = (
-                None if ended else ev.time_problem or (None if ev.not_before_text else "no NotBefore time")
-            )
+            problem = ev.time_problem or (None if ev.not_before_text else "no NotBefore time")
             reading.add(kind, event_id, ev.not_before, ev.raw, withdrawn=ended, time_problem=problem)
         return reading
 

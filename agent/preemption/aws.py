@@ -29,8 +29,10 @@ from agent.preemption.provider import (
     Reading,
     Source,
     TimeFormatError,
+    first_time,
     parse_iso_time,
     parse_json,
+    parse_json_object,
     stable_id,
 )
 
@@ -108,16 +110,6 @@ class ScheduledEvent:
     raw: str
 
 
-def _event_time(text: str) -> tuple[datetime | None, str | None]:
-    try:
-        return parse_aws_time(text), None
-    except TimeFormatError as e:
-        try:
-            return parse_iso_time(text), None
-        except TimeFormatError:
-            return None, str(e)
-
-
 def parse_scheduled_events(body: str) -> list[ScheduledEvent]:
     text = body.strip()
     if not text:
@@ -136,7 +128,7 @@ def parse_scheduled_events(body: str) -> list[ScheduledEvent]:
         state = str(item.get("State") or "").lower()
         if not state and description.startswith(("[Completed]", "[Canceled]")):
             state = description[1:].split("]", 1)[0].lower()
-        not_before, problem = _event_time(str(item.get("NotBefore") or ""))
+        not_before, problem = first_time(str(item.get("NotBefore") or ""), parse_aws_time, parse_iso_time)
         raw = json.dumps(item, sort_keys=True)
         event_id = str(item.get("EventId") or stable_id("aws", code, raw))
         out.append(ScheduledEvent(code, event_id, state or "active", description, not_before, problem, raw))
@@ -144,10 +136,7 @@ def parse_scheduled_events(body: str) -> list[ScheduledEvent]:
 
 
 def parse_identity_document(body: str) -> dict[str, Any]:
-    doc = parse_json(body, "instance-identity document")
-    if not isinstance(doc, dict):
-        raise BodyFormatError("instance-identity document is not a JSON object")
-    return doc
+    return parse_json_object(body, "instance-identity document")
 
 
 class AwsProvider(Provider):
@@ -199,21 +188,17 @@ class AwsProvider(Provider):
         for ev in events or []:
             ended = ev.state in ("completed", "canceled", "cancelled")
             kind = CODE_KINDS.get(ev.code, "maintenance-other")
-            problem = None if ended else ev.time_problem
-            reading.add(kind, ev.event_id, ev.not_before, ev.raw, withdrawn=ended, time_problem=problem)
+            reading.add(
+                kind, ev.event_id, ev.not_before, ev.raw, withdrawn=ended, time_problem=ev.time_problem
+            )
         return reading
 
     async def identity(self) -> InstanceIdentityEvent:
         doc = await self.fetch(IDENTITY_PATH, parse_identity_document) or {}
-
-        def get(key: str) -> str | None:
-            v = doc.get(key)
-            return str(v) if v else None
-
-        return InstanceIdentityEvent(
-            provider=self.name,
-            instance_id=get("instanceId"),
-            instance_type=get("instanceType"),
-            region=get("region"),
-            zone=get("availabilityZone"),
+        return self.identity_from_document(
+            doc,
+            instance_id="instanceId",
+            instance_type="instanceType",
+            region="region",
+            zone="availabilityZone",
         )

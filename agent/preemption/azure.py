@@ -28,8 +28,10 @@ from agent.preemption.provider import (
     Reading,
     Source,
     TimeFormatError,
+    first_time,
     parse_iso_time,
     parse_json,
+    parse_json_object,
 )
 
 EVENTS_PATH = "/metadata/scheduledevents"
@@ -87,13 +89,7 @@ class ScheduledEvents:
 def _not_before(text: str) -> tuple[datetime | None, str | None]:
     if not text.strip():
         return None, None  # the event has started: no NotBefore any more
-    try:
-        return parse_rfc1123(text), None
-    except TimeFormatError as e:
-        try:
-            return parse_iso_time(text), None
-        except TimeFormatError:
-            return None, str(e)
+    return first_time(text, parse_rfc1123, parse_iso_time)
 
 
 def parse_scheduled_events(body: str) -> ScheduledEvents:
@@ -126,10 +122,7 @@ def parse_scheduled_events(body: str) -> ScheduledEvents:
 
 
 def parse_compute(body: str) -> dict[str, Any]:
-    doc = parse_json(body, "instance/compute")
-    if not isinstance(doc, dict):
-        raise BodyFormatError("instance/compute is not a JSON object")
-    return doc
+    return parse_json_object(body, "instance/compute")
 
 
 class AzureProvider(Provider):
@@ -165,8 +158,9 @@ class AzureProvider(Provider):
                 continue  # another VM of the availability set / scale set
             ended = ev.status.lower() in ("completed", "canceled", "cancelled")
             kind = TYPE_KINDS.get(ev.event_type, "maintenance-other")
-            problem = None if ended else ev.time_problem
-            reading.add(kind, ev.event_id, ev.not_before, ev.raw, withdrawn=ended, time_problem=problem)
+            reading.add(
+                kind, ev.event_id, ev.not_before, ev.raw, withdrawn=ended, time_problem=ev.time_problem
+            )
         return reading
 
     async def ack(self, event_id: str) -> None:
@@ -178,16 +172,7 @@ class AzureProvider(Provider):
     async def identity(self) -> InstanceIdentityEvent:
         params = {"api-version": COMPUTE_API_VERSION}
         doc = await self.fetch(COMPUTE_PATH, parse_compute, params=params) or {}
-
-        def get(key: str) -> str | None:
-            v = doc.get(key)
-            return str(v) if v else None
-
-        self.vm_name = get("name")
-        return InstanceIdentityEvent(
-            provider=self.name,
-            instance_id=get("vmId"),
-            instance_type=get("vmSize"),
-            region=get("location"),
-            zone=get("zone"),
+        self.vm_name = str(doc["name"]) if doc.get("name") else None
+        return self.identity_from_document(
+            doc, instance_id="vmId", instance_type="vmSize", region="location", zone="zone"
         )

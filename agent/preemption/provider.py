@@ -80,11 +80,30 @@ def parse_iso_time(text: str, assume: timezone | None = None) -> datetime:
         raise TimeFormatError(f"impossible time {text.strip()!r}: {e}") from None
 
 
+def first_time(text: str, *parsers: Callable[[str], datetime]) -> tuple[datetime | None, str | None]:
+    """``text`` read by the first of ``parsers`` that can, and no problem; when none can: no time, and
+    what the first parser (the format the cloud documents; the others are leniencies) said."""
+    problem = None
+    for parse in parsers:
+        try:
+            return parse(text), None
+        except TimeFormatError as e:
+            problem = problem or str(e)
+    return None, problem
+
+
 def parse_json(body: str, what: str) -> Any:
     try:
         return json.loads(body)
     except json.JSONDecodeError as e:
         raise BodyFormatError(f"{what} is not JSON ({e.msg} at {e.pos})") from None
+
+
+def parse_json_object(body: str, what: str) -> dict[str, Any]:
+    doc = parse_json(body, what)
+    if not isinstance(doc, dict):
+        raise BodyFormatError(f"{what} is not a JSON object")
+    return doc
 
 
 def stable_id(provider: str, kind: str, payload: str) -> str:
@@ -119,8 +138,9 @@ class Reading:
         time_problem: str | None = None,
     ) -> None:
         """Record one notice. A deadline outside [now - 1 day, now + max_deadline_ahead] is dropped
-        (the notice stays, "deadline unknown" means act now) and said in a warning."""
-        if time_problem:
+        (the notice stays, "deadline unknown" means act now) and said in a warning; so is a
+        ``time_problem``, unless the notice is withdrawn (its time no longer matters)."""
+        if time_problem and not withdrawn:
             self.warnings.append(f"{kind} {event_id}: {time_problem}; deadline unknown")
         if deadline is not None and not withdrawn:  # ended events may lie far in the past
             ahead = (deadline - self.received_at).total_seconds()
@@ -190,6 +210,12 @@ class Provider:
     async def identity_from_paths(self, paths: dict[str, str]) -> InstanceIdentityEvent:
         """One plain-text path per identity field (Alibaba, Tencent)."""
         values = {name: await self.fetch(path, first_line) for name, path in paths.items()}
+        return InstanceIdentityEvent(provider=self.name, **values)
+
+    def identity_from_document(self, doc: dict[str, Any], **keys: str) -> InstanceIdentityEvent:
+        """Identity fields from one JSON document (AWS, Azure): ``instance_id="instanceId"``, ...;
+        a key that is absent or empty gives None."""
+        values = {name: str(doc[key]) if doc.get(key) else None for name, key in keys.items()}
         return InstanceIdentityEvent(provider=self.name, **values)
 
     async def fetch(self, path: str, parse: Callable[[str], Any] = str.strip, **kw: Any) -> Any:

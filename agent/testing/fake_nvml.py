@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.statefile import write_atomic
+from agent.testing import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 LIBRARY = REPO / "build" / "fakenvml" / "libnvidia-ml.so.1"
 # the PCI buses of the eight GPUs on an HGX H100 board
 HGX_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)

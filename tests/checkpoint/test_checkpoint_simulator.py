@@ -4,58 +4,20 @@ status."""
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
-import urllib.request
 
 import pytest
-from checkpoint_helpers import REPO, Trainer, cli, control, metric, recent_events, wait_until
-from conftest import free_port
+from checkpoint_helpers import Trainer, cli, control, metric, recent_events, wait_until
 
-
-def _post(url: str, body: dict) -> dict:
-    req = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
-    with urllib.request.urlopen(req, timeout=5) as r:
-        return json.loads(r.read())
+from agent.testing.metadata_sim import MetadataSimProcess
 
 
 @pytest.fixture
-def sim():
-    """``training-node-agent metadata-sim --provider alibaba`` on loopback; yields its base URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agent",
-            "metadata-sim",
-            "--provider",
-            "alibaba",
-            "--listen",
-            f"127.0.0.1:{port}",
-        ],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def up():
-        try:
-            with urllib.request.urlopen(url + "/_sim/state", timeout=1) as r:
-                return r.status == 200
-        except OSError:
-            return proc.poll() is not None
-
-    wait_until(up, what="the simulator")
-    assert proc.poll() is None, proc.stderr.read()
-    yield url
-    proc.terminate()
-    proc.wait(5)
+def sim(tmp_path):
+    """``training-node-agent metadata-sim --provider alibaba`` on loopback."""
+    p = MetadataSimProcess(tmp_path / "metadata-sim.log", "alibaba")
+    yield p
+    p.stop()
 
 
 def _cfg(tmp_path, sim_url: str, marker: str, **trainer: object) -> dict:
@@ -77,8 +39,8 @@ def _cfg(tmp_path, sim_url: str, marker: str, **trainer: object) -> dict:
 def test_spot_notice_to_signal_to_checkpoint_to_ack(agent_factory, tmp_path, sim):
     trainer = Trainer(tmp_path, "e2e", tmp_path / "cp" / "request.json", "--save-seconds", "0.5")
     try:
-        agent = agent_factory(_cfg(tmp_path, sim, trainer.marker))
-        _post(sim + "/_sim/notice", {"kind": "spot-termination", "seconds": 300})
+        agent = agent_factory(_cfg(tmp_path, sim.url, trainer.marker))
+        sim.control("/notice", {"kind": "spot-termination", "seconds": 300})
         assert trainer.proc.wait(20) == 0, trainer.log()  # checkpointed, acked, exited cleanly
         assert len(trainer.events("signal")) == 1
         [ckpt] = trainer.events("checkpoint")
@@ -111,13 +73,13 @@ def test_spot_notice_to_signal_to_checkpoint_to_ack(agent_factory, tmp_path, sim
 def test_withdrawn_maintenance_cancels_the_pending_checkpoint(agent_factory, tmp_path, sim):
     trainer = Trainer(tmp_path, "mw", tmp_path / "cp" / "request.json", "--keep-going")
     try:
-        agent = agent_factory(_cfg(tmp_path, sim, trainer.marker, checkpoint_budget="10m"))
-        ev = _post(sim + "/_sim/maintenance", {"kind": "reboot", "seconds": 3600})
+        agent = agent_factory(_cfg(tmp_path, sim.url, trainer.marker, checkpoint_budget="10m"))
+        ev = sim.control("/maintenance", {"kind": "reboot", "seconds": 3600})
         active = wait_until(lambda: agent.status()["checkpoint"]["active"], what="the scheduled episode")
         assert active[0]["phase"] == "scheduled" and active[0]["kind"] == "maintenance-reboot"
         acting_in = int(re.match(r"acting in (\d+) s", active[0]["line"]).group(1))
         assert 2990 <= acting_in <= 3000  # deadline 3600 s - budget 600 s
-        _post(sim + "/_sim/cancel", {"id": ev["id"]})
+        sim.control("/cancel", {"id": ev["id"]})
         wait_until(lambda: not agent.status()["checkpoint"]["active"], what="the cancellation")
         [canceled] = [e for e in recent_events(agent) if e["phase"] == "canceled"]
         assert "withdrew" in canceled["detail"]
@@ -131,8 +93,8 @@ def test_withdrawn_maintenance_cancels_the_pending_checkpoint(agent_factory, tmp
 def test_agent_restart_during_a_notice_sends_no_second_signal(agent_factory, tmp_path, sim):
     trainer = Trainer(tmp_path, "rs", tmp_path / "cp" / "request.json", "--no-ack", "--keep-going")
     try:
-        agent = agent_factory(_cfg(tmp_path, sim, trainer.marker))
-        _post(sim + "/_sim/notice", {"kind": "spot-termination", "seconds": 300})
+        agent = agent_factory(_cfg(tmp_path, sim.url, trainer.marker))
+        sim.control("/notice", {"kind": "spot-termination", "seconds": 300})
         wait_until(lambda: trainer.events("checkpoint"), what="the trainer's checkpoint")
         assert agent.stop() == 0
         agent.start()
@@ -140,15 +102,10 @@ def test_agent_restart_during_a_notice_sends_no_second_signal(agent_factory, tmp
         active = wait_until(lambda: agent.status()["checkpoint"]["active"], what="the resumed episode")
         assert active[0]["phase"] == "requested"
         wait_until(lambda: agent.status()["preemption"].get("active"), what="the watcher seeing the notice")
-        wait_until(lambda: json.loads(_sim_state(sim))["requests"] > 8, what="a few more polls")
+        wait_until(lambda: sim.read_state()["requests"] > 8, what="a few more polls")
         assert len(trainer.events("signal")) == 1, "signalled twice"
         res = cli(agent, "ack", "--step", "9")
         assert res.returncode == 0, res.stdout + res.stderr
         assert metric(agent.metrics(), "training_node_checkpoint_completed_total", 'drill="false"') == 1
     finally:
         trainer.stop()
-
-
-def _sim_state(url: str) -> str:
-    with urllib.request.urlopen(url + "/_sim/state", timeout=5) as r:
-        return r.read().decode()

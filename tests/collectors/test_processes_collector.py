@@ -172,7 +172,7 @@ def test_pid_reuse_yields_no_rate_and_stale_parent_links_are_dropped(tmp_path):
     (b,) = c.collect().processes
     assert (b.start_time_ticks, b.cpu_seconds, b.descendants) == (900, 0.1, 0)
     rates = process_rates(ProcessPart((a,)), ProcessPart((b,)), 1.0)
-    assert rates == {"process_cpu_cores": {}, "process_read": {}}
+    assert rates and not any(rates.values())  # no family has a rate for the new process
 
 
 def test_process_vanishing_mid_read(tmp_path):

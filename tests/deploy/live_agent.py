@@ -5,70 +5,24 @@ to learn which metric names the agent really exports, and scrape it with a real 
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conftest import REPO, SHARED_FIXTURES, AgentProcess, free_port, need_binary
+from conftest import SHARED_FIXTURES, AgentProcess, free_port, need_binary
 
 from agent.testing.fake_nvml import FakeNvml, device, library_dir
+from agent.testing.metadata_sim import MetadataSimProcess
 
 GIB = 1024**3
 
 
-class MetadataSim:
-    """``training-node-agent metadata-sim`` as a subprocess on an ephemeral loopback port."""
-
-    def __init__(self, tmp: Path, provider: str = "alibaba") -> None:
-        self.log_path = tmp / f"metadata-sim-{provider}.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115
-        cmd = [sys.executable, "-m", "agent", "metadata-sim", "--provider", provider]
-        self.proc = subprocess.Popen(
-            [*cmd, "--listen", "127.0.0.1:0"], cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT
-        )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            m = re.search(r"metadata on (http://127\.0\.0\.1:\d+)", self.log())
-            if m:
-                self.url = m.group(1)
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.stop()
-        raise AssertionError(f"metadata-sim did not start:\n{self.log()}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def control(self, path: str, body: dict[str, Any] | None = None) -> Any:
-        """POST to the simulator's control API (docs/preemption.md), e.g. ``/notice``."""
-        req = urllib.request.Request(
-            f"{self.url}/_sim{path}", data=json.dumps(body or {}).encode(), method="POST"
-        )
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return json.loads(r.read())
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-
-
 class LiveAgent:
-    def __init__(self, agent: AgentProcess, sim: MetadataSim, nvml: FakeNvml) -> None:
+    def __init__(self, agent: AgentProcess, sim: MetadataSimProcess, nvml: FakeNvml) -> None:
         self.agent = agent
         self.sim = sim
         self.nvml = nvml
@@ -112,7 +66,7 @@ def live_agent(tmp: Path) -> Iterator[LiveAgent]:
                 device(1, utilization_gpu=97, sm_active=80.0, power_mw=590_000, clocks_event_reasons=0x4),
             ],
         )
-        sim = MetadataSim(tmp)
+        sim = MetadataSimProcess(tmp / "metadata-sim-alibaba.log", "alibaba")
         agent = AgentProcess(
             tmp,
             {

@@ -6,11 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +19,7 @@ from agent.events import Event, EventBus, InstanceIdentityEvent, PreemptionEvent
 from agent.preemption.simulator import Simulator, start_simulator
 from agent.preemption.watcher import PreemptionWatcher
 from agent.snapshot import NodeSnapshot
+from agent.testing.metadata_sim import MetadataSimProcess
 
 REPO = Path(__file__).resolve().parents[2]
 NETGUARD_DIR = REPO / "tests" / "netguard"
@@ -163,65 +160,13 @@ async def harness(tmp_path: Path):
 # --- the simulator as a subprocess ----------------------------------------------------------------
 
 
-class SimProcess:
-    """``python -m agent metadata-sim`` on an ephemeral loopback port."""
-
-    def __init__(self, tmp: Path, provider: str, *args: str) -> None:
-        self.log_path = tmp / f"sim-{provider}.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "agent",
-                "metadata-sim",
-                "--provider",
-                provider,
-                "--listen",
-                "127.0.0.1:0",
-                *args,
-            ],
-            cwd=REPO,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            m = re.search(r"metadata on (http://127\.0\.0\.1:\d+)", self.log())
-            if m:
-                self.url = m.group(1)
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"metadata-sim did not start:\n{self.log()}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def control(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
-        req = urllib.request.Request(self.url + "/_sim" + path, data=data, method=method)
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return json.loads(r.read())
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-
-
 @pytest.fixture
 def sim_process(tmp_path: Path):
-    started: list[SimProcess] = []
+    """``sim_process("aws", "--require-token")`` -> a started :class:`MetadataSimProcess`."""
+    started: list[MetadataSimProcess] = []
 
-    def make(provider: str, *args: str) -> SimProcess:
-        p = SimProcess(tmp_path, provider, *args)
+    def make(provider: str, *args: str) -> MetadataSimProcess:
+        p = MetadataSimProcess(tmp_path / f"sim-{provider}.log", provider, *args)
         started.append(p)
         return p
 

@@ -30,8 +30,8 @@ def test_daemon_reports_a_notice_in_metrics_and_status(agent_factory, sim_proces
     sim = sim_process("alibaba", "--require-token")
     agent = agent_factory({"preemption": {"provider": "alibaba", "endpoint": sim.url, **FAST}})
     agent.wait_for(lambda: (_preemption(agent).get("instance") or {}).get("instance_id"), what="identity")
-    notice = sim.control("POST", "/notice", {"kind": "spot-termination", "seconds": 300})
-    maint = sim.control("POST", "/maintenance", {"kind": "reboot", "seconds": 86400})
+    notice = sim.control("/notice", {"kind": "spot-termination", "seconds": 300})
+    maint = sim.control("/maintenance", {"kind": "reboot", "seconds": 86400})
     status = agent.wait_for(
         lambda: len(_preemption(agent)["active"]) == 2 and _preemption(agent), what="notices"
     )
@@ -84,7 +84,7 @@ def test_daemon_reports_a_notice_in_metrics_and_status(agent_factory, sim_proces
     )
     assert "[preemption]" in out.stdout and "NOTICE spot-termination" in out.stdout and "left" in out.stdout
 
-    sim.control("POST", "/cancel", {"id": maint["id"]})
+    sim.control("/cancel", {"id": maint["id"]})
     agent.wait_for(lambda: len(_preemption(agent)["active"]) == 1, what="withdrawal")
     withdrawn = [e for e in agent.status()["recent_events"] if e.get("withdrawn")]
     assert [e["event_id"] for e in withdrawn] == [maint["id"]]
@@ -94,7 +94,7 @@ def test_daemon_restart_during_a_notice_does_not_announce_it_again(agent_factory
     sim = sim_process("aws")
     cfg = {"preemption": {"provider": "aws", "endpoint": sim.url, **FAST}}
     agent = agent_factory(cfg, name="node")
-    sim.control("POST", "/notice", {"kind": "spot-termination", "seconds": 120})
+    sim.control("/notice", {"kind": "spot-termination", "seconds": 120})
     agent.wait_for(lambda: _preemption(agent)["active"], what="notice")
     [announced] = [e for e in agent.log_lines() if e.get("event") == "preemption notice"]
     assert agent.stop() == 0
@@ -156,7 +156,7 @@ def test_guard_catches_the_real_metadata_address(agent_factory, tmp_path):
 def test_reload_keeps_notices(agent_factory, sim_process):  # noqa: F811
     sim = sim_process("tencent")
     agent = agent_factory({"preemption": {"provider": "tencent", "endpoint": sim.url, **FAST}})
-    sim.control("POST", "/notice", {"seconds": 300})
+    sim.control("/notice", {"seconds": 300})
     agent.wait_for(lambda: _preemption(agent)["active"], what="notice")
     out = subprocess.run(
         [

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import aiohttp
 import pytest
-from preemption_helpers import REPO, SimProcess, sim_process  # noqa: F401
+from preemption_helpers import REPO, sim_process  # noqa: F401
 
 from agent.preemption import alibaba, aws, azure, gcp, tencent
 from agent.preemption.simulator import start_simulator
@@ -261,17 +261,17 @@ def test_cli_simulator_announces_on_schedule(sim_process):  # noqa: F811
     )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        events = sim.control("GET", "/state")["events"]
+        events = sim.read_state()["events"]
         if all(e["state"] == "active" for e in events):
             break
         time.sleep(0.05)
-    by_kind = {e["kind"]: e for e in sim.control("GET", "/state")["events"]}
+    by_kind = {e["kind"]: e for e in sim.read_state()["events"]}
     assert by_kind["spot-stop"]["state"] == "active" and by_kind["retirement"]["state"] == "active"
     spot = by_kind["spot-stop"]
     ahead = datetime.fromisoformat(spot["deadline"]).timestamp() - spot["announced_wall"]
     assert ahead == pytest.approx(120, abs=1)
     assert "announced spot-stop" in sim.log()
-    assert sim.control("GET", "/state")["require_token"] is True
+    assert sim.read_state()["require_token"] is True
     sim.proc.send_signal(signal.SIGTERM)
     assert sim.proc.wait(5) == 0
 
