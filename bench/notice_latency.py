@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from benchlib import pct
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -58,13 +59,6 @@ PEER: dict[str, tuple[str, dict[str, str], dict[str, str], Any]] = {
     ),
     "tencent": (tencent.SPOT_PATH, {}, {}, lambda status, body: status == 200),
 }
-
-
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    k = (len(s) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 @dataclass

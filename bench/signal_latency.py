@@ -64,13 +64,6 @@ while True:
 """
 
 
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    k = (len(s) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
 class Receiver:
     def __init__(self, request_file: Path, tag: str) -> None:
         self.proc = subprocess.Popen(

@@ -54,7 +54,6 @@ from agent.sampler import Sampler  # noqa: E402
 from agent.testing import fake_nvml  # noqa: E402
 
 FAKE_NVML = fake_nvml.LIBRARY
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 GOAL_MS = 5.0
 ROUNDS = 5
 
@@ -372,17 +371,6 @@ def measure_agent(root: Path, gpus: int, ticks: int) -> dict:
     }
     sampler.close()
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 NE_ALL = ("diskstats", "mountstats", "netdev", "netclass", "infiniband")

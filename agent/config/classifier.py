@@ -2,7 +2,7 @@
 
 Every threshold the classifier uses lives here. A *ramp* ``[start, full]`` turns a measurement into a
 0-1 pressure: below ``start`` it counts nothing, at ``full`` and above it counts fully, linear between.
-configs/sections/classifier.toml documents each key; docs/classifier.md explains how they combine.
+configs/agent.toml documents each key; docs/classifier.md explains how they combine.
 """
 
 from __future__ import annotations
