@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,11 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchlib import cpu_seconds, free_port  # noqa: E402
+
+from agent.testing import fake_nvml  # noqa: E402
 
 
 def rss_bytes(pid: int) -> int:
@@ -63,40 +67,18 @@ def pct(values: list[float], p: float) -> float:
 
 
 def fake_gpu_env(n: int, tmp: Path) -> dict[str, str]:
-    lib = REPO / "build" / "fakenvml"
-    if not (lib / "libnvidia-ml.so.1").exists():
-        subprocess.run(["make", "-C", str(REPO), "fakenvml"], check=True, capture_output=True)
-    devices = [
-        {
-            "index": i,
-            "name": "NVIDIA H100 80GB HBM3",
-            "uuid": f"GPU-bench-{i:04d}",
-            "pci_bus_id": f"00000000:{0x10 + i:02X}:00.0",
-            "utilization_gpu": 95,
-            "utilization_memory": 40,
-            "memory_total_bytes": 85899345920,
-            "memory_used_bytes": 60000000000,
-            "power_mw": 600000,
-            "power_limit_mw": 700000,
-            "temperature_c": 60,
-            "sm_clock_mhz": 1980,
-            "clocks_event_reasons": 0,
-            "pcie_tx_bytes": 0,
-            "pcie_rx_bytes": 0,
-            "nvlink_tx_kib": 0,
-            "nvlink_rx_kib": 0,
-            "sm_active": 80,
-            "tensor_active": 60,
-            "processes": [],
-            "xid_events": [],
-        }
-        for i in range(n)
-    ]
-    state = tmp / "gpus.json"
-    state.write_text(
-        json.dumps({"driver_version": "550.54.15", "nvml_version": "12.550.54.15", "devices": devices})
-    )
-    return {"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_STATE": str(state)}
+    """``n`` busy H100s from the fake libnvidia-ml.so.1 (built with ``make fakenvml`` if needed)."""
+    busy = {
+        "utilization_gpu": 95,
+        "utilization_memory": 40,
+        "memory_used_bytes": 60_000_000_000,
+        "power_mw": 600_000,
+        "temperature_c": 60,
+        "sm_active": 80.0,
+        "tensor_active": 60.0,
+    }
+    nvml = fake_nvml.FakeNvml(tmp / "gpus.json", gpus=[fake_nvml.device(i, **busy) for i in range(n)])
+    return {"LD_LIBRARY_PATH": str(fake_nvml.library_dir()), "FAKE_NVML_STATE": str(nvml.path)}
 
 
 def main() -> int:

@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchlib import pct
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
