@@ -18,7 +18,6 @@ from aiohttp import web
 from prometheus_client.core import Metric
 
 from agent import __version__
-from agent.alerts.alerter import Alerter
 from agent.checkpoint.component import CheckpointComponent
 from agent.classifier.component import ClassifierComponent
 from agent.collector_failures import CollectorFailureWatch
@@ -118,6 +117,9 @@ def build_components(ctx: Context) -> list[Component]:
     if ctx.cfg.gpu.enabled:
         components.append(GpuHealth(ctx))
     if ctx.cfg.alerts.webhooks:
+        # imported only when a channel is configured: most of its weight (sqlite3, rendering) is memory
+        from agent.alerts.alerter import Alerter
+
         components.append(Alerter(ctx))
     return components
 

@@ -63,7 +63,7 @@ def scrape_latencies(url: str, n: int) -> list[float]:
 
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
 def fake_gpu_env(n: int, tmp: Path) -> dict[str, str]:
@@ -185,11 +185,13 @@ def main() -> int:
         f"{fig['rss_ratio_agent_over_node_exporter']:>9.2f}"
     )
     print(
-        f"{'/metrics p50 (ms)':38}{fig['agent_scrape_p50_ms']:>12.3f}{fig['node_exporter_scrape_p50_ms']:>16.3f}"
+        f"{'/metrics p50 (ms)':38}{fig['agent_scrape_p50_ms']:>12.3f}"
+        f"{fig['node_exporter_scrape_p50_ms']:>16.3f}"
         f"{fig['agent_scrape_p50_ms'] / fig['node_exporter_scrape_p50_ms']:>9.2f}"
     )
     print(
-        f"{'/metrics p99 (ms)':38}{fig['agent_scrape_p99_ms']:>12.3f}{fig['node_exporter_scrape_p99_ms']:>16.3f}"
+        f"{'/metrics p99 (ms)':38}{fig['agent_scrape_p99_ms']:>12.3f}"
+        f"{fig['node_exporter_scrape_p99_ms']:>16.3f}"
         f"{fig['scrape_p99_ratio_agent_over_node_exporter']:>9.2f}"
     )
     print(f"{'exposition lines':38}{series_a:>12}{series_n:>16}")

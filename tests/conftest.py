@@ -13,8 +13,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,6 +67,27 @@ def http_get(url: str, timeout: float = 5.0, headers: dict[str, str] | None = No
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
+
+
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout: float = 15.0,
+    interval: float = 0.05,
+    what: str = "condition",
+    detail: Callable[[], str] | None = None,
+) -> Any:
+    """Poll ``predicate`` until it returns something true, and return that. After ``timeout`` seconds:
+    AssertionError with the last value, and ``detail()`` (a log) when given."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what}; last={last!r}" + (f"\n{detail()}" if detail else "")
+    )
 
 
 def toml_value(v: object) -> str:
@@ -169,14 +191,7 @@ class AgentProcess:
         return body
 
     def wait_for(self, predicate, timeout: float = 15.0, interval: float = 0.1, what: str = "condition"):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = predicate()
-            if last:
-                return last
-            time.sleep(interval)
-        raise AssertionError(f"timed out waiting for {what}; last={last!r}\n--- agent log ---\n{self.log()}")
+        return wait_until(predicate, timeout, interval, what, lambda: f"--- agent log ---\n{self.log()}")
 
     def log(self) -> str:
         try:

@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, AgentProcess, free_port, need_binary
+from conftest import REPO, AgentProcess, free_port, need_binary, wait_until
 from prometheus_client.parser import text_string_to_metric_families
+
+from agent.config import Config, load_config
 
 
 class NotifyListener:
@@ -56,23 +58,15 @@ def notify(tmp_path: Path):
     n.close()
 
 
-def _wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_ready_watchdog_metrics_and_clean_sigterm(agent_factory, notify):
     agent = agent_factory(
         {"agent": {"interval": "200ms"}},
         env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "1000000"},
     )
-    _wait(lambda: notify.lines("READY=1"), 10, "READY=1")
-    pings = _wait(lambda: len(notify.lines("WATCHDOG=1")) >= 3 and notify.lines("WATCHDOG=1"), 10, "pings")
+    wait_until(lambda: notify.lines("READY=1"), 10, what="READY=1")
+    pings = wait_until(
+        lambda: len(notify.lines("WATCHDOG=1")) >= 3 and notify.lines("WATCHDOG=1"), 10, what="pings"
+    )
     # pinged at half the watchdog period: 3 pings well inside 3 periods
     assert pings[2][0] - pings[0][0] < 2.0
     assert any("GPUs" in m for _, m in notify.lines("STATUS="))
@@ -138,8 +132,8 @@ def test_stuck_collector_stalls_health_and_watchdog(agent_factory, notify, tmp_p
         },
         env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "600000"},
     )
-    _wait(lambda: notify.lines("READY=1"), 10, "READY=1")
-    code, body = agent.wait_for(
+    wait_until(lambda: notify.lines("READY=1"), 10, what="READY=1")
+    _code, body = agent.wait_for(
         lambda: (r := agent.get("/healthz"))[0] == 503 and r, timeout=10, what="healthz 503"
     )
     reason = json.loads(body)["reason"]
@@ -342,6 +336,8 @@ def test_shipped_config_is_valid_and_documents_defaults():
     assert out.returncode == 0, out.stderr
     resolved = json.loads(out.stdout.split("\n", 1)[1])
     text = path.read_text()
+    # the shipped file states the defaults, nothing else
+    assert load_config(path) == Config()
     # every key of every section appears in the shipped file, at least as a comment
     for section, values in resolved.items():
         assert f"[{section}]" in text, section

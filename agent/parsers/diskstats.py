@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.parsers.host import Parsed
+from agent.parsers.host import Parsed, counters
 from agent.snapshot.parts import DiskStat
 
 MIN_FIELDS = 14
@@ -29,12 +29,8 @@ def parse_diskstats(text: str, skip: Callable[[str], object] | None = None) -> P
             continue
         if skip is not None and skip(f[2]):
             continue
-        try:
-            n = list(map(int, f[3:MIN_FIELDS]))
-        except ValueError:
-            bad += 1
-            continue
-        if min(n) < 0:
+        n = counters(f[3:MIN_FIELDS])
+        if n is None:
             bad += 1
             continue
         disks.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Generic, NamedTuple, TypeVar
 
 from agent.snapshot.parts import CpuTimes, Pressure
@@ -22,6 +23,15 @@ class Parsed(NamedTuple, Generic[T]):
     malformed: int = 0
 
 
+def counters(fields: Sequence[str]) -> list[int] | None:
+    """A line's counter columns as ints; None when one is not a non-negative integer (a damaged line)."""
+    try:
+        n = list(map(int, fields))
+    except ValueError:
+        return None
+    return n if n and min(n) >= 0 else None
+
+
 def parse_stat(text: str) -> Parsed[tuple[CpuTimes | None, int]]:
     """Aggregate CPU times and the number of per-CPU lines."""
     cpu: CpuTimes | None = None
@@ -38,12 +48,8 @@ def parse_stat(text: str) -> Parsed[tuple[CpuTimes | None, int]]:
             else:
                 bad += 1
             continue
-        try:
-            nums = [int(x) for x in rest.split()[:8]]
-        except ValueError:
-            bad += 1
-            continue
-        if len(nums) < 4:
+        nums = counters(rest.split()[:8])
+        if nums is None or len(nums) < 4:
             bad += 1
             continue
         nums += [0] * (8 - len(nums))

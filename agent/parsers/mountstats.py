@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from agent.parsers.host import Parsed
+from agent.parsers.host import Parsed, counters
 from agent.snapshot.parts import NfsMount
 
 NFS_TYPES = frozenset({"nfs", "nfs4"})
@@ -34,11 +34,8 @@ def unescape(path: str) -> str:
 
 
 def _ints(text: str, need: int) -> list[int] | None:
-    try:
-        n = list(map(int, text.split(None, need)[:need]))
-    except ValueError:
-        return None
-    return n if len(n) == need and min(n) >= 0 else None
+    n = counters(text.split(None, need)[:need])
+    return n if n is not None and len(n) == need else None
 
 
 def _line(block: str, key: str, start: int) -> str | None:

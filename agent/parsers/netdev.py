@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.parsers.host import Parsed
+from agent.parsers.host import Parsed, counters
 from agent.snapshot.parts import NicStat
 
 FIELDS = 16  # 8 receive columns, then 8 transmit columns
@@ -27,12 +27,8 @@ def parse_net_dev(text: str, skip: Callable[[str], object] | None = None) -> Par
             continue
         if skip is not None and skip(name):
             continue
-        try:
-            n = list(map(int, f[:FIELDS]))
-        except ValueError:
-            bad += 1
-            continue
-        if min(n) < 0:
+        n = counters(f[:FIELDS])
+        if n is None:
             bad += 1
             continue
         nics.append(

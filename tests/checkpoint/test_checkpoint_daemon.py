@@ -10,7 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from checkpoint_helpers import Trainer, cli, control, idle_process, metric, recent_events, wait_until
+from checkpoint_helpers import Trainer, cli, control, idle_process, metric, recent_events
+from conftest import wait_until
 
 
 def _cfg(tmp_path, *discover: str, **trainer: object) -> dict:

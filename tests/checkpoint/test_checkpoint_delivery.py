@@ -13,8 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from checkpoint_helpers import REPO, idle_process, wait_until
-from conftest import need_binary, need_root
+from checkpoint_helpers import REPO, idle_process
+from conftest import need_binary, need_root, wait_until
 
 from agent.checkpoint.signals import (
     DRY_RUN,

@@ -12,7 +12,8 @@ import subprocess
 import sys
 
 import pytest
-from checkpoint_helpers import REPO, cli, wait_until
+from checkpoint_helpers import REPO, cli
+from conftest import wait_until
 
 
 def _need_torch() -> None:

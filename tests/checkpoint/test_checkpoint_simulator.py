@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from checkpoint_helpers import Trainer, cli, control, metric, recent_events, wait_until
+from checkpoint_helpers import Trainer, cli, control, metric, recent_events
+from conftest import wait_until
 
 from agent.testing.metadata_sim import MetadataSimProcess
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, free_port, need_binary
+from conftest import REPO, free_port, need_binary, wait_until
 from grafana_queries import dashboard, queries
 from live_agent import LiveAgent, live_agent
 
@@ -63,7 +63,7 @@ class Alertmanager:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        wait_until(lambda: self._get("/-/ready") is not None, 30, "Alertmanager ready", self.log)
+        wait_until(lambda: self._get("/-/ready") is not None, 30, 0.2, "Alertmanager ready", self.log)
         log(f"alertmanager ready on {self.url}")
 
     def _get(self, path: str) -> Any:
@@ -84,17 +84,6 @@ class Alertmanager:
     def stop(self) -> None:
         stop_process(self.proc)
         self._log.close()
-
-
-def wait_until(pred, timeout: float, what: str, log=lambda: ""):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}\n{log()}")
 
 
 def stop_process(proc: subprocess.Popen) -> None:
@@ -180,7 +169,7 @@ class PrometheusServer:
         return self.api("query", query=expr)["result"]
 
     def wait(self, pred, timeout: float, what: str):
-        return wait_until(pred, timeout, what, self.log)
+        return wait_until(pred, timeout, 0.2, what, self.log)
 
     def stop(self) -> None:
         stop_process(self.proc)
@@ -296,7 +285,7 @@ def test_spot_notice_fires_preemption_imminent(stack, transcript: Transcript) ->
     def delivered() -> list[dict[str, Any]]:
         return [a for a in am.alerts() if a["labels"].get("alertname") == "PreemptionImminent"]
 
-    (routed,) = wait_until(delivered, 30, "PreemptionImminent in Alertmanager", am.log)
+    (routed,) = wait_until(delivered, 30, 0.2, "PreemptionImminent in Alertmanager", am.log)
     transcript(
         f"alertmanager: {routed['labels']['alertname']} {routed['status']['state']}, "
         f"receivers {[r['name'] for r in routed['receivers']]}, {time.monotonic() - t0:.2f}s after the notice"

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from conftest import wait_until
 from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
 from structlog.testing import capture_logs
 
@@ -32,15 +33,6 @@ def make_collector(fake_nvml_library: Path) -> Iterator[Callable[..., GpuCollect
     yield make
     for c in made:
         c.close()
-
-
-def wait_for(fn: Callable[[], object], timeout: float = 5.0) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := fn():
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def test_values_and_units(fake_nvml: FakeNvml, make_collector) -> None:
@@ -101,7 +93,7 @@ def test_xid_counted_once_per_event(fake_nvml: FakeNvml, make_collector) -> None
     fake_nvml.add_xid(1, 79)
     fake_nvml.add_xid(1, 79)
     fake_nvml.add_xid(6, 48)
-    wait_for(lambda: c.collect().gpus[1].xid_counts == {79: 2})
+    wait_until(lambda: c.collect().gpus[1].xid_counts == {79: 2}, 5.0)
     for _ in range(5):  # later ticks and file rewrites never count them again
         fake_nvml.set(0, temperature_c=40)
         part = c.collect()
@@ -121,7 +113,7 @@ def test_lost_gpu_is_a_state_and_the_others_keep_reporting(fake_nvml: FakeNvml, 
     assert lost.power_watts is None and lost.utilization is None
     assert all(g.up and g.power_watts == 70.0 for g in part.gpus if g.index != 3)
     fake_nvml.set(3, lost=False)
-    assert wait_for(lambda: c.collect().gpus[3].up, timeout=10)  # probed again with backoff
+    assert wait_until(lambda: c.collect().gpus[3].up, timeout=10)  # probed again with backoff
 
 
 def test_gpu_lost_before_the_agent_started(fake_nvml: FakeNvml, make_collector) -> None:
@@ -132,7 +124,7 @@ def test_gpu_lost_before_the_agent_started(fake_nvml: FakeNvml, make_collector) 
     assert all(g.up for g in part.gpus[1:])
     fake_nvml.add_xid(0, 79)  # Xid 79: fallen off the bus
     fake_nvml.set(0, lost=False)
-    back = wait_for(lambda: (g := c.collect().gpus[0]).up and g.xid_counts and g, timeout=10)
+    back = wait_until(lambda: (g := c.collect().gpus[0]).up and g.xid_counts and g, timeout=10)
     assert back.uuid == fake_nvml.device(0)["uuid"] and back.model == "NVIDIA H100 80GB HBM3"
     assert back.xid_counts == {79: 1} and back.power_watts == 70.0
 
@@ -192,7 +184,7 @@ def test_driver_error_reinitialises_with_backoff(fake_nvml: FakeNvml, make_colle
         time.sleep(0.25)
         c.collect()
     fake_nvml.set_top(driver_error=None)
-    part = wait_for(lambda: _try(c.collect))
+    part = wait_until(lambda: _try(c.collect), 5.0)
     assert len(part.gpus) == 8 and all(g.up for g in part.gpus)
 
 

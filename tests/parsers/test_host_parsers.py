@@ -61,7 +61,8 @@ def test_synthetic_host_tree(tmp_path):
         "MemTotal:       1000 kB\nMemAvailable:    500 kB\nHugePages_Total: 4\nbad line\n"
     )
     (tmp_path / "pressure" / "io").write_text(
-        "some avg10=1.50 avg60=1.00 avg300=0.50 total=2000000\nfull avg10=0.50 avg60=0.25 avg300=0.10 total=1000000\n"
+        "some avg10=1.50 avg60=1.00 avg300=0.50 total=2000000\n"
+        "full avg10=0.50 avg60=0.25 avg300=0.10 total=1000000\n"
     )
     part = HostCollector(str(tmp_path)).collect()
     assert part.cpu.user == 1.0 and part.cpu.idle == 8.0 and part.cpu.iowait == 0.4
@@ -83,6 +84,7 @@ def test_meminfo_units():
 def test_host_parsers_never_raise(text):
     cpu, count = parse_stat(text).value
     assert count >= 0
+    assert cpu is None or cpu.total >= 0
     parse_loadavg(text)
     assert parse_meminfo(text).malformed >= 0
     p = parse_pressure(text)
