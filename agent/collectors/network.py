@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import structlog
+
 from agent.collectors import SourceAbsent
 from agent.collectors.fsread import read_optional
 from agent.collectors.openfiles import OpenFiles
@@ -25,6 +27,8 @@ from agent.snapshot.parts import NetworkPart, NicStat, RdmaPort
 
 LAYOUT_REFRESH_SECONDS = 60.0
 _COUNTER_DIRS = ("counters", "counters_ext", "hw_counters")
+
+log = structlog.get_logger("collector.network")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +139,8 @@ class NetworkCollector:
         now = time.monotonic()
         if devices != self._layout_devices or now - self._layout_at > LAYOUT_REFRESH_SECONDS:
             self._layout = [pf for d in devices for pf in rdma_layout(self.ib_root, d)]
+            if not devices and self._layout_devices is None:
+                log.warning("cannot see RDMA", path=str(self.ib_root), hint="no InfiniBand/RoCE/eRDMA device")
             self._layout_devices = devices
             self._layout_at = now
         return self._layout
