@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, AgentProcess, free_port, need_binary, wait_until
+from conftest import REPO, AgentProcess, free_port, need_binary, run_cli, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.config import Config, load_config
@@ -203,32 +203,12 @@ def test_control_socket_status_and_reload(agent_factory):
     agent = agent_factory({})
     st = os.stat(agent.control_socket)
     assert oct(st.st_mode & 0o777) == "0o660"
-    env = {**os.environ}
-    out = subprocess.run(
-        [sys.executable, "-m", "agent", "status", "--control-socket", agent.control_socket],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=20,
-    )
+    out = run_cli("status", "--control-socket", agent.control_socket)
     assert out.returncode == 0, out.stderr
     assert "healthy" in out.stdout and "[collectors]" in out.stdout
-    out = subprocess.run(
-        [sys.executable, "-m", "agent", "status", "--json", "--control-socket", agent.control_socket],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=20,
-    )
+    out = run_cli("status", "--json", "--control-socket", agent.control_socket)
     assert json.loads(out.stdout)["version"]
-    out = subprocess.run(
-        [sys.executable, "-m", "agent", "reload", "--control-socket", agent.control_socket],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=20,
-    )
+    out = run_cli("reload", "--control-socket", agent.control_socket)
     assert out.returncode == 0 and "reloaded" in out.stdout
     # nothing that changes state is reachable on the TCP port
     assert agent.get("/reload")[0] == 404
@@ -243,13 +223,7 @@ def test_control_socket_status_and_reload(agent_factory):
 
 
 def test_status_without_agent_is_a_clear_error(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "agent", "status", "--control-socket", str(tmp_path / "none.sock")],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=20,
-    )
+    out = run_cli("status", "--control-socket", str(tmp_path / "none.sock"))
     assert out.returncode == 1
     assert "is the agent running" in out.stderr and "Traceback" not in out.stderr
 
@@ -260,13 +234,7 @@ def test_port_in_use_is_one_line_error(tmp_path):
         s.listen()
         port = s.getsockname()[1]
         a = AgentProcess(tmp_path, {"http": {"listen": f"127.0.0.1:{port}"}})
-        out = subprocess.run(
-            [sys.executable, "-m", "agent", "run", "--config", str(a.config_path)],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=20,
-        )
+        out = run_cli("run", "--config", str(a.config_path))
     assert out.returncode != 0
     assert f"cannot listen on 127.0.0.1:{port}" in out.stderr
     assert "Traceback" not in out.stderr + out.stdout
@@ -278,13 +246,7 @@ def test_check_config_lists_every_error(tmp_path):
         '[agent]\ninterval = 5\nprocfz = "/x"\nlog_level = "loud"\n'
         '[http]\nlisten = "nowhere"\n[gpu]\nenabled = "maybe"\n[nonsense]\n'
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "agent", "check-config", "--config", str(bad)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=20,
-    )
+    out = run_cli("check-config", "--config", str(bad))
     assert out.returncode == 2
     err = out.stderr
     assert str(bad) in err
@@ -314,25 +276,13 @@ def test_check_config_unreadable_files(tmp_path, content, expect):
         path.write_bytes(content)
     elif content is not None:
         path.write_text(content)
-    out = subprocess.run(
-        [sys.executable, "-m", "agent", "check-config", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=20,
-    )
+    out = run_cli("check-config", "--config", str(path))
     assert out.returncode == 2 and expect in out.stderr and str(path) in out.stderr
 
 
 def test_shipped_config_is_valid_and_documents_defaults():
     path = REPO / "configs" / "agent.toml"
-    out = subprocess.run(
-        [sys.executable, "-m", "agent", "check-config", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=20,
-    )
+    out = run_cli("check-config", "--config", str(path))
     assert out.returncode == 0, out.stderr
     resolved = json.loads(out.stdout.split("\n", 1)[1])
     text = path.read_text()

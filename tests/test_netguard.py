@@ -15,15 +15,16 @@ def test_guard_blocks_metadata_addresses_in_process(tmp_path, monkeypatch):
     log = tmp_path / "blocked.log"
     monkeypatch.setenv("TNA_NETGUARD_LOG", str(log))
     with socket.socket() as s, pytest.raises(ConnectionRefusedError, match="test network guard"):
-        s.connect(("169.254.169.254", 80))
+        s.connect(("169.254.169.254", 80))  # never sent: the guard refuses it
     with pytest.raises(ConnectionRefusedError):
-        socket.getaddrinfo("metadata.google.internal", 80)
+        socket.getaddrinfo("metadata.google.internal", 80)  # never looked up: refused
     assert "169.254.169.254" in log.read_text() and "metadata.google.internal" in log.read_text()
 
 
 def test_guard_reaches_subprocesses(tmp_path):
     log = tmp_path / "blocked.log"
-    code = "import socket; s = socket.socket(); s.settimeout(1); s.connect(('100.100.100.200', 80))"
+    # never sent: the guard refuses the connect in the child too
+    code = "import socket; s = socket.socket(); s.settimeout(1); s.connect(('100.100.100.200', 80))"  # never
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

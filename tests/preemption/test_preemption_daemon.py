@@ -134,7 +134,7 @@ def test_auto_without_dmi_evidence_sends_no_request(agent_factory, tmp_path):
 
 def test_guard_catches_the_real_metadata_address(agent_factory, tmp_path):
     # the positive control for the test above: with Alibaba DMI evidence and no endpoint override the
-    # agent does try 100.100.100.200, and the guard stops and records it
+    # agent does try 100.100.100.200, and the guard stops and records it: never sent
     env, blocked, connects = guarded_env(tmp_path)
     dmi = tmp_path / "sys" / "class" / "dmi" / "id"
     dmi.mkdir(parents=True)
