@@ -5,13 +5,12 @@ read snapshots through the context.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from aiohttp import web
-from prometheus_client.core import Metric
 
 from agent.config import Config
 from agent.events import EventBus
@@ -32,6 +31,11 @@ class Context:
 
 
 class Component(Protocol):
+    """Besides ``run`` and ``stop`` a part may offer, found by :func:`optional`:
+    ``status() -> dict`` (its section of the status, with an optional ``lines`` list for humans),
+    ``metrics() -> Iterable[Metric]``, ``control_routes() -> list[Route]``, ``current_pids() -> list[int]``
+    (training processes it found, followed by the process collector) and ``verdict_line() -> str``."""
+
     name: str
 
     async def run(self) -> None:
@@ -39,18 +43,6 @@ class Component(Protocol):
 
     async def stop(self) -> None:
         """Finish in-flight work within a short deadline (flush queues, persist state)."""
-
-
-class HasStatus(Protocol):
-    def status(self) -> dict[str, Any]: ...
-
-
-class HasMetrics(Protocol):
-    def metrics(self) -> Iterable[Metric]: ...
-
-
-class HasControl(Protocol):
-    def control_routes(self) -> list[Route]: ...
 
 
 def optional(obj: object, method: str) -> Callable[..., Any] | None:

@@ -59,22 +59,24 @@ class StartupError(Exception):
 
 
 # other sources of training pids (the checkpoint targets), set by build_components
-EXTRA_TRAINING_PIDS: list[Callable[[], Iterable[int]]] = []
+PidSource = Callable[[], Iterable[int]]
 
 
-def training_pids(snap: NodeSnapshot) -> set[int]:
+def training_pids(snap: NodeSnapshot, sources: Iterable[PidSource] = ()) -> set[int]:
     """The processes whose trees the process collector follows: every GPU compute process in the
-    latest snapshot, plus the checkpoint targets that [trainer] discover found."""
+    latest snapshot, plus what the parts found (the checkpoint targets of [trainer] discover)."""
     pids: set[int] = set()
     if snap.gpu is not None:
         for g in snap.gpu.gpus:
             pids.update(p.pid for p in g.processes)
-    for source in EXTRA_TRAINING_PIDS:
+    for source in sources:
         pids.update(source())
     return pids
 
 
-def build_collectors(cfg: Config, latest: Callable[[], NodeSnapshot] = lambda: _EMPTY) -> list[Collector]:
+def build_collectors(
+    cfg: Config, latest: Callable[[], NodeSnapshot] = lambda: _EMPTY, pid_sources: Iterable[PidSource] = ()
+) -> list[Collector]:
     collectors: list[Collector] = [HostCollector(cfg.agent.procfs)]
     if cfg.gpu.enabled:
         collectors.append(GpuCollector(cfg.gpu.library, cfg.gpu.reinit_backoff_max, cfg.gpu.xid_events))
@@ -92,7 +94,9 @@ def build_collectors(cfg: Config, latest: Callable[[], NodeSnapshot] = lambda: _
                 rdma=cfg.network.rdma,
             )
         )
-    collectors.append(ProcessCollector(cfg.agent.procfs, cfg.agent.sysfs, lambda: training_pids(latest())))
+    collectors.append(
+        ProcessCollector(cfg.agent.procfs, cfg.agent.sysfs, lambda: training_pids(latest(), pid_sources))
+    )
     return collectors
 
 
@@ -108,9 +112,7 @@ def build_renderers(cfg: Config) -> list[Any]:
 
 
 def build_components(ctx: Context) -> list[Component]:
-    checkpoint = CheckpointComponent(ctx)
-    EXTRA_TRAINING_PIDS[:] = [checkpoint.current_pids]
-    components: list[Component] = [checkpoint]
+    components: list[Component] = [CheckpointComponent(ctx)]
     if ctx.cfg.classifier.enabled:
         components.append(ClassifierComponent(ctx))
     components.append(PreemptionWatcher(ctx))
@@ -156,8 +158,9 @@ class Daemon:
         self.runtime_dir = Path(cfg.agent.runtime_dir)
         for d in (self.state_dir, self.runtime_dir):
             d.mkdir(parents=True, exist_ok=True)
+        pid_sources: list[PidSource] = []  # filled once the parts exist; the collector reads it each tick
         self.sampler = Sampler(
-            build_collectors(cfg, self._latest),
+            build_collectors(cfg, self._latest, pid_sources),
             cfg.agent.interval,
             cfg.agent.collector_timeout,
             cfg.agent.stall_after,
@@ -176,6 +179,7 @@ class Daemon:
         watch = CollectorFailureWatch(self.bus, self.sampler.failing_for, cfg.agent.collector_failing_after)
         self.sampler.listeners.append(watch.on_snapshot)
         self.components = [watch, *build_components(ctx)]
+        pid_sources.extend(fn for c in self.components if (fn := optional(c, "current_pids")))
         self.control.clear_routes(keep=("/status", "/reload", "/events"))
         for comp in self.components:
             routes = optional(comp, "control_routes")

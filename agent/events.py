@@ -6,7 +6,6 @@ Sources publish; actions (checkpoint, alerts, exporter state) subscribe. Nobody 
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -141,7 +140,6 @@ class EventBus:
         self._maxsize = maxsize
         self.dropped: dict[str, int] = {}
         self.published = 0
-        self.last_published_monotonic: float | None = None
 
     def subscribe(self, name: str, types: tuple[type[Event], ...] | None = None) -> asyncio.Queue[Event]:
         q: asyncio.Queue[Event] = asyncio.Queue(self._maxsize)
@@ -158,7 +156,6 @@ class EventBus:
 
     def publish(self, event: Event) -> None:
         self.published += 1
-        self.last_published_monotonic = time.monotonic()
         for name, q, types in self._subs:
             if types is not None and not isinstance(event, types):
                 continue

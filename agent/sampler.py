@@ -131,7 +131,6 @@ class Sampler:
         self.latest: NodeSnapshot = NodeSnapshot(seq=0, timestamp=time.time(), monotonic=time.monotonic())
         self.last_progress = time.monotonic()
         self.started = time.monotonic()
-        self.ticks = 0
         self._seq = 0
 
     # --- health ------------------------------------------------------------------------------------
@@ -190,7 +189,6 @@ class Sampler:
         snap = self._build(now)
         self.latest = snap
         self.last_progress = time.monotonic()
-        self.ticks += 1
         for listener in self.listeners:
             try:
                 listener(snap)

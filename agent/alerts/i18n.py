@@ -5,8 +5,6 @@ Reasons and hints come from the classifier as they are; only the agent's own wor
 
 from __future__ import annotations
 
-LANGUAGES = ("en", "zh-CN")
-
 TEXT: dict[str, tuple[str, str]] = {
     # field labels
     "node": ("Node", "节点"),

@@ -6,11 +6,9 @@ are separate steps; messages are what the spool stores, so they (de)serialize to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +51,6 @@ class Message:
     def count(self) -> int:
         """How many alerts this message stands for."""
         return sum(i.count for i in self.items) if self.items else 1
-
-    def with_title(self, title: str) -> Message:
-        return replace(self, title=title)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -29,8 +29,6 @@ DENIED = "denied"  # EPERM
 UNKNOWN = "unknown"  # its signal masks could not be read: not sent
 DRY_RUN = "dry-run"  # everything checked, nothing sent
 
-REACHED = {SIGNALLED}
-
 
 @dataclass(frozen=True, slots=True)
 class Delivery:

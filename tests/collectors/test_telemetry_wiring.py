@@ -33,8 +33,7 @@ def _exposition(cfg, snap: NodeSnapshot) -> str:
     return generate_latest(reg).decode()
 
 
-def test_training_pids_are_the_gpu_compute_processes(monkeypatch):
-    monkeypatch.setattr(daemon, "EXTRA_TRAINING_PIDS", [])
+def test_training_pids_are_the_gpu_compute_processes():
     gpu = GpuPart(
         "550",
         "12",
@@ -45,8 +44,7 @@ def test_training_pids_are_the_gpu_compute_processes(monkeypatch):
     )
     assert daemon.training_pids(_snap(gpu=gpu)) == {101, 102}
     assert daemon.training_pids(_snap()) == set()
-    monkeypatch.setattr(daemon, "EXTRA_TRAINING_PIDS", [lambda: [7]])
-    assert daemon.training_pids(_snap(gpu=gpu)) == {7, 101, 102}
+    assert daemon.training_pids(_snap(gpu=gpu), [lambda: [7]]) == {7, 101, 102}
 
 
 def test_collectors_follow_the_config():
