@@ -229,7 +229,7 @@ class PreemptionGuard:
 
 
 def _write_atomic(path: str, data: bytes) -> None:
-    # agent.statefile.write_atomic, restated: this file must work copied alone next to a training
+    # agent.runtime.statefile.write_atomic, restated: this file must work copied alone next to a training
     # script (tests/checkpoint/test_checkpoint_trainer_helper.py), so it imports nothing from agent/
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=".ack.", dir=directory)

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from benchlib import cpu_seconds, free_port  # noqa: E402
 
-from agent.testing import fake_nvml  # noqa: E402
+from agent.devtools import fake_nvml  # noqa: E402
 
 
 def rss_bytes(pid: int) -> int:

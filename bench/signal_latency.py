@@ -92,8 +92,8 @@ class Receiver:
 
 
 async def run(trials: int, poll: float) -> int:
-    from agent.control import control_request
-    from agent.preemption.simulator import start_simulator
+    from agent.devtools.simulator import start_simulator
+    from agent.runtime.control import control_request
 
     tmp = Path(tempfile.mkdtemp(prefix="tna-bench-"))
     sim = await start_simulator("alibaba")

@@ -43,15 +43,15 @@ sys.path.insert(0, str(REPO))
 from benchlib import cpu_seconds, free_port  # noqa: E402
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 
-from agent import daemon  # noqa: E402
-from agent.collectors import processes as process_collector  # noqa: E402
 from agent.config import parse_config  # noqa: E402
+from agent.devtools import fake_nvml  # noqa: E402
 from agent.exporter import SnapshotExporter  # noqa: E402
-from agent.exporter import network as network_metrics  # noqa: E402
-from agent.exporter import storage as storage_metrics  # noqa: E402
-from agent.logsetup import setup_logging  # noqa: E402
-from agent.sampler import Sampler  # noqa: E402
-from agent.testing import fake_nvml  # noqa: E402
+from agent.runtime import daemon  # noqa: E402
+from agent.runtime.logsetup import setup_logging  # noqa: E402
+from agent.snapshot.sampler import Sampler  # noqa: E402
+from agent.sources.network import metrics as network_metrics  # noqa: E402
+from agent.sources.processes import collector as process_collector  # noqa: E402
+from agent.sources.storage import metrics as storage_metrics  # noqa: E402
 
 FAKE_NVML = fake_nvml.LIBRARY
 GOAL_MS = 5.0

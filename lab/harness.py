@@ -110,7 +110,7 @@ class Lab:
         return cfg
 
     def agent_env(self) -> dict[str, str]:
-        from agent.testing.fake_nvml import library_dir
+        from agent.devtools.fake_nvml import library_dir
 
         assert self.gpus is not None
         return {"LD_LIBRARY_PATH": str(library_dir()), "FAKE_NVML_STATE": str(self.gpus.path)}

@@ -151,8 +151,8 @@ def test_slow_collector_does_not_delay_others(tmp_path):
     """In-process: one collector sleeping 3 s does not hold the snapshot back."""
     import asyncio
 
-    from agent.collectors.host import HostCollector
-    from agent.sampler import Sampler
+    from agent.snapshot.sampler import Sampler
+    from agent.sources.host.collector import HostCollector
 
     class Slow:
         name = "slow"

@@ -7,14 +7,14 @@ import itertools
 import threading
 import time
 
-from agent import sampler as sampler_module
-from agent.collector_failures import CollectorFailureWatch
-from agent.collectors import SourceAbsent
-from agent.collectors.host import HostCollector
-from agent.events import CollectorFailingEvent, EventBus
-from agent.sampler import Sampler
+from agent.core.events import CollectorFailingEvent, EventBus
+from agent.health.collectors import CollectorFailureWatch
+from agent.runtime.supervisor import Supervisor
+from agent.snapshot import sampler as sampler_module
 from agent.snapshot.parts import DiskStat, StoragePart
-from agent.supervisor import Supervisor
+from agent.snapshot.sampler import Sampler
+from agent.sources import SourceAbsent
+from agent.sources.host.collector import HostCollector
 
 
 class Raising:

@@ -32,8 +32,8 @@ from agent.alerts.delivery import Delivery
 from agent.alerts.message import Message, Node
 from agent.alerts.render import Facts, Scene, facts, gpu_inventory, reminder, render
 from agent.alerts.spool import Spool
-from agent.component import Context
-from agent.events import (
+from agent.core.component import Context
+from agent.core.events import (
     AgentLifecycleEvent,
     CheckpointEvent,
     CollectorFailingEvent,

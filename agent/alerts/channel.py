@@ -19,7 +19,7 @@ import aiohttp
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
 from agent.alerts.render import mark
-from agent.logsetup import redact_text
+from agent.runtime.logsetup import redact_text
 
 MAX_REPLY_BYTES = 64 * 1024
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, tzinfo
 from agent.alerts import i18n
 from agent.alerts.i18n import t
 from agent.alerts.message import Message, Node
-from agent.events import (
+from agent.core.events import (
     AgentLifecycleEvent,
     CheckpointEvent,
     CollectorFailingEvent,

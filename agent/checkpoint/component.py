@@ -40,9 +40,9 @@ from agent.checkpoint.request import (
 )
 from agent.checkpoint.signals import DRY_RUN, SIGNALLED, Delivery, deliver, handler_state
 from agent.checkpoint.targets import Discovered, Discovery, Target
-from agent.component import Context, Route
 from agent.config.trainer import signal_number
-from agent.events import CheckpointEvent, PreemptionEvent
+from agent.core.component import Context, Route
+from agent.core.events import CheckpointEvent, PreemptionEvent
 
 log = structlog.get_logger("checkpoint")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from agent.statefile import write_atomic
+from agent.runtime.statefile import write_atomic
 
 log = structlog.get_logger("checkpoint")
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 
-from agent.events import PreemptionEvent
+from agent.core.events import PreemptionEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ import signal
 from dataclasses import dataclass
 
 from agent.checkpoint.targets import Target, read_pid_stat
-from agent.collectors.fsread import read_optional
-from agent.parsers.sigmask import SignalMasks, parse_signal_masks
+from agent.core.fsread import read_optional
+from agent.sources.processes.sigmask import SignalMasks, parse_signal_masks
 
 # signals whose default action neither kills nor stops the process; everything else is harmful
 # to send to a process that has not installed a handler

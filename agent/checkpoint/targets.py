@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.collectors.fsread import read_optional
-from agent.parsers.cgroup import parse_proc_cgroup
-from agent.parsers.procpid import PidStat, parse_pid_stat
+from agent.core.fsread import read_optional
+from agent.sources.processes.cgroup import parse_proc_cgroup
+from agent.sources.processes.procpid import PidStat, parse_pid_stat
 
 MAX_CGROUP_DIRS = 4096  # a job's cgroup subtree; bounded so a runaway hierarchy cannot stall discovery
 

@@ -23,7 +23,7 @@ import structlog
 
 from agent.classifier.samples import Sample, columns
 from agent.config.classifier import ClassifierSection
-from agent.statefile import write_atomic
+from agent.runtime.statefile import write_atomic
 
 log = structlog.get_logger("classifier")
 

@@ -15,9 +15,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.classifier import baselines as store
 from agent.classifier.engine import Engine, Evaluation
-from agent.component import Context, Route
 from agent.config.classifier import VERDICTS
-from agent.events import CheckpointEvent
+from agent.core.component import Context, Route
+from agent.core.events import CheckpointEvent
 from agent.snapshot import NodeSnapshot
 
 log = structlog.get_logger("classifier")

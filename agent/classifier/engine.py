@@ -20,7 +20,7 @@ from agent.classifier.running import RunningSums
 from agent.classifier.samples import Sample, sample_from_snapshot
 from agent.classifier.verdict import Verdict, classify, verdict_for
 from agent.config.classifier import ClassifierSection
-from agent.events import VerdictEvent
+from agent.core.events import VerdictEvent
 from agent.snapshot import NodeSnapshot
 
 CHECKPOINT_START = ("requested",)

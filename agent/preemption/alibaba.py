@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.events import InstanceIdentityEvent
+from agent.core.events import InstanceIdentityEvent
 from agent.preemption.client import TokenScheme
 from agent.preemption.provider import (
     BodyFormatError,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.events import InstanceIdentityEvent
+from agent.core.events import InstanceIdentityEvent
 from agent.preemption.provider import (
     MONTHS,
     BodyFormatError,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.collectors.fsread import read_optional
+from agent.core.fsread import read_optional
 
 DMI_FILES = ("sys_vendor", "product_name", "chassis_asset_tag", "bios_vendor", "bios_version")
 AZURE_ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"

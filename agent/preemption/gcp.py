@@ -18,7 +18,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from agent.events import InstanceIdentityEvent, PreemptionEvent
+from agent.core.events import InstanceIdentityEvent, PreemptionEvent
 from agent.preemption.provider import BodyFormatError, Provider, Reading, Source, first_line, stable_id
 
 PREFIX = "/computeMetadata/v1/"

@@ -22,8 +22,8 @@ from typing import Any
 
 import structlog
 
-from agent.events import PreemptionEvent
-from agent.statefile import write_atomic
+from agent.core.events import PreemptionEvent
+from agent.runtime.statefile import write_atomic
 
 log = structlog.get_logger("preemption.notices")
 

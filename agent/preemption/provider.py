@@ -3,7 +3,7 @@ RFC 3339 parsing, stable ids and the plausibility window for deadlines.
 
 A provider module (alibaba.py, aws.py ...) holds pure parsers (body text in, typed values out) and a
 :class:`Provider` subclass that reads its cloud's paths through a :class:`MetadataClient` and turns the
-parsed values into :class:`~agent.events.PreemptionEvent` objects.
+parsed values into :class:`~agent.core.events.PreemptionEvent` objects.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from agent.events import InstanceIdentityEvent, PreemptionEvent
+from agent.core.events import InstanceIdentityEvent, PreemptionEvent
 
 if TYPE_CHECKING:
     from agent.config.preemption import PreemptionSection

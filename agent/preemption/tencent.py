@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from agent.events import InstanceIdentityEvent
+from agent.core.events import InstanceIdentityEvent
 from agent.preemption.provider import (
     BodyFormatError,
     Provider,

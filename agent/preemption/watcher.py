@@ -1,5 +1,5 @@
 """The preemption watcher component: polls the cloud's metadata service and publishes one
-de-duplicated :class:`~agent.events.PreemptionEvent` per notice (and one when it is withdrawn).
+de-duplicated :class:`~agent.core.events.PreemptionEvent` per notice (and one when it is withdrawn).
 
 Each source of the provider runs its own loop on a fixed cadence (``poll_interval`` with jitter for
 spot notices, ``maintenance_interval`` for maintenance lists, GCP's long-poll when enabled). All
@@ -22,8 +22,8 @@ import structlog
 from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
-from agent.component import Context, Route
-from agent.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
+from agent.core.component import Context, Route
+from agent.core.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
 from agent.preemption.azure import AzureProvider
 from agent.preemption.client import MetadataClient, RateLimiter, RequestCounter
 from agent.preemption.clouds import PROVIDERS

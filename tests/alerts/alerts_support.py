@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.alerts.alerter import Alerter
-from agent.component import Context
 from agent.config import Config, parse_config
-from agent.events import EventBus
+from agent.core.component import Context
+from agent.core.events import EventBus
 from agent.snapshot import NodeSnapshot
 from agent.snapshot.parts import GpuPart, GpuStats
 

@@ -20,7 +20,7 @@ from fake_chat import FakeChat, alertmanager_problems
 from agent.alerts.message import Node
 from agent.alerts.render import GpuInfo, Scene, digest, facts, render
 from agent.alerts.webhook import ZERO_TIME, payload
-from agent.events import GpuFaultEvent, PreemptionEvent
+from agent.core.events import GpuFaultEvent, PreemptionEvent
 
 FREE_FORM = {"labels", "annotations", "groupLabels", "commonLabels", "commonAnnotations"}
 

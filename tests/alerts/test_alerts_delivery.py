@@ -14,7 +14,7 @@ from alerts_support import Running, config, context, counter, message_text, repr
 from fake_chat import FakeChat, dingtalk_reply, feishu_reply, slack_reply, wecom_reply
 
 from agent.alerts.alerter import Alerter
-from agent.events import (
+from agent.core.events import (
     CollectorFailingEvent,
     GpuFaultEvent,
     InstanceIdentityEvent,

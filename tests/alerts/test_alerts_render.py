@@ -9,10 +9,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.alerts import examples, i18n
+from agent.alerts import i18n
 from agent.alerts.message import Message, Node
 from agent.alerts.render import GpuInfo, Scene, build_test_alert, digest, facts, reminder, render
-from agent.events import (
+from agent.core.events import (
     AgentLifecycleEvent,
     CheckpointEvent,
     CollectorFailingEvent,
@@ -21,6 +21,7 @@ from agent.events import (
     PreemptionEvent,
     VerdictEvent,
 )
+from agent.devtools import alert_examples as examples
 
 NOW = datetime(2025, 3, 14, 6, 21, 13, tzinfo=UTC)
 NODE = Node(
@@ -187,5 +188,5 @@ def test_durations(seconds: float, en: str, zh: str) -> None:
 def test_examples_document_is_current() -> None:
     on_disk = (REPO / "docs" / "alerts-examples.md").read_text()
     assert on_disk == examples.document(), (
-        "regenerate: python -m agent.alerts.examples > docs/alerts-examples.md"
+        "regenerate: python -m agent.devtools.alert_examples > docs/alerts-examples.md"
     )

@@ -16,13 +16,13 @@ from conftest import REPO, wait_until
 
 
 class Trainer:
-    """``python -m agent.demo_trainer`` with its own checkpoint dir (also its cmdline marker)."""
+    """``python -m agent.devtools.demo_trainer`` with its own checkpoint dir (also its cmdline marker)."""
 
     def __init__(self, tmp: Path, name: str, request_file: Path | None, *args: str, env=None) -> None:
         self.dir = tmp / f"ckpt-{name}"
         self.events_path = tmp / f"events-{name}.jsonl"
         self.log_path = tmp / f"trainer-{name}.log"
-        cmd = [sys.executable, "-m", "agent.demo_trainer", "--checkpoint-dir", str(self.dir)]
+        cmd = [sys.executable, "-m", "agent.devtools.demo_trainer", "--checkpoint-dir", str(self.dir)]
         cmd += ["--events", str(self.events_path), "--step-seconds", "0.02", "--print-every", "1000"]
         if request_file is not None:
             cmd += ["--request-file", str(request_file)]
@@ -77,7 +77,7 @@ def idle_process(marker: str, handler: str | None = None) -> subprocess.Popen[by
 
 
 def control(agent, method: str, path: str, payload: Any = None, timeout: float = 60) -> tuple[int, Any]:
-    from agent.control import control_request
+    from agent.runtime.control import control_request
 
     return asyncio.run(control_request(agent.control_socket, method, path, payload, timeout=timeout))
 

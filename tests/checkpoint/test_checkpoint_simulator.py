@@ -10,7 +10,7 @@ import pytest
 from checkpoint_helpers import Trainer, cli, control, metric, recent_events
 from conftest import wait_until
 
-from agent.testing.metadata_sim import MetadataSimProcess
+from agent.devtools.simprocess import MetadataSimProcess
 
 
 @pytest.fixture

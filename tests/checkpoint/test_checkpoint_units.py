@@ -14,8 +14,8 @@ from agent.checkpoint.policy import acts_on, plan
 from agent.checkpoint.report import build_report, render_report
 from agent.config import ConfigError, parse_config
 from agent.config.trainer import TrainerSection, signal_number
-from agent.events import PreemptionEvent
-from agent.parsers.sigmask import parse_signal_masks
+from agent.core.events import PreemptionEvent
+from agent.sources.processes.sigmask import parse_signal_masks
 
 NOW = datetime(2026, 1, 5, 18, 0, tzinfo=UTC)
 

@@ -16,11 +16,11 @@ from prometheus_client import generate_latest
 
 from agent.classifier import baselines as store
 from agent.classifier.component import ClassifierComponent
-from agent.component import Context
 from agent.config import Config
-from agent.control import control_request
-from agent.events import CheckpointEvent, EventBus, VerdictEvent
+from agent.core.component import Context
+from agent.core.events import CheckpointEvent, EventBus, VerdictEvent
 from agent.exporter import make_registry
+from agent.runtime.control import control_request
 
 
 def make(tmp_path: Path, **cfg_kw) -> tuple[ClassifierComponent, Context, list]:

@@ -15,7 +15,7 @@ import json
 import pytest
 from conftest import REPO, AgentProcess, need_binary, need_root
 
-from agent.control import control_request
+from agent.runtime.control import control_request
 from lab.harness import SCENARIOS, Lab
 from lab.scoring import render
 

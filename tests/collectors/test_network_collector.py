@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.collectors import SourceAbsent
-from agent.collectors.network import NetworkCollector
 from agent.config import parse_config
+from agent.sources import SourceAbsent
+from agent.sources.network.collector import NetworkCollector
 
 EXCLUDE = parse_config({}).network.device_exclude
 NETDEV = (

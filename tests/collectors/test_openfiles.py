@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from agent.collectors.openfiles import OpenFiles, regenerated
+from agent.core.openfiles import OpenFiles, regenerated
 
 
 def _fds() -> int:

@@ -13,10 +13,10 @@ import psutil
 import pytest
 from conftest import need_root
 
-from agent.collectors import processes
-from agent.collectors.processes import ProcessCollector
 from agent.snapshot.parts import ProcessPart
 from agent.snapshot.rates import process_rates
+from agent.sources.processes import collector as processes
+from agent.sources.processes.collector import ProcessCollector
 
 FILE_BYTES = 3 * 1024 * 1024
 BURN = """

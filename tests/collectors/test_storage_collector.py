@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.collectors import SourceAbsent
-from agent.collectors.storage import StorageCollector
 from agent.config import parse_config
+from agent.sources import SourceAbsent
+from agent.sources.storage.collector import StorageCollector
 
 DEFAULT_EXCLUDE = parse_config({}).storage.device_exclude
 

@@ -6,9 +6,9 @@ import os
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from agent import daemon
 from agent.config import parse_config
 from agent.exporter import SnapshotExporter
+from agent.runtime import daemon
 from agent.snapshot import NodeSnapshot
 from agent.snapshot.parts import (
     GpuPart,

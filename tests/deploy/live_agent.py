@@ -15,8 +15,8 @@ from typing import Any
 
 from conftest import SHARED_FIXTURES, AgentProcess, free_port, need_binary
 
-from agent.testing.fake_nvml import FakeNvml, device, library_dir
-from agent.testing.metadata_sim import MetadataSimProcess
+from agent.devtools.fake_nvml import FakeNvml, device, library_dir
+from agent.devtools.simprocess import MetadataSimProcess
 
 GIB = 1024**3
 

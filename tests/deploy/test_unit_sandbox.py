@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, _unavailable, free_port, http_get, need_binary, write_toml
 
-from agent.testing.fake_nvml import FakeNvml, device, library_dir
+from agent.devtools.fake_nvml import FakeNvml, device, library_dir
 
 UNIT = REPO / "systemd" / "training-node-agent.service"
 SANDBOX = Path(__file__).with_name("unit_sandbox.py")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import need_binary
 
-from agent.testing.fake_nvml import LIBRARY, REPO, FakeNvml
+from agent.devtools.fake_nvml import LIBRARY, REPO, FakeNvml
 
 
 @pytest.fixture(scope="session")

@@ -14,11 +14,11 @@ from conftest import wait_until
 from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
 from structlog.testing import capture_logs
 
-from agent.collectors import SourceAbsent
-from agent.collectors.gpu import GpuCollector
-from agent.collectors.nvml import NvmlDriverError
+from agent.devtools.fake_nvml import FakeNvml, device, write_state
 from agent.snapshot.parts import GpuPart
-from agent.testing.fake_nvml import FakeNvml, device, write_state
+from agent.sources import SourceAbsent
+from agent.sources.gpu.collector import GpuCollector
+from agent.sources.gpu.nvml import NvmlDriverError
 
 
 @pytest.fixture

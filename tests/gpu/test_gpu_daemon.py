@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import need_binary
 from gpu_fixtures import fake_nvml, fake_nvml_library, nvml_env  # noqa: F401
 
-from agent.testing.fake_nvml import FakeNvml
+from agent.devtools.fake_nvml import FakeNvml
 
 
 def value(text: str, name: str, gpu: int, **labels: str) -> float | None:

@@ -12,12 +12,12 @@ from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.collectors.gpu import GpuCollector
+from agent.devtools.fake_nvml import FakeNvml
 from agent.exporter import SnapshotExporter
-from agent.exporter import gpu as gpu_metrics
 from agent.snapshot import NodeSnapshot
 from agent.snapshot.parts import GpuPart, GpuProcess, GpuStats
-from agent.testing.fake_nvml import FakeNvml
+from agent.sources.gpu import metrics as gpu_metrics
+from agent.sources.gpu.collector import GpuCollector
 
 
 def exposition(part: GpuPart | None, processes: bool = True) -> str:

@@ -15,8 +15,8 @@ import pynvml
 import pytest
 from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
 
-from agent.collectors.nvml import load_library
-from agent.testing.fake_nvml import FakeNvml, device, write_state
+from agent.devtools.fake_nvml import FakeNvml, device, write_state
+from agent.sources.gpu.nvml import load_library
 
 
 @pytest.fixture

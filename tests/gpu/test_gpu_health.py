@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agent.component import Context
 from agent.config import parse_config
-from agent.events import EventBus, GpuFaultEvent
-from agent.gpu_health import GpuHealth
+from agent.core.component import Context
+from agent.core.events import EventBus, GpuFaultEvent
+from agent.health.gpu import GpuHealth
 from agent.snapshot import NodeSnapshot
 from agent.snapshot.parts import GpuPart, GpuStats
 

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.collectors.host import HostCollector
-from agent.parsers.host import parse_loadavg, parse_meminfo, parse_pressure, parse_stat
+from agent.sources.host.collector import HostCollector
+from agent.sources.host.parse import parse_loadavg, parse_meminfo, parse_pressure, parse_stat
 
 
 def _oracle(shared_fixtures) -> dict[str, list]:

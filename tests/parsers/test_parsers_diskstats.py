@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.parsers.diskstats import parse_diskstats
+from agent.sources.storage.diskstats import parse_diskstats
 
 
 def _lines(text: str) -> list[list[str]]:

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.parsers.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
-from agent.parsers.diskstats import parse_diskstats
-from agent.parsers.infiniband import build_port, parse_counter, parse_rate
-from agent.parsers.mountstats import parse_mountstats
-from agent.parsers.netclass import parse_speed
-from agent.parsers.netdev import parse_net_dev
-from agent.parsers.procpid import parse_cpus_allowed, parse_pid_io, parse_pid_stat
+from agent.sources.network.infiniband import build_port, parse_counter, parse_rate
+from agent.sources.network.netclass import parse_speed
+from agent.sources.network.netdev import parse_net_dev
+from agent.sources.processes.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
+from agent.sources.processes.procpid import parse_cpus_allowed, parse_pid_io, parse_pid_stat
+from agent.sources.storage.diskstats import parse_diskstats
+from agent.sources.storage.mountstats import parse_mountstats
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 

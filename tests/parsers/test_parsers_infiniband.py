@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.parsers.infiniband import WANTED, build_port, parse_counter, parse_rate
+from agent.sources.network.infiniband import WANTED, build_port, parse_counter, parse_rate
 
 
 def _port_files(port_dir: Path) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.parsers.mountstats import parse_mountstats, unescape
+from agent.sources.storage.mountstats import parse_mountstats, unescape
 
 
 def _block(

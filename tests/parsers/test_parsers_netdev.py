@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.parsers.netclass import parse_speed
-from agent.parsers.netdev import parse_net_dev
+from agent.sources.network.netclass import parse_speed
+from agent.sources.network.netdev import parse_net_dev
 
 HEADER = (
     "Inter-|   Receive                                                |  Transmit\n"

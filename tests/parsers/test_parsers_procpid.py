@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from agent.parsers.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
-from agent.parsers.procpid import count_cpu_list, parse_cpus_allowed, parse_pid_io, parse_pid_stat
+from agent.sources.processes.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
+from agent.sources.processes.procpid import count_cpu_list, parse_cpus_allowed, parse_pid_io, parse_pid_stat
 
 STAT_TAIL = "S 5392 7446 5392 34835 7446 4218880 32533 309516 26 82 1677 44 158 99 20 0 12 0 82375 56274944"
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from agent.component import Context
 from agent.config import parse_config
-from agent.events import Event, EventBus, InstanceIdentityEvent, PreemptionEvent
-from agent.preemption.simulator import Simulator, start_simulator
+from agent.core.component import Context
+from agent.core.events import Event, EventBus, InstanceIdentityEvent, PreemptionEvent
+from agent.devtools.simprocess import MetadataSimProcess
+from agent.devtools.simulator import Simulator, start_simulator
 from agent.preemption.watcher import PreemptionWatcher
 from agent.snapshot import NodeSnapshot
-from agent.testing.metadata_sim import MetadataSimProcess
 
 REPO = Path(__file__).resolve().parents[2]
 NETGUARD_DIR = REPO / "tests" / "netguard"

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from conftest import free_port
 from preemption_helpers import harness  # noqa: F401
 
+from agent.devtools.simulator import start_simulator
 from agent.preemption import alibaba, aws, azure, tencent
-from agent.preemption.simulator import start_simulator
 
 
 def _last_error(h, source: str = "spot") -> str:

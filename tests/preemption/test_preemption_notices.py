@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from agent.events import PreemptionEvent
+from agent.core.events import PreemptionEvent
 from agent.preemption.notices import NoticeStore, NoticeTracker
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

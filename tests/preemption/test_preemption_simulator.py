@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 from preemption_helpers import REPO, sim_process  # noqa: F401
 
+from agent.devtools.simulator import start_simulator
 from agent.preemption import alibaba, aws, azure, gcp, tencent
-from agent.preemption.simulator import start_simulator
 
 
 @pytest.fixture
@@ -300,7 +300,7 @@ def test_cli_refuses_non_loopback_listen_and_bad_kinds():
 
 def test_now_is_utc():
     # the simulator's times are aware UTC (a naive datetime here would shift every deadline)
-    from agent.preemption.simulator import SimState
+    from agent.devtools.simulator import SimState
 
     async def make():
         s = SimState("alibaba")

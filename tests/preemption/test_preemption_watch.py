@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from preemption_helpers import harness  # noqa: F401
 
-from agent.events import CheckpointEvent
-from agent.preemption.simclouds import CLOUDS
+from agent.core.events import CheckpointEvent
+from agent.devtools.simclouds import CLOUDS
 
 NOTICES = [
     ("alibaba", "spot-termination"),

@@ -1,0 +1,81 @@
+"""``training-node-agent test-alert [--channel NAME]``: send a test message through the configured
+channels now, print each service's exact answer, exit 1 when any channel failed (2: config problem).
+
+It talks to the services directly, not through a running agent, so it also works before the agent
+is started; the message names the channel and this node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+import aiohttp
+
+from agent.alerts.channel import Outcome, post
+from agent.alerts.channels import build_channel
+from agent.alerts.message import Node
+from agent.alerts.render import Scene, build_test_alert
+from agent.cli.main import EXIT_CONFIG, _add_config, register, resolve_config
+from agent.config.alerts import AlertsSection, WebhookChannel, channel_language
+from agent.runtime.logsetup import redact_text
+
+
+def _add_args(p: argparse.ArgumentParser) -> None:
+    _add_config(p)
+    p.add_argument("--channel", metavar="NAME", help="only this [[alerts.webhooks]] channel (default: all)")
+
+
+async def _send_all(section: AlertsSection, channels: list[WebhookChannel]) -> bool:
+    scene = Scene(Node(socket.gethostname()), (), ZoneInfo(section.timezone), datetime.now(UTC))
+    all_ok = True
+    async with aiohttp.ClientSession(headers={"User-Agent": "training-node-agent"}) as session:
+        for cfg in channels:
+            head = f"{cfg.name} ({cfg.type})"
+            try:
+                channel = build_channel(cfg)
+            except ValueError as e:
+                print(f"{head}: cannot use this channel: {e}")
+                all_ok = False
+                continue
+            head += f" -> {channel.redacted_url()}"
+            msg = build_test_alert(scene, channel_language(section, cfg), cfg.name)
+            answer = await post(session, channel.build(msg), cfg.timeout)
+            if isinstance(answer, Outcome):
+                print(f"{head}: no answer: {answer.detail}")
+                all_ok = False
+                continue
+            outcome = channel.judge(answer)
+            print(f"{head}: HTTP {answer.status}")
+            print(redact_text(answer.body))
+            print(f"  => {outcome.describe()}")
+            all_ok &= outcome.ok
+    return all_ok
+
+
+def cmd_test_alert(args: argparse.Namespace) -> int:
+    cfg, path = resolve_config(args)
+    channels = cfg.alerts.webhooks
+    if not channels:
+        print(
+            f"training-node-agent: no [[alerts.webhooks]] in {path or 'the built-in defaults'}",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    if args.channel:
+        channels = [c for c in channels if c.name == args.channel]
+        if not channels:
+            known = ", ".join(c.name for c in cfg.alerts.webhooks)
+            print(
+                f"training-node-agent: no channel named {args.channel!r} (configured: {known})",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
+    return 0 if asyncio.run(_send_all(cfg.alerts, channels)) else 1
+
+
+register("test-alert", "send a test alert through the configured chat channels", _add_args, cmd_test_alert)

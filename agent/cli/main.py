@@ -1,0 +1,208 @@
+"""The ``training-node-agent`` command.
+
+Sub-commands register themselves in :data:`COMMANDS` with a function that adds their arguments and
+one that runs them, so later parts (metadata-sim, drill, demo, test-alert) add a line each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from agent import __version__
+from agent.config import DEFAULT_PATH, Config, ConfigError, load_config, redacted_dump
+
+EXIT_CONFIG = 2
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", "-c", default=None, help=f"TOML config file (default {DEFAULT_PATH})")
+    p.add_argument("--listen", help="override [http] listen, e.g. 127.0.0.1:9477")
+    p.add_argument(
+        "--state-dir",
+        help="override [agent] state_dir; runtime files and the control socket go under it too",
+    )
+    p.add_argument("--control-socket", help="override [http] control_socket")
+
+
+def resolve_config(args: argparse.Namespace) -> tuple[Config, str | None]:
+    """The config file (default path only if it exists) with command-line overrides applied."""
+    path = args.config
+    if path is None and os.path.exists(DEFAULT_PATH):
+        path = DEFAULT_PATH
+    cfg = load_config(path)
+    agent_upd: dict[str, Any] = {}
+    http_upd: dict[str, Any] = {}
+    if getattr(args, "state_dir", None):
+        sd = os.path.abspath(args.state_dir)
+        agent_upd = {"state_dir": sd, "runtime_dir": os.path.join(sd, "run")}
+        http_upd["control_socket"] = os.path.join(sd, "run", "control.sock")
+    if getattr(args, "listen", None):
+        http_upd["listen"] = args.listen
+    if getattr(args, "control_socket", None):
+        http_upd["control_socket"] = args.control_socket
+    if agent_upd or http_upd:
+        data = cfg.model_dump(mode="json")
+        data["agent"].update(agent_upd)
+        data["http"].update(http_upd)
+        from agent.config import parse_config
+
+        cfg = parse_config(data, path or "<defaults>")
+    return cfg, path
+
+
+def control_socket_path(args: argparse.Namespace) -> str:
+    try:
+        cfg, _ = resolve_config(args)
+        return cfg.http.control_socket
+    except ConfigError:
+        return Config().http.control_socket
+
+
+# --- run -------------------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from agent.runtime.daemon import Daemon, StartupError
+    from agent.runtime.logsetup import setup_logging
+
+    cfg, path = resolve_config(args)
+    setup_logging(cfg.agent.log_level, cfg.agent.log_format)
+
+    async def main() -> int:
+        daemon = Daemon(cfg, path)
+        try:
+            return await daemon.run()
+        except StartupError as e:
+            print(f"training-node-agent: {e}", file=sys.stderr)
+            return 1
+
+    code = asyncio.run(main())
+    # A collector stuck in the kernel (hung NFS, wedged driver) holds its worker thread forever, and
+    # the interpreter would wait for it at exit: leave without waiting once everything is flushed.
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+# --- check-config ----------------------------------------------------------------------------------
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    cfg, path = resolve_config(args)
+    print(f"# {path or 'built-in defaults'}: OK")
+    print(json.dumps(redacted_dump(cfg), indent=2))
+    return 0
+
+
+# --- status ----------------------------------------------------------------------------------------
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from agent.cli.status_view import render_status
+    from agent.runtime.control import control_request
+
+    try:
+        code, body = asyncio.run(control_request(control_socket_path(args), "GET", "/status", timeout=10))
+    except ConnectionError as e:
+        print(f"training-node-agent: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(body, indent=2, default=str))
+    else:
+        print(render_status(body))
+    return 0 if code == 200 else 1
+
+
+def cmd_reload(args: argparse.Namespace) -> int:
+    from agent.runtime.control import control_request
+
+    try:
+        code, body = asyncio.run(control_request(control_socket_path(args), "POST", "/reload"))
+    except ConnectionError as e:
+        print(f"training-node-agent: {e}", file=sys.stderr)
+        return 1
+    print(body.get("message") if isinstance(body, dict) else body)
+    return 0 if code == 200 else EXIT_CONFIG
+
+
+def cmd_version(_: argparse.Namespace) -> int:
+    print(f"training-node-agent {__version__}")
+    return 0
+
+
+# --- registry --------------------------------------------------------------------------------------
+
+Adder = Callable[[argparse.ArgumentParser], None]
+Runner = Callable[[argparse.Namespace], int]
+
+
+def _add_status(p: argparse.ArgumentParser) -> None:
+    _add_config(p)
+    p.add_argument("--json", action="store_true", help="print the raw JSON")
+
+
+COMMANDS: dict[str, tuple[str, Adder, Runner]] = {
+    "run": ("run the daemon in the foreground", _add_config, cmd_run),
+    "check-config": (
+        "validate the config and print it resolved, secrets redacted",
+        _add_config,
+        cmd_check_config,
+    ),
+    "status": ("ask the running agent for its status", _add_status, cmd_status),
+    "reload": ("ask the running agent to reload its config", _add_config, cmd_reload),
+    "version": ("print the version", lambda p: None, cmd_version),
+}
+
+
+def register(name: str, help_text: str, add: Adder, run: Runner) -> None:
+    COMMANDS[name] = (help_text, add, run)
+
+
+def _load_plugins() -> None:
+    """Sub-commands that live with their part of the agent."""
+    import importlib
+
+    for module in ("agent.cli.preemption", "agent.cli.checkpoint", "agent.cli.alerts", "agent.devtools.demo"):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    _load_plugins()
+    parser = argparse.ArgumentParser(
+        prog="training-node-agent", description="Health agent for GPU training nodes."
+    )
+    parser.add_argument("--version", action="version", version=f"training-node-agent {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help_text, add, run) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add(p)
+        p.set_defaults(func=run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_CONFIG
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as e:
+        print(e.render(), file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130

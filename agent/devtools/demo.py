@@ -1,0 +1,424 @@
+"""``training-node-agent demo`` (``make demo``): a spot reclaim, rehearsed end to end in about a minute
+on any Linux box: no root, no GPU, no cloud.
+
+Everything runs on 127.0.0.1 under a temporary directory:
+
+* the metadata simulator, playing Alibaba Cloud ECS (in this process);
+* four fake GPUs: the fake ``libnvidia-ml.so.1`` (``make fakenvml``), whose state this process animates;
+* a toy trainer (``agent.devtools.demo_trainer``) using :class:`agent.trainer.PreemptionGuard`, listed as the
+  GPUs' compute process, so the agent finds it the way it finds a real job: through NVML;
+* the agent itself, a real daemon subprocess.
+
+The story: live telemetry, then the cloud announces the reclaim, the agent signals the trainer, the
+trainer checkpoints to "shared storage" and acknowledges, and the agent reports whether it made it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.cli.main import register
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Pace:
+    telemetry_seconds: float  # how long the node is watched before the notice
+    interval: str  # the agent's sampling interval
+    poll: str  # the metadata poll interval
+    save_seconds: float  # how long the toy checkpoint takes
+    step_seconds: float
+    print_every: int
+    limit_seconds: float  # the whole demo, at most
+
+
+NORMAL = Pace(14.0, "1s", "1s", 4.0, 0.1, 25, 120.0)
+FAST = Pace(3.0, "500ms", "500ms", 1.0, 0.05, 40, 60.0)
+
+
+class Screen:
+    """Timestamped, labelled lines; colour only on a terminal."""
+
+    COLORS = {"demo": "1;37", "node": "36", "cloud": "1;33", "agent": "1;35", "trainer": "32", "fail": "1;31"}
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+        self.t0 = time.monotonic()
+
+    def paint(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
+
+    def say(self, who: str, text: str) -> None:
+        stamp = f"{time.monotonic() - self.t0:6.1f}s"
+        label = self.paint(f"{who:<7}", self.COLORS.get(who, "0"))
+        print(f"{self.paint(stamp, '2')}  {label} │ {text}", flush=True)
+
+    def block(self, text: str) -> None:
+        print(text, flush=True)
+
+
+class DemoFailed(Exception):
+    pass
+
+
+class Demo:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.pace = FAST if args.fast else NORMAL
+        self.screen = Screen(color=not args.no_color and sys.stdout.isatty())
+        self.keep = args.keep
+        self.gpus = args.gpus
+        self.tmp = Path(tempfile.mkdtemp(prefix="tna-demo-"))
+        self.socket = str(self.tmp / "run" / "control.sock")
+        self.request_file = self.tmp / "run" / "checkpoint" / "request.json"
+        self.storage = self.tmp / "nas" / "run-demo"
+        self.fake: Any = None
+        self.trainer: asyncio.subprocess.Process | None = None
+        self.agent: asyncio.subprocess.Process | None = None
+        self.sim: Any = None
+        self.trainer_state = "training"  # training | saving | gone
+        self.seen_events: set[str] = set()
+        self.milestones: dict[str, float] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- set-up ------------------------------------------------------------------------------------
+
+    def _fake_nvml(self) -> dict[str, str]:
+        """Build and start the fake GPUs; the environment the agent needs to see them."""
+        from agent.devtools.fake_nvml import FakeNvml, library_dir
+
+        try:
+            lib = library_dir(build=True)
+        except (OSError, Exception) as e:  # no make or cc: run on, without GPUs
+            self.screen.say("demo", f"fake NVML unavailable ({type(e).__name__}); GPU telemetry off")
+            return {}
+        self.fake = FakeNvml(self.tmp / "nvml-state.json", gpus=self.gpus)
+        return {"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_STATE": str(self.fake.path)}
+
+    def _config(self, with_gpus: bool) -> Path:
+        discover = '"nvml"' if with_gpus else f'"cmdline:{self.storage}"'
+        text = f"""
+[agent]
+interval = "{self.pace.interval}"
+state_dir = "{self.tmp / "state"}"
+runtime_dir = "{self.tmp / "run"}"
+log_format = "json"
+[http]
+listen = "127.0.0.1:0"
+control_socket = "{self.socket}"
+[preemption]
+provider = "alibaba"
+endpoint = "{self.sim.url}"
+poll_interval = "{self.pace.poll}"
+[trainer]
+discover = [{discover}]
+signal = "SIGUSR1"
+"""
+        path = self.tmp / "agent.toml"
+        path.write_text(text)
+        return path
+
+    async def start(self) -> None:
+        from agent.devtools.simulator import start_simulator
+
+        s = self.screen
+        s.block(s.paint("training-node-agent demo", "1") + " — a spot reclaim, rehearsed end to end")
+        s.block(s.paint(f"no root, GPU or cloud: everything runs on 127.0.0.1 in {self.tmp}\n", "2"))
+        self.sim = await start_simulator("alibaba")
+        s.say("demo", f"metadata simulator playing Alibaba Cloud ECS at {self.sim.url}")
+        env_gpu = await asyncio.to_thread(self._fake_nvml)
+        if env_gpu:
+            s.say("demo", f"{self.gpus} fake H100 GPUs (fake libnvidia-ml.so.1 via LD_LIBRARY_PATH)")
+        self.trainer = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "agent.devtools.demo_trainer",
+            "--checkpoint-dir",
+            str(self.storage),
+            "--request-file",
+            str(self.request_file),
+            "--save-seconds",
+            str(self.pace.save_seconds),
+            "--step-seconds",
+            str(self.pace.step_seconds),
+            "--print-every",
+            str(self.pace.print_every),
+            "--prefix",
+            "",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        self._tasks.append(asyncio.create_task(self._trainer_output()))
+        if self.fake is not None:
+            for i in range(self.gpus):
+                self.fake.device(i)["processes"] = [{"pid": self.trainer.pid, "used_memory_bytes": 61 * GIB}]
+            self.fake.write()
+            self._tasks.append(asyncio.create_task(self._animate_gpus()))
+        config = self._config(bool(env_gpu))
+        self.agent_log = open(self.tmp / "agent.log", "wb")  # noqa: SIM115
+        self.agent = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "agent",
+            "run",
+            "--config",
+            str(config),
+            env={**os.environ, **env_gpu, "PYTHONUNBUFFERED": "1"},
+            stdout=self.agent_log,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        await self._wait_agent()
+        s.say("demo", f"agent running (pid {self.agent.pid}); control socket {self.socket}")
+
+    async def _wait_agent(self) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.agent is not None
+            if self.agent.returncode is not None:
+                raise DemoFailed(
+                    f"the agent exited with {self.agent.returncode}; see {self.tmp / 'agent.log'}"
+                )
+            with contextlib.suppress(ConnectionError, OSError):
+                code, _ = await self._control("GET", "/status")
+                if code == 200:
+                    return
+            await asyncio.sleep(0.2)
+        raise DemoFailed("the agent did not come up within 30 s")
+
+    async def _control(self, method: str, path: str) -> tuple[int, Any]:
+        from agent.runtime.control import control_request
+
+        return await control_request(self.socket, method, path, timeout=10)
+
+    # --- the moving parts --------------------------------------------------------------------------
+
+    async def _trainer_output(self) -> None:
+        assert self.trainer is not None and self.trainer.stdout is not None
+        while line := await self.trainer.stdout.readline():
+            text = line.decode(errors="replace").rstrip()
+            if "checkpoint requested" in text:
+                self.trainer_state = "saving"
+                self.milestones.setdefault("trainer_saw", time.monotonic())
+            if "ack sent" in text:
+                self.milestones.setdefault("trainer_acked", time.monotonic())
+            self.screen.say("trainer", text)
+        self.trainer_state = "gone"
+
+    async def _animate_gpus(self) -> None:
+        """Busy GPUs while training, idle while the checkpoint is written, empty once it exits."""
+        rng = random.Random(7)
+        while True:
+            for i in range(self.gpus):
+                d = self.fake.device(i)
+                if self.trainer_state == "training":
+                    d.update(
+                        utilization_gpu=rng.randint(94, 99),
+                        utilization_memory=rng.randint(55, 70),
+                        power_mw=rng.randint(610_000, 690_000),
+                        temperature_c=rng.randint(64, 71),
+                        sm_active=rng.uniform(78, 86),
+                        tensor_active=rng.uniform(40, 52),
+                        dram_active=rng.uniform(30, 40),
+                        memory_used_bytes=62 * GIB,
+                    )
+                    self.fake.advance(i, 1.0, pcie_rx=2e9, nvlink_rx=150e9, nvlink_tx=150e9)
+                else:
+                    d.update(utilization_gpu=rng.randint(0, 3), power_mw=rng.randint(90_000, 120_000))
+                    d.update(sm_active=0.5, tensor_active=0.0, dram_active=1.0)
+                    if self.trainer_state == "gone":
+                        d.update(processes=[], memory_used_bytes=0)
+            self.fake.write()
+            await asyncio.sleep(1.0)
+
+    async def _status(self) -> dict[str, Any]:
+        code, body = await self._control("GET", "/status")
+        return body if code == 200 and isinstance(body, dict) else {}
+
+    def _telemetry_line(self, st: dict[str, Any]) -> str:
+        snap = st.get("snapshot", {})
+        parts = []
+        gpus = snap.get("gpus") or []
+        if gpus:
+            n = len(gpus)
+            util = sum(g.get("utilization_ratio") or 0 for g in gpus) / n
+            power = sum(g.get("power_watts") or 0 for g in gpus) / n
+            temp = max(g.get("temperature_celsius") or 0 for g in gpus)
+            procs = {p["pid"] for g in gpus for p in g.get("processes", [])}
+            model = gpus[0]["model"].replace("NVIDIA ", "")
+            parts.append(
+                f"{n}× {model}  util {util * 100:3.0f}%  {power:3.0f} W/GPU  {temp:2.0f} °C  "
+                f"compute procs {len(procs)}"
+            )
+        host = snap.get("host")
+        if host and host.get("cpu_busy_ratio") is not None:
+            parts.append(f"cpu {host['cpu_busy_ratio'] * 100:3.0f}%")
+        verdict = ((st.get("classifier") or {}).get("lines") or [""])[0].strip()
+        if verdict and "pending" not in verdict:
+            parts.append(verdict[:60])
+        return "  ·  ".join(parts) or "waiting for the first snapshot"
+
+    async def _events(self) -> list[dict[str, Any]]:
+        code, body = await self._control("GET", "/events")
+        if code != 200 or not isinstance(body, list):
+            return []
+        # the agent keeps its last 100 events: tell new ones by content, not position
+        new = []
+        for ev in body:
+            key = json.dumps(ev, sort_keys=True, default=str)
+            if key not in self.seen_events:
+                self.seen_events.add(key)
+                new.append(ev)
+        return new
+
+    # --- the story ---------------------------------------------------------------------------------
+
+    async def watch_node(self) -> None:
+        s = self.screen
+        s.say("demo", "watching the node: this is what the agent sees every tick")
+        end = time.monotonic() + self.pace.telemetry_seconds
+        found = False
+        while time.monotonic() < end or not found:
+            if time.monotonic() > end + 20:
+                raise DemoFailed("the agent found no training process to protect")
+            st = await self._status()
+            s.say("node", self._telemetry_line(st))
+            targets = (st.get("checkpoint") or {}).get("targets") or []
+            if targets and not found:
+                found = True
+                t = targets[0]
+                ready = "SIGUSR1 handler installed" if t["handler"] == "handler" else t["handler"]
+                s.say(
+                    "agent",
+                    f"training process found: pid {t['pid']} ({t['comm']}) via {t['source']}, {ready}",
+                )
+            await asyncio.sleep(2.0 if not self.screen.color else 1.5)
+        await self._events()  # skip what happened before the notice
+
+    async def reclaim(self) -> dict[str, Any]:
+        s = self.screen
+        notice = self.sim.state.add_notice("spot-termination", seconds=300)
+        announced = time.monotonic()
+        s.say(
+            "cloud",
+            f"Alibaba Cloud will reclaim this spot instance: termination-time "
+            f"{notice.deadline:%H:%M:%SZ} (in 300 s)",
+        )
+        done = False
+        deadline = time.monotonic() + 60
+        while not done:
+            if time.monotonic() > deadline:
+                raise DemoFailed("no ack within 60 s of the notice")
+            for ev in await self._events():
+                done = self._narrate(ev, announced) or done
+            await asyncio.sleep(0.2)
+        code, report = await self._control("GET", "/checkpoint/report")
+        if code != 200:
+            raise DemoFailed(f"no report: {report}")
+        return report
+
+    def _narrate(self, ev: dict[str, Any], announced: float) -> bool:
+        s = self.screen
+        if ev.get("type") == "preemption" and not ev.get("withdrawn"):
+            s.say(
+                "agent",
+                f"notice detected {time.monotonic() - announced:.1f} s after it appeared: {ev['kind']}, "
+                f"{ev.get('seconds_remaining') or 0:.0f} s left",
+            )
+        elif ev.get("type") == "checkpoint":
+            phase = ev["phase"]
+            if phase == "requested":
+                for t in ev.get("targets", []):
+                    s.say(
+                        "agent", f"SIGUSR1 → {t.replace(': signalled', '')}  ✓   (request file written too)"
+                    )
+            elif phase == "completed":
+                s.say(
+                    "agent",
+                    f"ack received: checkpoint durable in {ev['duration_seconds']:.1f} s ({ev['detail']})",
+                )
+                return True
+            elif phase in ("missed", "no-target", "unreachable", "canceled"):
+                s.say("fail", f"{phase}: {ev.get('detail')}")
+                if phase in ("missed", "canceled"):
+                    raise DemoFailed(f"the checkpoint was {phase}")
+        return False
+
+    def show_report(self, report: dict[str, Any]) -> None:
+        from agent.checkpoint.report import render_report
+
+        self.screen.block("")
+        self.screen.block(render_report(report, color=self.screen.color))
+        saved = sorted(self.storage.glob("*.ckpt.json"))
+        self.screen.block("")
+        if saved:
+            self.screen.block(f"checkpoint on the (pretend) shared storage: {saved[-1]}")
+        self.screen.block(
+            "next: `training-node-agent drill` rehearses this on a real node; docs/checkpoint.md sets up "
+            "PyTorch, Lightning and Hugging Face"
+        )
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for proc in (self.trainer, self.agent):
+            if proc is not None and proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 6)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+        if self.sim is not None:
+            await self.sim.close()
+        if getattr(self, "agent_log", None):
+            self.agent_log.close()
+        if not self.keep:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    async def run(self) -> int:
+        try:
+            async with asyncio.timeout(self.pace.limit_seconds):
+                await self.start()
+                await self.watch_node()
+                report = await self.reclaim()
+                assert self.trainer is not None
+                await asyncio.wait_for(self.trainer.wait(), 15)
+                self.screen.say("trainer", f"exited with status {self.trainer.returncode}")
+                self.show_report(report)
+                ok = report.get("verdict") == "safe" and self.trainer.returncode == 0
+                return 0 if ok else 1
+        except (DemoFailed, TimeoutError) as e:
+            why = str(e) or f"the demo took longer than {self.pace.limit_seconds:.0f} s"
+            self.screen.say("fail", f"demo failed: {why}")
+            self.keep = True
+            self.screen.block(f"agent log kept in {self.tmp / 'agent.log'}")
+            return 1
+        finally:
+            await self.close()
+
+
+def _add(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fast", action="store_true", help="shorter pauses (about 15 s; for tests)")
+    p.add_argument("--gpus", type=int, default=4, choices=range(1, 9), metavar="1-8", help="fake GPUs (4)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, state)")
+    p.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    return asyncio.run(Demo(args).run())
+
+
+register("demo", "a spot reclaim rehearsed end to end in a minute: no root, GPU or cloud", _add, cmd_demo)

@@ -1,0 +1,120 @@
+"""A toy training loop that uses :class:`agent.trainer.PreemptionGuard`: the trainer of
+``training-node-agent demo``, and a real process for the checkpoint tests. Standard library only.
+
+    python -m agent.devtools.demo_trainer --checkpoint-dir /mnt/nas/ckpt --save-seconds 2
+
+It "trains" (sleeps a step at a time), and when the agent asks for a checkpoint it writes one (taking
+``--save-seconds``), acknowledges it and exits 0, or keeps going with ``--keep-going`` (drills).
+``--events FILE`` appends one JSON line per signal received and per checkpoint, for tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from agent.trainer import PreemptionGuard, rank_from_env
+
+
+class _Events:
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+
+    def write(self, kind: str, **fields: Any) -> None:
+        if self.path:
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"event": kind, "pid": os.getpid(), "at": time.time(), **fields}) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="demo_trainer", description=__doc__.split("\n\n")[0])
+    p.add_argument("--checkpoint-dir", required=True)
+    p.add_argument("--request-file", default=None)
+    p.add_argument("--signal", default="SIGUSR1")
+    p.add_argument("--steps", type=int, default=100000)
+    p.add_argument("--step-seconds", type=float, default=0.1)
+    p.add_argument("--save-seconds", type=float, default=1.0)
+    p.add_argument("--print-every", type=int, default=10)
+    p.add_argument("--keep-going", action="store_true", help="continue training after the ack")
+    p.add_argument("--no-ack", action="store_true", help="checkpoint but never acknowledge (tests)")
+    p.add_argument("--ignore-requests", action="store_true", help="take the signal, do nothing (tests)")
+    p.add_argument("--events", default=None, help="append JSON lines: signal, checkpoint, ack")
+    p.add_argument("--prefix", default="[trainer] ")
+    args = p.parse_args(argv)
+
+    events = _Events(args.events)
+    signum = int(signal.Signals[args.signal if args.signal.startswith("SIG") else "SIG" + args.signal])
+
+    def count(sig: int, _frame: object) -> None:
+        events.write("signal", signal=signal.Signals(sig).name)
+
+    signal.signal(signum, count)  # the guard chains to this, so every arrival is logged
+    guard = PreemptionGuard(signal=signum, request_file=args.request_file, check_interval=0.1)
+    rank = rank_from_env()
+    say = _printer(args.prefix)
+    events.write("started", rank=rank)
+    say(f"rank {rank} started, pid {os.getpid()}; checkpoints go to {args.checkpoint_dir}")
+    loss = 2.5
+    for step in range(1, args.steps + 1):
+        time.sleep(args.step_seconds)
+        loss = 0.1 + 2.4 * math.exp(-step / 150)
+        if step % args.print_every == 0:
+            say(f"step {step:>5}  loss {loss:.3f}")
+        if not guard.checkpoint_requested or args.ignore_requests:
+            continue
+        left = guard.seconds_remaining()
+        kind = guard.request.get("kind") if guard.request else "signal"
+        how = f"{args.signal} received" if guard.signalled_at else "request file seen"
+        say(f"{how}: checkpoint requested ({kind}, {_left(left)})")
+        if not guard.should_save:
+            guard.ack()
+            say("not rank 0: rank 0 saves")
+        else:
+            path = _save(args.checkpoint_dir, step, loss, args.save_seconds)
+            events.write("checkpoint", step=step, path=path)
+            if args.no_ack:
+                say(f"saved {path}; not acknowledging (--no-ack)")
+                guard.reset()
+            else:
+                guard.ack(step=step, path=path)
+                events.write("ack", step=step, path=path)
+                say(f"saved step {step} to {path} in {args.save_seconds:.1f} s; ack sent")
+        if not args.keep_going:
+            say("exiting cleanly before the instance goes away")
+            return 0
+    return 0
+
+
+def _save(directory: str, step: int, loss: float, seconds: float) -> str:
+    """A stand-in for torch.save: the write takes ``seconds``, then is made durable and atomic."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"step-{step:06d}.ckpt.json")
+    time.sleep(seconds)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"step": step, "loss": loss}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def _left(seconds: float | None) -> str:
+    return "no deadline given" if seconds is None else f"{seconds:.0f} s left"
+
+
+def _printer(prefix: str):  # type: ignore[no-untyped-def]
+    def say(text: str) -> None:
+        print(prefix + text, flush=True)
+
+    return say
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,392 @@
+"""The only place that wires parts together: it builds them from the config, runs them under
+supervision, serves the HTTP and control faces, and speaks systemd's notify protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiohttp import web
+from prometheus_client.core import Metric
+
+from agent import __version__
+from agent.checkpoint.component import CheckpointComponent
+from agent.classifier.component import ClassifierComponent
+from agent.config import Config, ConfigError, load_config
+from agent.config.types import split_listen
+from agent.core.component import Component, Context, optional
+from agent.core.events import AgentLifecycleEvent, EventBus, event_to_dict
+from agent.exporter import SnapshotExporter, make_registry
+from agent.exporter import malformed as malformed_metrics
+from agent.exporter import processes as process_metrics
+from agent.exporter.http import make_app
+from agent.exporter.status import summarize
+from agent.health.collectors import CollectorFailureWatch
+from agent.health.gpu import GpuHealth
+from agent.preemption.watcher import PreemptionWatcher
+from agent.runtime.control import ControlServer
+from agent.runtime.sdnotify import Notifier
+from agent.runtime.supervisor import Supervisor
+from agent.snapshot import NodeSnapshot
+from agent.snapshot.sampler import Sampler
+from agent.sources import Collector
+from agent.sources.gpu import metrics as gpu_metrics
+from agent.sources.gpu.collector import GpuCollector
+from agent.sources.host import metrics as host_metrics
+from agent.sources.host.collector import HostCollector
+from agent.sources.network import metrics as network_metrics
+from agent.sources.network.collector import NetworkCollector
+from agent.sources.processes.collector import ProcessCollector
+from agent.sources.storage import metrics as storage_metrics
+from agent.sources.storage.collector import StorageCollector
+
+log = structlog.get_logger("daemon")
+
+_EMPTY = NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0)
+SHUTDOWN_SECONDS = 4.0  # SIGTERM must end within 5 s with exit code 0
+
+
+class StartupError(Exception):
+    """A one-line reason the daemon cannot start (port in use, socket path not writable)."""
+
+
+# other sources of training pids (the checkpoint targets), set by build_components
+PidSource = Callable[[], Iterable[int]]
+
+
+def training_pids(snap: NodeSnapshot, sources: Iterable[PidSource] = ()) -> set[int]:
+    """The processes whose trees the process collector follows: every GPU compute process in the
+    latest snapshot, plus what the parts found (the checkpoint targets of [trainer] discover)."""
+    pids: set[int] = set()
+    if snap.gpu is not None:
+        for g in snap.gpu.gpus:
+            pids.update(p.pid for p in g.processes)
+    for source in sources:
+        pids.update(source())
+    return pids
+
+
+def build_collectors(
+    cfg: Config, latest: Callable[[], NodeSnapshot] = lambda: _EMPTY, pid_sources: Iterable[PidSource] = ()
+) -> list[Collector]:
+    collectors: list[Collector] = [HostCollector(cfg.agent.procfs)]
+    if cfg.gpu.enabled:
+        collectors.append(GpuCollector(cfg.gpu.library, cfg.gpu.reinit_backoff_max, cfg.gpu.xid_events))
+    if cfg.storage.enabled:
+        collectors.append(
+            StorageCollector(cfg.agent.procfs, cfg.storage.device_exclude, cfg.storage.mountstats_pid)
+        )
+    if cfg.network.enabled:
+        collectors.append(
+            NetworkCollector(
+                cfg.agent.procfs,
+                cfg.agent.sysfs,
+                cfg.network.device_exclude,
+                cfg.network.capacity,
+                rdma=cfg.network.rdma,
+            )
+        )
+    collectors.append(
+        ProcessCollector(cfg.agent.procfs, cfg.agent.sysfs, lambda: training_pids(latest(), pid_sources))
+    )
+    return collectors
+
+
+def build_renderers(cfg: Config) -> list[Any]:
+    renderers = [host_metrics.render, process_metrics.render, malformed_metrics.render]
+    if cfg.gpu.enabled:
+        renderers.append(partial(gpu_metrics.render, processes=cfg.gpu.process_metrics))
+    if cfg.storage.enabled:
+        renderers.append(storage_metrics.render)
+    if cfg.network.enabled:
+        renderers.append(network_metrics.render)
+    return renderers
+
+
+def build_components(ctx: Context) -> list[Component]:
+    components: list[Component] = [CheckpointComponent(ctx)]
+    if ctx.cfg.classifier.enabled:
+        components.append(ClassifierComponent(ctx))
+    components.append(PreemptionWatcher(ctx))
+    if ctx.cfg.gpu.enabled:
+        components.append(GpuHealth(ctx))
+    if ctx.cfg.alerts.webhooks:
+        # imported only when a channel is configured: most of its weight (sqlite3, rendering) is memory
+        from agent.alerts.alerter import Alerter
+
+        components.append(Alerter(ctx))
+    return components
+
+
+class Daemon:
+    def __init__(self, cfg: Config, config_path: str | None) -> None:
+        self.cfg = cfg
+        self.config_path = config_path
+        self.bus = EventBus()
+        self.notifier = Notifier()
+        self.supervisor = Supervisor()
+        self.registry = make_registry()
+        self.started = time.monotonic()
+        self.control = ControlServer(cfg.http.control_socket)
+        self._stop = asyncio.Event()
+        self._http_runner: web.AppRunner | None = None
+        self.sampler: Sampler | None = None
+        self.components: list[Component] = []
+        self.recent_events: list[dict[str, Any]] = []
+        self._exporter = SnapshotExporter(self._latest, [])
+        self.registry.register(self._exporter)
+        self.registry.register(_ComponentMetrics(self))
+        self.reloads = 0
+        self._recent_q = self.bus.subscribe("recent")  # before anything can publish
+
+    # --- wiring ------------------------------------------------------------------------------------
+
+    def _latest(self) -> NodeSnapshot:
+        return self.sampler.latest if self.sampler else _EMPTY
+
+    def _build(self) -> None:
+        cfg = self.cfg
+        self.state_dir = Path(cfg.agent.state_dir)
+        self.runtime_dir = Path(cfg.agent.runtime_dir)
+        for d in (self.state_dir, self.runtime_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        pid_sources: list[PidSource] = []  # filled once the parts exist; the collector reads it each tick
+        self.sampler = Sampler(
+            build_collectors(cfg, self._latest, pid_sources),
+            cfg.agent.interval,
+            cfg.agent.collector_timeout,
+            cfg.agent.stall_after,
+        )
+        # the exporter's renderers follow the config (a disabled collector's families go too)
+        self._exporter.renderers = build_renderers(cfg)
+        ctx = Context(
+            cfg=cfg,
+            bus=self.bus,
+            latest=self._latest,
+            state_dir=self.state_dir,
+            runtime_dir=self.runtime_dir,
+            snapshot_listeners=self.sampler.listeners,
+        )
+        self._bus_mark = self.bus.subscriber_count
+        watch = CollectorFailureWatch(self.bus, self.sampler.failing_for, cfg.agent.collector_failing_after)
+        self.sampler.listeners.append(watch.on_snapshot)
+        self.components = [watch, *build_components(ctx)]
+        pid_sources.extend(fn for c in self.components if (fn := optional(c, "current_pids")))
+        self.control.clear_routes(keep=("/status", "/reload", "/events"))
+        for comp in self.components:
+            routes = optional(comp, "control_routes")
+            for method, path, handler in routes() if routes else []:
+                self.control.route(method, path, handler)
+
+    def _start_workers(self) -> None:
+        assert self.sampler is not None
+        self.supervisor.start("sampler", self.sampler.run)
+        for comp in self.components:
+            self.supervisor.start(comp.name, comp.run)
+
+    async def _stop_workers(self, deadline: float) -> None:
+        # the loops go first (quickly), then the parts get most of the time to flush and persist
+        await self.supervisor.stop(timeout=min(0.5, deadline / 4))
+        if self.components:
+            stops = {asyncio.ensure_future(c.stop()): c for c in self.components}
+            done, pending = await asyncio.wait(stops, timeout=max(0.1, deadline - 0.7))
+            for fut in pending:
+                log.warning("component did not stop in time", component=stops[fut].name)
+                fut.cancel()
+            for fut in done:
+                if fut.exception() is not None:
+                    log.error("component stop failed", component=stops[fut].name, exc_info=fut.exception())
+        # subscriptions of the parts just stopped; a reload builds new ones
+        self.bus.unsubscribe_from(self._bus_mark)
+        if self.sampler:
+            self.sampler.close()
+
+    # --- faces -------------------------------------------------------------------------------------
+
+    def health(self) -> str | None:
+        return self.sampler.stall_reason() if self.sampler else "not started"
+
+    def status(self) -> dict[str, Any]:
+        snap = self._latest()
+        out: dict[str, Any] = {
+            "version": __version__,
+            "uptime_seconds": round(time.monotonic() - self.started, 1),
+            "healthy": self.health() is None,
+            "health_reason": self.health(),
+            "config": self.config_path,
+            "reloads": self.reloads,
+            "tasks": {n: vars(s) for n, s in self.supervisor.states.items()},
+            "snapshot": summarize(snap),
+        }
+        for comp in self.components:
+            fn = optional(comp, "status")
+            if fn:
+                try:
+                    out[comp.name] = fn()
+                except Exception as e:  # a broken status section must not break the endpoint
+                    out[comp.name] = {"error": f"{type(e).__name__}: {e}"}
+        out["recent_events"] = self.recent_events[-20:]
+        return out
+
+    async def _bind(self) -> None:
+        host, port = split_listen(self.cfg.http.listen)
+        app = make_app(self.registry, self.health, self.status, __version__)
+        self._http_runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._http_runner.setup()
+        try:
+            await web.TCPSite(self._http_runner, host or None, port, reuse_address=True).start()
+        except OSError as e:
+            await self._http_runner.cleanup()
+            raise StartupError(f"cannot listen on {self.cfg.http.listen}: {e.strerror or e}") from None
+        self.control.route("GET", "/status", self._control_status)
+        self.control.route("POST", "/reload", self._control_reload)
+        self.control.route("GET", "/events", self._control_events)
+        try:
+            await self.control.start()
+        except OSError as e:
+            await self._http_runner.cleanup()
+            raise StartupError(
+                f"cannot create control socket {self.cfg.http.control_socket}: {e.strerror or e}"
+            ) from None
+
+    @property
+    def bound_port(self) -> int | None:
+        if self._http_runner is None:
+            return None
+        for addr in self._http_runner.addresses:
+            if isinstance(addr, tuple):
+                return int(addr[1])
+        return None
+
+    async def _control_status(self, _: web.Request) -> web.Response:
+        return web.json_response(self.status(), dumps=_json)
+
+    async def _control_reload(self, _: web.Request) -> web.Response:
+        ok, msg = await self.reload()
+        return web.json_response({"ok": ok, "message": msg}, status=200 if ok else 400)
+
+    async def _control_events(self, _: web.Request) -> web.Response:
+        return web.json_response(self.recent_events, dumps=_json)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    async def reload(self) -> tuple[bool, str]:
+        if self.config_path is None:
+            return False, "no config file to reload"
+        try:
+            new = load_config(self.config_path)
+        except ConfigError as e:
+            log.error("reload rejected; keeping the running config", problems=e.problems, path=e.path)
+            return False, e.render()
+        if new.http != self.cfg.http:
+            log.warning("the [http] section changes only on restart", path=self.config_path)
+            new = new.model_copy(update={"http": self.cfg.http})
+        self.notifier.reloading()
+        await self._stop_workers(SHUTDOWN_SECONDS)
+        self.cfg = new
+        self._build()
+        self._start_workers()
+        self.reloads += 1
+        self.notifier.ready(self._one_line())
+        log.info("config reloaded", path=self.config_path)
+        return True, "reloaded"
+
+    def _one_line(self) -> str:
+        snap = self._latest()
+        gpus = len(snap.gpu.gpus) if snap.gpu else 0
+        failing = [n for n, s in snap.collectors.items() if not s.success and not s.absent]
+        verdict = ""
+        for comp in self.components:
+            v = getattr(comp, "verdict_line", None)
+            if callable(v):
+                verdict = f", {v()}"
+        return f"{gpus} GPUs, tick {snap.seq}{verdict}" + (
+            f", failing: {','.join(failing)}" if failing else ""
+        )
+
+    async def _watchdog(self) -> None:
+        period = (self.notifier.watchdog_seconds or 0) / 2
+        while True:
+            await asyncio.sleep(period or 5.0)
+            healthy = self.health() is None
+            if healthy and period:
+                self.notifier.watchdog()
+            self.notifier.status(self._one_line() if healthy else f"stalled: {self.health()}")
+
+    async def _record_events(self) -> None:
+        while True:
+            ev = await self._recent_q.get()
+            d = event_to_dict(ev)
+            log.info("event", **{k: v for k, v in d.items() if k != "raw"})
+            self.recent_events.append(d)
+            del self.recent_events[:-100]
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._build()
+        await self._bind()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(self.reload()))
+        self.supervisor.start("events", self._record_events)
+        self._start_workers()
+        self.supervisor.start("watchdog", self._watchdog)
+        log.info(
+            "agent started",
+            version=__version__,
+            listen=f"{self.cfg.http.listen.rpartition(':')[0]}:{self.bound_port}",
+            control_socket=self.cfg.http.control_socket,
+            pid=os.getpid(),
+        )
+        self.notifier.ready(f"listening on {self.cfg.http.listen}")
+        self.bus.publish(AgentLifecycleEvent(phase="started", version=__version__))
+        await self._stop.wait()
+        log.info("stopping")
+        self.notifier.stopping()
+        self.bus.publish(AgentLifecycleEvent(phase="stopping", version=__version__))
+        await asyncio.sleep(0)  # let subscribers take the stopping event before their queues close
+        try:
+            await asyncio.wait_for(self._shutdown(), timeout=SHUTDOWN_SECONDS)
+        except TimeoutError:
+            log.warning("shutdown deadline passed; exiting anyway")
+        return 0
+
+    async def _shutdown(self) -> None:
+        await self._stop_workers(SHUTDOWN_SECONDS - 0.5)
+        await self.control.stop()
+        if self._http_runner is not None:
+            await self._http_runner.cleanup()
+        self.notifier.close()
+
+
+class _ComponentMetrics:
+    """Families that components keep themselves (notices, checkpoints, verdicts, alerts)."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+
+    def collect(self) -> Iterable[Metric]:
+        for comp in self._daemon.components:
+            fn = optional(comp, "metrics")
+            if fn:
+                try:
+                    yield from fn()
+                except Exception:
+                    log.exception("component metrics failed", component=comp.name)
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+
+def _json(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, default=str)

@@ -1,0 +1,237 @@
+"""GPUs through NVML: one :class:`GpuStats` per GPU each tick; Xid errors counted as they arrive.
+
+No library, no driver or no GPU makes the collector absent (asked again with backoff, in case the
+driver is installed later). A driver error shuts NVML down and initialises it again with backoff.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pynvml
+import structlog
+
+from agent.snapshot.parts import GpuPart, GpuProcess, GpuStats
+from agent.sources import SourceAbsent
+from agent.sources.gpu.nvml import Device, GpuLost, Nvml, NvmlDriverError, binding
+from agent.sources.gpu.nvml_events import XidWatcher
+
+log = structlog.get_logger("gpu")
+
+# NVML's metric ids (stable across releases; an older nvidia-ml-py may not name them)
+GPM_SM_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_SM_UTIL", 2)  # share of SMs busy: DCGM's SM_ACTIVE
+GPM_TENSOR_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_ANY_TENSOR_UTIL", 5)
+GPM_DRAM_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_DRAM_BW_UTIL", 10)
+GPM_METRICS = (GPM_SM_ACTIVE, GPM_TENSOR_ACTIVE, GPM_DRAM_ACTIVE)
+# functions an older nvidia-ml-py may lack: they then fail like a driver without them
+CLOCKS_EVENT_REASONS = binding("nvmlDeviceGetCurrentClocksEventReasons")
+CLOCKS_THROTTLE_REASONS = binding("nvmlDeviceGetCurrentClocksThrottleReasons")  # before 535
+COMPUTE_PROCESSES = binding("nvmlDeviceGetComputeRunningProcesses_v3")
+REMAPPED_ROWS = binding("nvmlDeviceGetRemappedRows")
+
+
+def nvmlDeviceGetMemoryInfo_v2(handle: Any) -> Any:  # named after the C function it stands for
+    # v2 reports "used" without the driver's own reservation, which v1 counts as used
+    version = getattr(pynvml, "nvmlMemory_v2", None)
+    if version is None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+    return pynvml.nvmlDeviceGetMemoryInfo(handle, version=version)
+
+
+class GpuCollector:
+    name = "gpu"
+    part = "gpu"
+
+    def __init__(self, library: str = "", reinit_backoff_max: float = 60.0, xid_events: bool = True) -> None:
+        self._library = library
+        self._backoff_max = reinit_backoff_max
+        self._xid_events = xid_events
+        self._nvml: Nvml | None = None
+        self._watcher: XidWatcher | None = None
+        self._backoff = min(1.0, reinit_backoff_max)
+        self._retry_at = 0.0
+        self._last_failure: Exception | None = None
+        self._had_gpus = 0
+        self._xid_lock = threading.Lock()
+        # GPU index -> xid -> count, kept across re-inits; by index because a GPU lost since start has
+        # no UUID until it answers again, and NVML's order is fixed for a boot
+        self._xids: dict[int, dict[int, int]] = {}
+
+    # --- the Collector interface -------------------------------------------------------------------
+
+    def collect(self) -> GpuPart:
+        nvml = self._started()
+        now = time.monotonic()
+        try:
+            gpus = tuple(self._read(nvml, dev, now) for dev in nvml.devices)
+        except NvmlDriverError as e:
+            self._fail(e, now)
+            raise
+        return GpuPart(driver_version=nvml.driver_version, nvml_version=nvml.nvml_version, gpus=gpus)
+
+    def close(self) -> None:
+        self._shutdown()
+
+    # --- initialisation with backoff ---------------------------------------------------------------
+
+    def _started(self) -> Nvml:
+        if self._nvml is not None:
+            return self._nvml
+        now = time.monotonic()
+        if self._last_failure is not None and now < self._retry_at:
+            raise type(self._last_failure)(str(self._last_failure))
+        nvml = Nvml(self._library)
+        try:
+            nvml.start()
+            watcher = self._watch(nvml)
+        except SourceAbsent as e:
+            if self._had_gpus:  # the driver went away under us: a failure to alert on, not "no GPUs here"
+                err = NvmlDriverError(f"{e}; this node had {self._had_gpus} GPUs")
+                self._schedule_retry(err, now)
+                raise err from None
+            self._schedule_retry(e, now)
+            raise
+        except (NvmlDriverError, pynvml.NVMLError) as e:
+            nvml.stop()
+            err = e if isinstance(e, NvmlDriverError) else NvmlDriverError(f"registering events: {e}")
+            self._fail(err, now)
+            raise err from None
+        if self._last_failure is not None:
+            log.info("NVML initialised again", gpus=len(nvml.devices), after=str(self._last_failure))
+        else:
+            log.info("NVML initialised", gpus=len(nvml.devices), driver=nvml.driver_version)
+        self._nvml, self._watcher = nvml, watcher
+        self._had_gpus = len(nvml.devices)
+        self._last_failure = None
+        self._backoff = min(1.0, self._backoff_max)
+        return nvml
+
+    def _watch(self, nvml: Nvml) -> XidWatcher | None:
+        if not self._xid_events:
+            return None
+        watcher = XidWatcher(nvml, self._count_xid)
+        return watcher if watcher.start() else None
+
+    def _rewatch(self, nvml: Nvml, dev: Device) -> None:
+        """A GPU that was lost when the event set was made is not in it: make a new one."""
+        if not self._xid_events or (self._watcher is not None and dev.index in self._watcher.watching):
+            return
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        try:
+            self._watcher = self._watch(nvml)
+        except pynvml.NVMLError as e:
+            raise NvmlDriverError(f"registering events: {e}") from None
+
+    def _schedule_retry(self, failure: Exception, now: float) -> None:
+        self._last_failure = failure
+        self._retry_at = now + self._backoff
+        self._backoff = min(self._backoff * 2, self._backoff_max)
+
+    def _fail(self, e: NvmlDriverError, now: float) -> None:
+        log.warning(
+            "NVML driver error; initialising again with backoff", error=str(e), retry_in=self._backoff
+        )
+        self._shutdown()
+        self._schedule_retry(e, now)
+
+    def _shutdown(self) -> None:
+        watcher, nvml = self._watcher, self._nvml
+        self._watcher = self._nvml = None
+        if watcher is not None:
+            watcher.stop()
+        if nvml is not None:
+            nvml.stop()
+
+    # --- Xid errors (called on the watcher thread) ---------------------------------------------------
+
+    def _count_xid(self, dev: Device, xid: int) -> None:
+        with self._xid_lock:
+            counts = self._xids.setdefault(dev.index, {})
+            counts[xid] = counts.get(xid, 0) + 1
+        log.warning("GPU Xid error", gpu=dev.index, uuid=dev.uuid, xid=xid)
+
+    def _xid_counts(self, dev: Device) -> dict[int, int]:
+        with self._xid_lock:
+            return dict(self._xids.get(dev.index, {}))
+
+    # --- one GPU ----------------------------------------------------------------------------------
+
+    def _read(self, nvml: Nvml, dev: Device, now: float) -> GpuStats:
+        if dev.lost:
+            if not nvml.probe(dev, now, self._backoff_max):
+                return self._down(dev)
+            self._rewatch(nvml, dev)
+        try:
+            return self._stats(nvml, dev)
+        except GpuLost as e:
+            nvml.mark_lost(dev, str(e))
+            dev.probe_at = now + dev.probe_backoff
+            return self._down(dev)
+
+    def _down(self, dev: Device) -> GpuStats:
+        return GpuStats(
+            index=dev.index,
+            uuid=dev.uuid,
+            model=dev.model,
+            up=False,
+            pci_bus_id=dev.pci_bus_id,
+            xid_counts=self._xid_counts(dev),
+        )
+
+    def _stats(self, nvml: Nvml, dev: Device) -> GpuStats:
+        read = nvml.read
+        util = read(dev, pynvml.nvmlDeviceGetUtilizationRates)
+        mem = nvml.first(dev, nvmlDeviceGetMemoryInfo_v2, pynvml.nvmlDeviceGetMemoryInfo)
+        power = read(dev, pynvml.nvmlDeviceGetPowerUsage)
+        limit = read(dev, pynvml.nvmlDeviceGetEnforcedPowerLimit)
+        temp = read(dev, pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU)
+        sm_clock = read(dev, pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM)
+        reasons = nvml.first(dev, CLOCKS_EVENT_REASONS, CLOCKS_THROTTLE_REASONS)
+        fields = nvml.field_values(dev)
+        gpm = nvml.gpm_metrics(dev, GPM_METRICS)
+        procs = read(dev, COMPUTE_PROCESSES)
+        ecc = read(
+            dev,
+            pynvml.nvmlDeviceGetTotalEccErrors,
+            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            pynvml.NVML_VOLATILE_ECC,
+        )
+        remap = read(dev, REMAPPED_ROWS)
+        nvlink_tx = fields.get(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
+        nvlink_rx = fields.get(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
+        return GpuStats(
+            index=dev.index,
+            uuid=dev.uuid,
+            model=dev.model,
+            up=True,
+            utilization=util.gpu / 100.0 if util is not None else None,
+            memory_utilization=util.memory / 100.0 if util is not None else None,
+            memory_used_bytes=int(mem.used) if mem is not None else None,
+            memory_total_bytes=int(mem.total) if mem is not None else None,
+            power_watts=power / 1000.0 if power is not None else None,
+            power_limit_watts=limit / 1000.0 if limit is not None else None,
+            temperature_celsius=float(temp) if temp is not None else None,
+            sm_clock_hertz=sm_clock * 1e6 if sm_clock is not None else None,
+            clocks_event_reasons=int(reasons) if reasons is not None else None,
+            pcie_tx_bytes=fields.get(pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
+            pcie_rx_bytes=fields.get(pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES),
+            nvlink_tx_bytes=nvlink_tx * 1024 if nvlink_tx is not None else None,  # the field counts KiB
+            nvlink_rx_bytes=nvlink_rx * 1024 if nvlink_rx is not None else None,
+            sm_active=_ratio(gpm.get(GPM_SM_ACTIVE)),
+            tensor_active=_ratio(gpm.get(GPM_TENSOR_ACTIVE)),
+            dram_active=_ratio(gpm.get(GPM_DRAM_ACTIVE)),
+            ecc_uncorrected_total=int(ecc) if ecc is not None else None,
+            row_remap_failure=bool(remap[3]) if remap is not None else None,
+            row_remap_pending=bool(remap[2]) if remap is not None else None,
+            processes=tuple(GpuProcess(int(p.pid), p.usedGpuMemory) for p in procs or ()),
+            xid_counts=self._xid_counts(dev),
+            pci_bus_id=dev.pci_bus_id,
+        )
+
+
+def _ratio(percent: float | None) -> float | None:
+    return None if percent is None else max(0.0, min(1.0, percent / 100.0))

@@ -1,0 +1,417 @@
+"""The thin NVML layer under the GPU collector (nvitop's ``libnvml`` is the model).
+
+- The library is loaded once, from the configured path or the system's ``libnvidia-ml.so.1``, and
+  handed to ``pynvml`` so every call goes through the real binding.
+- Device handles and identities are read once per initialisation.
+- A function that is NotSupported on a GPU, or missing from this driver (FunctionNotFound), becomes
+  ``None``: it is logged once and never asked again.
+- ``NVML_ERROR_GPU_IS_LOST`` becomes :class:`GpuLost`, which the collector turns into that GPU's state.
+- Driver-wide errors (Uninitialized, DriverNotLoaded, Unknown ...) raise :class:`NvmlDriverError`;
+  the collector shuts NVML down and initialises it again with backoff.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pynvml
+import structlog
+
+from agent.sources import SourceAbsent
+
+log = structlog.get_logger("nvml")
+
+SYSTEM_LIBRARY = "libnvidia-ml.so.1"
+ALL_LINKS = 0xFFFFFFFF  # scopeId of NVLink field values: every link together
+
+# after these the library as a whole needs shutting down and initialising again
+DRIVER_ERRORS = frozenset(
+    {
+        pynvml.NVML_ERROR_UNINITIALIZED,
+        pynvml.NVML_ERROR_DRIVER_NOT_LOADED,
+        pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH,
+        pynvml.NVML_ERROR_IRQ_ISSUE,
+        pynvml.NVML_ERROR_OPERATING_SYSTEM,
+        pynvml.NVML_ERROR_MEMORY,
+        pynvml.NVML_ERROR_UNKNOWN,
+    }
+)
+# the GPU itself is gone until a reset
+LOST_ERRORS = frozenset({pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_ERROR_RESET_REQUIRED})
+# this GPU or driver will never answer this call: ask once
+SKIP_ERRORS = frozenset(
+    {
+        pynvml.NVML_ERROR_NOT_SUPPORTED,
+        pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+        pynvml.NVML_ERROR_NO_PERMISSION,
+        pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
+    }
+)
+# no GPU stack on this node at all
+ABSENT_ERRORS = frozenset(
+    {
+        pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
+        pynvml.NVML_ERROR_DRIVER_NOT_LOADED,
+        pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+    }
+)
+
+
+class NvmlDriverError(Exception):
+    """NVML as a whole failed; the library must be initialised again."""
+
+
+class GpuLost(Exception):
+    """The GPU fell off the bus (``NVML_ERROR_GPU_IS_LOST``) or needs a reset."""
+
+
+# A numeric field of a pynvml structure. Plain ``struct.field`` goes through pynvml's Python-level
+# __getattribute__ (it decodes bytes fields), three times the cost of the field itself; field values
+# and GPM metrics read ~20 numbers per GPU per tick.
+number: Callable[[Any, str], Any] = object.__getattribute__
+
+
+def error_text(e: pynvml.NVMLError) -> str:
+    try:
+        return str(e)
+    except Exception:  # str() asks the library, which may be the thing that is broken
+        return f"NVML error {getattr(e, 'value', '?')}"
+
+
+def missing_function(name: str) -> Callable[..., Any]:
+    """A stand-in for a function this nvidia-ml-py release lacks: it fails like an old driver would."""
+
+    def missing(*_args: Any, **_kwargs: Any) -> Any:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+    missing.__name__ = name
+    return missing
+
+
+def binding(name: str) -> Callable[..., Any]:
+    return getattr(pynvml, name, None) or missing_function(name)
+
+
+def load_library(path: str) -> None:
+    """Hand pynvml the library to use. pynvml loads ``libnvidia-ml.so.1`` itself only while its
+    ``nvmlLib`` is unset, so setting it first makes a configured path work and keeps one code path."""
+    name = path or SYSTEM_LIBRARY
+    try:
+        lib = ctypes.CDLL(name)
+    except OSError as e:
+        raise SourceAbsent(f"no NVML library: {e}") from None
+    with pynvml.libLoadLock:
+        old = pynvml.nvmlLib
+        if old is None or getattr(old, "_handle", None) != lib._handle:
+            pynvml.nvmlLib = lib
+            getattr(pynvml, "_nvmlGetFunctionPointer_cache", {}).clear()
+
+
+GPM_SAMPLE_GET = binding("nvmlGpmSampleGet")
+
+
+@dataclass
+class Device:
+    index: int
+    handle: Any = None
+    uuid: str = ""
+    model: str = ""
+    pci_bus_id: str | None = None
+    lost: bool = False
+    probe_at: float = 0.0  # monotonic time of the next recovery probe while lost
+    probe_backoff: float = 1.0
+    fields: tuple[tuple[int, int], ...] = ()  # (fieldId, scopeId) still worth asking
+    gpm: GpmSampler | None = None
+    skipped: set[str] = field(default_factory=set)  # functions this GPU cannot answer
+
+
+@dataclass
+class GpmSampler:
+    """Two GPM samples per GPU, alternating: a metric is the activity between the last two ticks."""
+
+    samples: list[Any]
+    request: Any
+    previous: Any = None
+    metric_ids: tuple[int, ...] = ()
+    slots: list[Any] = field(default_factory=list)  # views of request.metrics[i], read after each call
+
+    def free(self) -> None:
+        for s in self.samples:
+            try:
+                pynvml.nvmlGpmSampleFree(s)
+            except pynvml.NVMLError:
+                pass
+        self.samples = []
+
+
+@dataclass
+class Nvml:
+    """One initialisation of the library: start(), read() as often as needed, stop()."""
+
+    library: str = ""
+    devices: list[Device] = field(default_factory=list)
+    driver_version: str | None = None
+    nvml_version: str | None = None
+    started: bool = False
+
+    def __post_init__(self) -> None:
+        self._missing: set[str] = set()  # functions this driver lacks, for every GPU
+        self._noted: set[tuple[int, str, int]] = set()
+        self._by_handle: dict[int, int] = {}
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Initialise and enumerate. Raises SourceAbsent (no library, no driver, no GPU) or
+        NvmlDriverError."""
+        load_library(self.library)
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as e:
+            if e.value in ABSENT_ERRORS:
+                raise SourceAbsent(f"NVML cannot start: {error_text(e)}") from None
+            raise NvmlDriverError(f"nvmlInit: {error_text(e)}") from None
+        self.started = True
+        try:
+            self.driver_version = self._system(pynvml.nvmlSystemGetDriverVersion)
+            self.nvml_version = self._system(pynvml.nvmlSystemGetNVMLVersion)
+            count = pynvml.nvmlDeviceGetCount()
+            if count == 0:
+                raise SourceAbsent("NVML sees no GPU")
+            self.devices = [self._open(i) for i in range(count)]
+        except pynvml.NVMLError as e:
+            self.stop()
+            raise NvmlDriverError(f"enumerating GPUs: {error_text(e)}") from None
+        except (SourceAbsent, NvmlDriverError):
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for dev in self.devices:
+            if dev.gpm is not None:
+                dev.gpm.free()
+                dev.gpm = None
+        if self.started:
+            self.started = False
+            try:
+                pynvml.nvmlShutdown()
+            except pynvml.NVMLError as e:
+                log.debug("nvmlShutdown failed", error=error_text(e))
+
+    def _system(self, fn: Callable[[], str]) -> str | None:
+        try:
+            return fn()
+        except pynvml.NVMLError as e:
+            if e.value in DRIVER_ERRORS:
+                raise
+            return None
+
+    def _open(self, index: int) -> Device:
+        dev = Device(index)
+        try:
+            dev.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        except pynvml.NVMLError as e:
+            if e.value in LOST_ERRORS:
+                self.mark_lost(dev, error_text(e))
+                return dev
+            raise
+        self._by_handle[handle_address(dev.handle)] = index
+        try:
+            self._identify(dev)
+        except GpuLost as e:
+            self.mark_lost(dev, str(e))
+            return dev
+        dev.fields = (
+            (pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, 0),
+            (pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES, 0),
+            (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ALL_LINKS),
+            (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ALL_LINKS),
+        )
+        dev.gpm = self._gpm(dev)
+        return dev
+
+    def _identify(self, dev: Device) -> None:
+        dev.model = self.read(dev, pynvml.nvmlDeviceGetName) or ""
+        dev.uuid = self.read(dev, pynvml.nvmlDeviceGetUUID) or ""
+        pci = self.read(dev, binding("nvmlDeviceGetPciInfo_v3"))
+        if pci is not None:
+            bus_id = pci.busId
+            dev.pci_bus_id = bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
+
+    def _gpm(self, dev: Device) -> GpmSampler | None:
+        support = self.read(dev, binding("nvmlGpmQueryDeviceSupport"))
+        if support is None or not support.isSupportedDevice:
+            return None
+        try:
+            samples = [pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()]
+        except pynvml.NVMLError as e:
+            log.warning(
+                "cannot allocate GPM samples; no SM/tensor activity", gpu=dev.index, error=error_text(e)
+            )
+            return None
+        request = pynvml.c_nvmlGpmMetricsGet_t()
+        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        return GpmSampler(samples, request)
+
+    # --- reads ------------------------------------------------------------------------------------
+
+    def read(
+        self, dev: Device, fn: Callable[..., Any], *args: Any, name: str | None = None, **kw: Any
+    ) -> Any:
+        """``fn(handle, *args)``, or None where this GPU or driver cannot answer it."""
+        name = name or fn.__name__
+        if name in dev.skipped or name in self._missing:
+            return None
+        try:
+            return fn(dev.handle, *args, **kw)
+        except pynvml.NVMLError as e:
+            return self._failed(dev, name, e)
+
+    def first(self, dev: Device, *fns: Callable[..., Any]) -> Any:
+        """The first of several equivalent functions (a new name, then its deprecated alias) that answers."""
+        for fn in fns:
+            value = self.read(dev, fn)
+            if value is not None:
+                return value
+        return None
+
+    def skip(self, dev: Device | None, name: str, reason: str) -> None:
+        skipped = self._missing if dev is None else dev.skipped
+        if name in skipped:
+            return
+        skipped.add(name)
+        if dev is None:
+            log.info("NVML function missing from this driver; not asking again", function=name, reason=reason)
+        else:
+            log.info(
+                "NVML function not supported on this GPU; not asking again",
+                gpu=dev.index,
+                uuid=dev.uuid,
+                function=name,
+                reason=reason,
+            )
+
+    def _failed(self, dev: Device, name: str, e: pynvml.NVMLError) -> None:
+        code = e.value
+        if code in LOST_ERRORS:
+            raise GpuLost(f"{name}: {error_text(e)}")
+        if code in DRIVER_ERRORS:
+            raise NvmlDriverError(f"{name}: {error_text(e)}")
+        if code in SKIP_ERRORS:
+            self.skip(None if code == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND else dev, name, error_text(e))
+            return None
+        # anything else (Timeout, No data, Insufficient size ...) may pass: no value this tick
+        if (dev.index, name, code) not in self._noted:
+            self._noted.add((dev.index, name, code))
+            log.warning(
+                "NVML call failed; no value this tick", gpu=dev.index, function=name, error=error_text(e)
+            )
+        return None
+
+    def field_values(self, dev: Device) -> dict[int, int]:
+        """The device's cumulative counters by field id, in one call. A field the GPU does not support
+        (no NVLink on a PCIe card) is dropped from later calls."""
+        if not dev.fields:
+            return {}
+        values = self.read(dev, pynvml.nvmlDeviceGetFieldValues, list(dev.fields))
+        if values is None:
+            return {}
+        out: dict[int, int] = {}
+        keep: list[tuple[int, int]] = []
+        for asked, v in zip(dev.fields, values, strict=True):
+            ret = number(v, "nvmlReturn")
+            if ret == pynvml.NVML_SUCCESS:
+                out[asked[0]] = field_value(v)
+                keep.append(asked)
+            elif ret in SKIP_ERRORS:
+                self.skip(dev, f"field {asked[0]}", error_text(pynvml.NVMLError(ret)))
+            elif ret in LOST_ERRORS:
+                raise GpuLost(f"field {asked[0]}: {error_text(pynvml.NVMLError(ret))}")
+            else:
+                keep.append(asked)
+        dev.fields = tuple(keep)
+        return out
+
+    def gpm_metrics(self, dev: Device, metric_ids: Iterable[int]) -> dict[int, float]:
+        """GPM metrics in percent between this tick's sample and the previous one ({} on the first)."""
+        gpm = dev.gpm
+        if gpm is None:
+            return {}
+        current = gpm.samples[1] if gpm.previous is gpm.samples[0] else gpm.samples[0]
+        if self.read(dev, GPM_SAMPLE_GET, current) is None:
+            return {}
+        previous, gpm.previous = gpm.previous, current
+        if previous is None:
+            return {}
+        ids = tuple(metric_ids)
+        req = gpm.request
+        if ids != gpm.metric_ids:
+            req.numMetrics = len(ids)
+            metrics = req.metrics
+            gpm.slots = [metrics[i] for i in range(len(ids))]
+            for slot, metric in zip(gpm.slots, ids, strict=True):
+                slot.metricId = metric
+            gpm.metric_ids = ids
+        req.sample1 = previous
+        req.sample2 = current
+        if self.read(dev, lambda _h: pynvml.nvmlGpmMetricsGet(req), name="nvmlGpmMetricsGet") is None:
+            return {}
+        return {
+            metric: number(slot, "value")
+            for metric, slot in zip(ids, gpm.slots, strict=True)
+            if number(slot, "nvmlReturn") == pynvml.NVML_SUCCESS
+        }
+
+    # --- lost GPUs --------------------------------------------------------------------------------
+
+    def mark_lost(self, dev: Device, reason: str) -> None:
+        if not dev.lost:
+            log.error("GPU lost", gpu=dev.index, uuid=dev.uuid, model=dev.model, reason=reason)
+        dev.lost = True
+
+    def probe(self, dev: Device, now: float, backoff_max: float) -> bool:
+        """Whether a lost GPU answers again (asked with backoff)."""
+        if now < dev.probe_at:
+            return False
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(dev.index)
+            pynvml.nvmlDeviceGetUUID(handle)
+        except pynvml.NVMLError as e:
+            if e.value in DRIVER_ERRORS:
+                raise NvmlDriverError(f"probing GPU {dev.index}: {error_text(e)}") from None
+            dev.probe_at = now + dev.probe_backoff
+            dev.probe_backoff = min(dev.probe_backoff * 2, backoff_max)
+            return False
+        dev.handle = handle
+        self._by_handle[handle_address(handle)] = dev.index
+        dev.lost = False
+        dev.probe_backoff = 1.0
+        if not dev.uuid:
+            self._identify(dev)
+        log.warning("GPU answers again", gpu=dev.index, uuid=dev.uuid)
+        return True
+
+    def index_of(self, handle: Any) -> int | None:
+        return self._by_handle.get(handle_address(handle))
+
+
+def handle_address(handle: Any) -> int:
+    return ctypes.cast(handle, ctypes.c_void_p).value or 0
+
+
+def field_value(v: Any) -> int:
+    return int(getattr(number(v, "value"), _VALUE_MEMBER.get(number(v, "valueType"), "ullVal")))
+
+
+# the member of nvmlValue_t that holds each nvmlValueType_t
+_VALUE_MEMBER = {
+    pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+}

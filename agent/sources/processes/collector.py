@@ -1,0 +1,247 @@
+"""The training processes and their live descendants (data-loader workers), from <procfs>/<pid>.
+
+Which processes to follow comes from the daemon as a callable (GPU compute processes, checkpoint
+targets). For each one the collector sums over the process tree:
+
+- CPU: utime+stime, plus cutime+cstime so a worker that exits and is reaped hands its time to its
+  parent instead of making the sum drop;
+- reads from /proc/<pid>/io: ``read_bytes`` (what reached the block layer or NFS) and ``rchar``
+  (every byte returned by read(): page cache, FUSE mounts such as ossfs, pipes). The kernel adds a
+  reaped child's counters into its parent's, so these survive worker restarts too.
+
+``allowed_cores`` is the smaller of the CPU affinity list and the cgroup CPU quota (v2 ``cpu.max``
+or v1 ``cpu.cfs_quota_us``/``cpu.cfs_period_us``, the tightest of the cgroup and its ancestors).
+
+The parent links come from every /proc/<pid>/stat. Each pid is read once and remembered with its
+start time; the whole table is rebuilt every ``RESCAN_SECONDS`` so that reparented orphans are seen.
+A tree is walked again every ``TREE_SECONDS``; in between, each tick reads only the processes found
+by the last walk (checking their start times), so a new data-loader worker is counted within 5 s.
+A process that exits between two reads is skipped without a word: that is normal, not an error.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from agent.core.fsread import read_attr, read_optional
+from agent.core.openfiles import OpenFiles
+from agent.snapshot.parts import ProcessPart, ProcessStat
+from agent.sources.host.parse import USER_HZ
+from agent.sources.processes.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
+from agent.sources.processes.procpid import PidStat, parse_cpus_allowed, parse_pid_io, parse_pid_stat
+
+RESCAN_SECONDS = 30.0
+TREE_SECONDS = 5.0  # how often each tree's shape is walked again: a new worker shows up within this
+QUOTA_TTL_SECONDS = 10.0
+
+
+class ProcessCollector:
+    name = "processes"
+    part = "processes"
+
+    def __init__(
+        self, procfs: str, sysfs: str, pids: Callable[[], Iterable[int]], cgroupfs: str | None = None
+    ) -> None:
+        self.proc = Path(procfs)
+        self._procdir = str(self.proc)  # paths built per process per tick: skip Path's __str__
+        self.cgroup_root = Path(cgroupfs) if cgroupfs else Path(sysfs) / "fs" / "cgroup"
+        self.pids = pids
+        self.malformed_total = 0
+        self._parents: dict[int, tuple[int, int]] = {}  # pid -> (start_time, ppid)
+        self._rescan_at = 0.0
+        self._quota: dict[tuple[int, int], tuple[float, float]] = {}  # (pid, start) -> (cores, when)
+        # root pid -> (its start time, (pid, start time) of each descendant) at the last walk
+        self._shape: dict[int, tuple[int, list[tuple[int, int]]]] = {}
+        self._shape_at = -TREE_SECONDS
+        self._bad = 0
+        self._files = OpenFiles()  # the tree members' stat and io files
+
+    # --- reading one process -------------------------------------------------------------------
+
+    def _stat(self, pid: int, keep_open: bool = True) -> PidStat | None:
+        path = f"{self._procdir}/{pid}/stat"
+        text = self._files.read(path) if keep_open else read_attr(path)
+        if text is None:
+            return None  # gone
+        p = parse_pid_stat(text)
+        self._bad += p.malformed
+        return p.value
+
+    def _io(self, pid: int) -> dict[str, int] | None:
+        text = self._files.read(f"{self._procdir}/{pid}/io")
+        if text is None:
+            return None  # gone, or no ptrace access to it
+        p = parse_pid_io(text)
+        self._bad += p.malformed
+        return p.value
+
+    # --- the process tree ----------------------------------------------------------------------
+
+    def _children(self) -> dict[int, list[int]]:
+        now = time.monotonic()
+        if now - self._rescan_at > RESCAN_SECONDS:
+            self._parents.clear()
+            self._rescan_at = now
+        try:
+            names = os.listdir(self.proc)
+        except OSError:
+            names = []
+        live = {int(n) for n in names if n.isdigit()}
+        for pid in self._parents.keys() - live:
+            del self._parents[pid]
+        for pid in live - self._parents.keys():
+            st = self._stat(pid, keep_open=False)
+            if st is not None:
+                self._parents[pid] = (st.start_time, st.ppid)
+        children: dict[int, list[int]] = {}
+        for pid, (_, ppid) in self._parents.items():
+            children.setdefault(ppid, []).append(pid)
+        return children
+
+    def _tree(self, root: PidStat, children: dict[int, list[int]]) -> list[PidStat]:
+        members = [root]
+        queue = [root.pid]
+        seen = {root.pid}
+        while queue:
+            parent = queue.pop()
+            for pid in children.get(parent, ()):
+                if pid in seen:
+                    continue
+                st = self._stat(pid)
+                if st is None or st.ppid != parent:
+                    continue  # exited, or the remembered parent is stale (pid reused)
+                seen.add(pid)
+                members.append(st)
+                queue.append(pid)
+        return members
+
+    # --- CPU limits ----------------------------------------------------------------------------
+
+    def _allowed_cores(self, st: PidStat) -> float:
+        key = (st.pid, st.start_time)
+        now = time.monotonic()
+        cached = self._quota.get(key)
+        if cached is not None and now - cached[1] < QUOTA_TTL_SECONDS:
+            return cached[0]
+        limits: list[float] = []
+        status = read_optional(self.proc / str(st.pid) / "status")
+        if status is not None:
+            cpus = parse_cpus_allowed(status)
+            self._bad += cpus.malformed
+            if cpus.value is not None:
+                limits.append(float(cpus.value))
+        cg = read_optional(self.proc / str(st.pid) / "cgroup")
+        if cg is not None:
+            entries = parse_proc_cgroup(cg)
+            self._bad += entries.malformed
+            for e in entries.value:
+                if e.hierarchy == 0:
+                    limits += self._quotas(["", "unified"], e.path, self._v2_quota)
+                elif "cpu" in e.controllers:
+                    limits += self._quotas([",".join(e.controllers), "cpu"], e.path, self._v1_quota)
+        cores = min(limits) if limits else float(os.cpu_count() or 1)
+        self._quota[key] = (cores, now)
+        return cores
+
+    def _quotas(self, mounts: list[str], path: str, read: Callable[[Path], float | None]) -> list[float]:
+        """The quota of the cgroup at ``path`` and of each ancestor, under the first mount that has it."""
+        for mount in mounts:
+            base = self.cgroup_root / mount if mount else self.cgroup_root
+            if not (base / path.lstrip("/")).is_dir():
+                continue
+            found = []
+            parts = [p for p in path.split("/") if p]
+            for depth in range(len(parts), -1, -1):
+                q = read(base.joinpath(*parts[:depth]))
+                if q is not None:
+                    found.append(q)
+            return found
+        return []
+
+    def _v2_quota(self, d: Path) -> float | None:
+        text = read_optional(d / "cpu.max")
+        if text is None:
+            return None
+        p = parse_cpu_max(text)
+        self._bad += p.malformed
+        return p.value
+
+    def _v1_quota(self, d: Path) -> float | None:
+        quota = read_optional(d / "cpu.cfs_quota_us")
+        period = read_optional(d / "cpu.cfs_period_us")
+        if quota is None or period is None:
+            return None
+        p = parse_cfs_quota(quota, period)
+        self._bad += p.malformed
+        return p.value
+
+    # --- the tick ------------------------------------------------------------------------------
+
+    def collect(self) -> ProcessPart:
+        self._bad = 0
+        roots = sorted({int(p) for p in self.pids()})
+        now = time.monotonic()
+        children = None
+        if now - self._shape_at > TREE_SECONDS:
+            self._shape_at = now
+            self._shape = {}
+            self._files.sweep()
+        trees: list[list[PidStat]] = []
+        for pid in roots:
+            st = self._stat(pid)
+            if st is None:
+                continue
+            known = self._shape.get(pid)
+            if known is not None and known[0] == st.start_time:
+                # between walks: the same processes, each checked to still be the one we saw
+                tree = [st]
+                for p, t in known[1]:
+                    m = self._stat(p)
+                    if m is not None and m.start_time == t:
+                        tree.append(m)
+            else:
+                children = children if children is not None else self._children()
+                tree = self._tree(st, children)
+                self._shape[pid] = (st.start_time, [(m.pid, m.start_time) for m in tree[1:]])
+            trees.append(tree)
+        # a listed process inside another listed one's tree is already counted there
+        inner = {m.pid for t in trees for m in t[1:]}
+        out = [self._summarize(t) for t in trees if t[0].pid not in inner]
+        live = {(p.pid, p.start_time_ticks) for p in out}
+        for key in self._quota.keys() - live:
+            del self._quota[key]
+        self.malformed_total += self._bad
+        return ProcessPart(tuple(out), malformed_lines=self._bad, malformed_lines_total=self.malformed_total)
+
+    def _summarize(self, tree: list[PidStat]) -> ProcessStat:
+        root = tree[0]
+        read_bytes: int | None = None
+        rchar: int | None = None
+        cpu_ticks = threads = 0
+        for st in tree:  # one pass: this runs for every data-loader worker every tick
+            cpu_ticks += st.cpu_ticks
+            threads += st.threads
+            io = self._io(st.pid)
+            if io is None:
+                continue
+            if (v := io.get("read_bytes")) is not None:
+                read_bytes = (read_bytes or 0) + v
+            if (v := io.get("rchar")) is not None:
+                rchar = (rchar or 0) + v
+        return ProcessStat(
+            pid=root.pid,
+            start_time_ticks=root.start_time,
+            comm=root.comm,
+            cpu_seconds=cpu_ticks / USER_HZ,
+            read_bytes=read_bytes,
+            rchar=rchar,
+            allowed_cores=self._allowed_cores(root),
+            threads=threads,
+            descendants=len(tree) - 1,
+        )
+
+    def close(self) -> None:
+        self._files.close()
