@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -220,6 +222,67 @@ def test_control_socket_status_and_reload(agent_factory):
     except urllib.error.HTTPError as e:
         code = e.code
     assert code in (404, 405)
+
+
+def _watching() -> dict[str, str]:
+    """A watcher with a cloud to watch (nothing listens there) runs as long as the agent does."""
+    return {"provider": "aws", "endpoint": f"http://127.0.0.1:{free_port()}"}
+
+
+def test_reloads_keep_the_watchdog_the_journal_and_status_alive(agent_factory, notify):
+    """systemd kills a unit whose pings stop for WatchdogSec: a reload must not stop them."""
+    agent = agent_factory(
+        {"agent": {"interval": "200ms"}, "preemption": _watching()},
+        env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000"},  # ping every 1 s
+    )
+    wait_until(lambda: notify.lines("READY=1"), 10, what="READY=1")
+    started = time.monotonic()
+    for n in (1, 2, 3):  # both ways in: SIGHUP (systemctl reload) and the control socket
+        if n == 2:
+            out = run_cli("reload", "--control-socket", agent.control_socket)
+            assert out.returncode == 0 and "reloaded" in out.stdout, out.stdout + out.stderr
+        else:
+            agent.signal(signal.SIGHUP)
+        agent.wait_for(lambda n=n: agent.status()["reloads"] == n, what=f"reload {n}")
+    last = time.monotonic()
+    # five pings after the last reload, 1 s apart: well past the 2 s at which systemd would kill it
+    wait_until(
+        lambda: len([t for t, _ in notify.lines("WATCHDOG=1") if t > last]) >= 5,
+        15,
+        what="pings after reloads",
+    )
+    pings = [t for t, _ in notify.lines("WATCHDOG=1") if t > started]
+    gaps = [b - a for a, b in itertools.pairwise(pings)]
+    assert max(gaps) < 2.0, f"a gap of {max(gaps):.2f} s: systemd's watchdog would have fired"
+    assert [m for t, m in notify.lines("STATUS=") if t > last and "GPUs" in m], "STATUS= stopped updating"
+    assert len(notify.lines("READY=1")) == 4 and len(notify.lines("RELOADING=1")) == 3
+    tasks = agent.status()["tasks"]
+    assert {"events", "watchdog", "sampler", "checkpoint", "preemption"} <= tasks.keys()
+    assert all(t["running"] for t in tasks.values()), [t for t in tasks.values() if not t["running"]]
+    # the journal still records what the rebuilt parts publish
+    out = run_cli("drill", "--dry-run", "--deadline", "5s", "--control-socket", agent.control_socket)
+    assert out.returncode == 0, out.stdout + out.stderr
+    agent.wait_for(
+        lambda: any(e.get("drill") for e in agent.status()["recent_events"]), what="the drill in the journal"
+    )
+
+
+def test_reload_that_cannot_build_keeps_the_running_config(agent_factory, tmp_path):
+    agent = agent_factory({"agent": {"interval": "200ms"}, "preemption": _watching()})
+    agent.wait_for(lambda: agent.status()["snapshot"]["seq"] > 2, what="sampling")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    original = agent.config_path.read_text()
+    # valid config, but its state_dir cannot be created: a file stands in the way
+    changed = re.sub(r'(?m)^state_dir = ".*"$', f'state_dir = "{blocker}/state"', original)
+    assert changed != original
+    agent.config_path.write_text(changed)
+    out = run_cli("reload", "--control-socket", agent.control_socket)
+    assert out.returncode == 2 and "the running config is kept" in out.stdout, out.stdout + out.stderr
+    st = agent.status()
+    assert st["reloads"] == 0 and all(t["running"] for t in st["tasks"].values()), st["tasks"]
+    seq = st["snapshot"]["seq"]
+    agent.wait_for(lambda: agent.status()["snapshot"]["seq"] > seq + 2, what="still sampling")
 
 
 def test_status_without_agent_is_a_clear_error(tmp_path):

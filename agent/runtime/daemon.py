@@ -132,6 +132,9 @@ class Daemon:
         self.config_path = config_path
         self.bus = EventBus()
         self.notifier = Notifier()
+        # two lifetimes: what the process needs until it exits (the watchdog pings, the event
+        # journal), and what the config owns, which a reload stops and builds anew
+        self.lifetime = Supervisor()
         self.supervisor = Supervisor()
         self.registry = make_registry()
         self.started = time.monotonic()
@@ -145,6 +148,8 @@ class Daemon:
         self.registry.register(self._exporter)
         self.registry.register(_ComponentMetrics(self))
         self.reloads = 0
+        self._reload_lock = asyncio.Lock()  # a SIGHUP storm reloads one after another, never interleaved
+        self._pending: set[asyncio.Task[Any]] = set()
         self._recent_q = self.bus.subscribe("recent")  # before anything can publish
 
     # --- wiring ------------------------------------------------------------------------------------
@@ -194,7 +199,7 @@ class Daemon:
 
     async def _stop_workers(self, deadline: float) -> None:
         # the loops go first (quickly), then the parts get most of the time to flush and persist
-        await self.supervisor.stop(timeout=min(0.5, deadline / 4))
+        await self.supervisor.stop(timeout=min(0.5, deadline / 4), forget=True)
         if self.components:
             stops = {asyncio.ensure_future(c.stop()): c for c in self.components}
             done, pending = await asyncio.wait(stops, timeout=max(0.1, deadline - 0.7))
@@ -223,7 +228,7 @@ class Daemon:
             "health_reason": self.health(),
             "config": self.config_path,
             "reloads": self.reloads,
-            "tasks": {n: vars(s) for n, s in self.supervisor.states.items()},
+            "tasks": {n: vars(s) for sup in (self.lifetime, self.supervisor) for n, s in sup.states.items()},
             "snapshot": summarize(snap),
         }
         for comp in self.components:
@@ -281,6 +286,11 @@ class Daemon:
     async def reload(self) -> tuple[bool, str]:
         if self.config_path is None:
             return False, "no config file to reload"
+        async with self._reload_lock:
+            return await self._reload()
+
+    async def _reload(self) -> tuple[bool, str]:
+        assert self.config_path is not None
         try:
             new = load_config(self.config_path)
         except ConfigError as e:
@@ -290,14 +300,28 @@ class Daemon:
             log.warning("the [http] section changes only on restart", path=self.config_path)
             new = new.model_copy(update={"http": self.cfg.http})
         self.notifier.reloading()
+        # only the config's parts stop: the watchdog keeps pinging and the journal keeps recording
         await self._stop_workers(SHUTDOWN_SECONDS)
-        self.cfg = new
-        self._build()
+        old, self.cfg = self.cfg, new
+        try:
+            self._build()
+        except Exception as e:  # a part that cannot be built from the new config: back to the old one
+            log.exception("reload failed; restoring the running config", path=self.config_path)
+            self.cfg = old
+            self._build()
+            self._start_workers()
+            self.notifier.ready(self._one_line())
+            return False, f"reload failed, the running config is kept: {type(e).__name__}: {e}"
         self._start_workers()
         self.reloads += 1
         self.notifier.ready(self._one_line())
         log.info("config reloaded", path=self.config_path)
         return True, "reloaded"
+
+    def _reload_soon(self) -> None:
+        task = asyncio.ensure_future(self.reload())
+        self._pending.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(self._pending.discard)
 
     def _one_line(self) -> str:
         snap = self._latest()
@@ -335,10 +359,10 @@ class Daemon:
         await self._bind()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
-        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(self.reload()))
-        self.supervisor.start("events", self._record_events)
+        loop.add_signal_handler(signal.SIGHUP, self._reload_soon)
+        self.lifetime.start("events", self._record_events)
         self._start_workers()
-        self.supervisor.start("watchdog", self._watchdog)
+        self.lifetime.start("watchdog", self._watchdog)
         log.info(
             "agent started",
             version=__version__,
@@ -360,7 +384,9 @@ class Daemon:
         return 0
 
     async def _shutdown(self) -> None:
-        await self._stop_workers(SHUTDOWN_SECONDS - 0.5)
+        async with self._reload_lock:  # a reload under way finishes first
+            await self._stop_workers(SHUTDOWN_SECONDS - 0.5)
+        await self.lifetime.stop(timeout=0.2)
         await self.control.stop()
         if self._http_runner is not None:
             await self._http_runner.cleanup()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 
 class Notifier:
@@ -50,7 +51,8 @@ class Notifier:
         self.send("STOPPING=1")
 
     def reloading(self) -> None:
-        self.send("RELOADING=1")
+        # systemd 253+ (Type=notify-reload) wants the time the reload began with it; older ones ignore it
+        self.send("RELOADING=1", f"MONOTONIC_USEC={time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000}")
 
     def close(self) -> None:
         if self._sock is not None:

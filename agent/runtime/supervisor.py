@@ -61,9 +61,13 @@ class Supervisor:
                 await asyncio.sleep(delay)
                 backoff = min(self.max_backoff, backoff * 2)
 
-    async def stop(self, timeout: float = 3.0) -> None:
+    async def stop(self, timeout: float = 3.0, forget: bool = False) -> None:
+        """Cancel every task; ``forget`` also drops their states (a reload builds new parts, and one
+        it removed must not linger in status as a task that is not running)."""
         for t in self._tasks:
             t.cancel()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=timeout)
         self._tasks.clear()
+        if forget:
+            self.states.clear()
