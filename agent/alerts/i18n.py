@@ -5,6 +5,8 @@ Reasons and hints come from the classifier as they are; only the agent's own wor
 
 from __future__ import annotations
 
+from agent.core.vocabulary import NoticeKind, Verdict
+
 TEXT: dict[str, tuple[str, str]] = {
     # field labels
     "node": ("Node", "节点"),
@@ -77,17 +79,17 @@ TEXT: dict[str, tuple[str, str]] = {
 }
 
 NOTICE_KINDS: dict[str, tuple[str, str]] = {
-    "spot-termination": ("Spot termination", "抢占式实例回收"),
-    "spot-stop": ("Spot stop", "抢占式实例停机"),
-    "spot-hibernate": ("Spot hibernation", "抢占式实例休眠"),
-    "preempt": ("Preemption", "实例抢占"),
-    "rebalance-recommendation": ("Rebalance recommendation", "实例再平衡建议"),
-    "maintenance-reboot": ("Maintenance reboot", "计划维护：重启"),
-    "maintenance-redeploy": ("Maintenance redeploy", "计划维护：重新部署"),
-    "maintenance-stop": ("Maintenance stop", "计划维护：停机"),
-    "maintenance-migrate": ("Maintenance live migration", "计划维护：热迁移"),
-    "maintenance-terminate": ("Maintenance termination", "计划维护：释放实例"),
-    "maintenance-freeze": ("Maintenance freeze", "计划维护：冻结"),
+    NoticeKind.SPOT_TERMINATION: ("Spot termination", "抢占式实例回收"),
+    NoticeKind.SPOT_STOP: ("Spot stop", "抢占式实例停机"),
+    NoticeKind.SPOT_HIBERNATE: ("Spot hibernation", "抢占式实例休眠"),
+    NoticeKind.PREEMPT: ("Preemption", "实例抢占"),
+    NoticeKind.REBALANCE_RECOMMENDATION: ("Rebalance recommendation", "实例再平衡建议"),
+    NoticeKind.MAINTENANCE_REBOOT: ("Maintenance reboot", "计划维护：重启"),
+    NoticeKind.MAINTENANCE_REDEPLOY: ("Maintenance redeploy", "计划维护：重新部署"),
+    NoticeKind.MAINTENANCE_STOP: ("Maintenance stop", "计划维护：停机"),
+    NoticeKind.MAINTENANCE_MIGRATE: ("Maintenance live migration", "计划维护：热迁移"),
+    NoticeKind.MAINTENANCE_TERMINATE: ("Maintenance termination", "计划维护：释放实例"),
+    NoticeKind.MAINTENANCE_FREEZE: ("Maintenance freeze", "计划维护：冻结"),
 }
 
 CLOUDS: dict[str, tuple[str, str]] = {
@@ -100,12 +102,12 @@ CLOUDS: dict[str, tuple[str, str]] = {
 }
 
 VERDICTS: dict[str, tuple[str, str]] = {
-    "compute": ("Compute-bound", "计算瓶颈"),
-    "data": ("Data-bound", "数据瓶颈"),
-    "network": ("Network-bound", "网络瓶颈"),
-    "sync-wait": ("Waiting on sync", "同步等待"),
-    "idle": ("GPUs idle", "GPU 空闲"),
-    "mixed": ("Mixed bottleneck", "混合瓶颈"),
+    Verdict.COMPUTE: ("Compute-bound", "计算瓶颈"),
+    Verdict.DATA: ("Data-bound", "数据瓶颈"),
+    Verdict.NETWORK: ("Network-bound", "网络瓶颈"),
+    Verdict.SYNC_WAIT: ("Waiting on sync", "同步等待"),
+    Verdict.IDLE: ("GPUs idle", "GPU 空闲"),
+    Verdict.MIXED: ("Mixed bottleneck", "混合瓶颈"),
 }
 
 

@@ -21,13 +21,13 @@ from agent.core.events import (
     PreemptionEvent,
     VerdictEvent,
 )
+from agent.core.vocabulary import CHECKPOINT_FAILURES, QUIET_VERDICTS, CheckpointPhase, GpuFault
 from agent.snapshot import NodeSnapshot
 
 # Xids that mean the hardware or driver is in trouble, not the application (13, 31, 43 and 45 are
 # usually the program's own fault)
 FATAL_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
 MARKS = {"critical": "🔴", "warning": "🟠", "info": "🔵", "resolved": "✅"}
-_QUIET_VERDICTS = ("compute", "idle")  # the healthy states: worth a note, not a page
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +81,11 @@ def facts(event: Event) -> Facts | None:
             priority=not event.withdrawn,
         )
     if isinstance(event, CheckpointEvent):
-        bad = event.phase in ("missed", "unreachable", "no-target")
+        bad = event.phase in CHECKPOINT_FAILURES
         sev = "info" if event.drill and not bad else "critical" if bad else "info"
         return Facts(f"checkpoint/{event.event_id}/{event.phase}", "checkpoint", sev, False, False)
     if isinstance(event, VerdictEvent):
-        quiet = event.verdict in _QUIET_VERDICTS
+        quiet = event.verdict in QUIET_VERDICTS
         return Facts(
             f"verdict/{event.verdict}",
             "verdict",
@@ -95,10 +95,10 @@ def facts(event: Event) -> Facts | None:
             held=True,
         )
     if isinstance(event, GpuFaultEvent):
-        if event.fault == "xid":
+        if event.fault == GpuFault.XID:
             sev = "critical" if event.xid in FATAL_XIDS else "warning"
             return Facts(f"gpu/{event.uuid}/xid/{event.xid}", "gpu_fault", sev, event.cleared, False)
-        sev = "critical" if event.fault in ("lost", "ecc") else "warning"
+        sev = "critical" if event.fault in (GpuFault.LOST, GpuFault.ECC) else "warning"
         return Facts(f"gpu/{event.uuid}/{event.fault}", "gpu_fault", sev, event.cleared, True)
     if isinstance(event, CollectorFailingEvent):
         return Facts(f"collector/{event.collector}", "collector_failing", "warning", event.cleared, True)
@@ -225,7 +225,7 @@ def render(event: Event, f: Facts, scene: Scene, lang: str) -> Message:
         if event.deadline is not None:
             left = (event.deadline - event.at).total_seconds()
             fields.append((t("deadline", lang), when(event.deadline, scene.tz)))
-            if event.phase == "requested" and left > 0:
+            if event.phase == CheckpointPhase.REQUESTED and left > 0:
                 fields.append(
                     (t("time_left", lang), t("left_at_notice", lang, left=i18n.duration(left, lang)))
                 )

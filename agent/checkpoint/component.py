@@ -24,7 +24,6 @@ import structlog
 from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from agent.checkpoint import ledger as phases
 from agent.checkpoint.ledger import Episode, Ledger
 from agent.checkpoint.policy import acts_on, plan
 from agent.checkpoint.report import build_report
@@ -38,18 +37,24 @@ from agent.checkpoint.request import (
     request_payload,
     write_request,
 )
-from agent.checkpoint.signals import DRY_RUN, SIGNALLED, Delivery, deliver, handler_state
+from agent.checkpoint.signals import Delivery, deliver, handler_state
 from agent.checkpoint.targets import Discovered, Discovery, Target
 from agent.config.trainer import signal_number
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, PreemptionEvent
+from agent.core.vocabulary import (
+    UNREACHABLE_OUTCOMES,
+    CheckpointPhase,
+    DeliveryOutcome,
+    EpisodeState,
+    NoticeKind,
+)
 
 log = structlog.get_logger("checkpoint")
 
 ACK_POLL_SECONDS = 0.2
 MAX_SLEEP_SECONDS = 30.0  # long waits are cut so a wall-clock jump is noticed
 DURATION_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-UNREACHABLE = ("no-handler", "ignored", "unknown", "denied")
 _KIND = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
 
 
@@ -176,7 +181,11 @@ class CheckpointComponent:
             return
         known = self.ledger.episodes.get(ev.event_id)
         if known is not None:
-            if known.phase == phases.SCHEDULED and ev.deadline and ev.deadline.timestamp() != known.deadline:
+            if (
+                known.phase == EpisodeState.SCHEDULED
+                and ev.deadline
+                and ev.deadline.timestamp() != known.deadline
+            ):
                 log.info("notice rescheduled", event_id=ev.event_id, deadline=ev.deadline.isoformat())
                 task = self._tasks.pop(ev.event_id, None)
                 if task is not None:
@@ -221,18 +230,18 @@ class CheckpointComponent:
 
     async def _episode(self, ep: Episode) -> None:
         try:
-            if ep.phase == phases.SCHEDULED:
+            if ep.phase == EpisodeState.SCHEDULED:
                 await _sleep_until(ep.act_at)
                 await self._act(ep)
-            elif ep.phase == phases.ACTING:
+            elif ep.phase == EpisodeState.ACTING:
                 # we died while signalling: do not signal twice; the request file is idempotent
                 ep.problems.append(
                     "agent restarted while signalling: request file rewritten, no second signal"
                 )
-                ep.phase = phases.REQUESTED
-                self._write_request(ep, "requested")
+                ep.phase = EpisodeState.REQUESTED
+                self._write_request(ep, EpisodeState.REQUESTED)
                 self.ledger.save()
-            if ep.phase == phases.REQUESTED:
+            if ep.phase == EpisodeState.REQUESTED:
                 await self._await_ack(ep)
         except asyncio.CancelledError:
             raise
@@ -254,13 +263,13 @@ class CheckpointComponent:
     async def _act(self, ep: Episode) -> None:
         ep.requested_at = time.time()
         if not ep.dry_run:
-            ep.phase = phases.ACTING
+            ep.phase = EpisodeState.ACTING
             self.ledger.save()
         found = await self._rediscover()
         ep.problems.extend(found.problems)
         if not ep.dry_run:
             # the file goes first: a handler that looks at it right after the signal finds it
-            self._write_request(ep, "requested")
+            self._write_request(ep, EpisodeState.REQUESTED)
         deliveries = await asyncio.to_thread(
             lambda: [deliver(t, self.signum, self.procfs, ep.dry_run) for t in found.targets]
         )
@@ -270,13 +279,16 @@ class CheckpointComponent:
                 ep.channels["http"] = f"would POST to {self.tcfg.http_url}"
             else:
                 payload = request_payload(
-                    ep, self.tcfg.signal, ack_path(self.request_file.parent, ep.event_id), "requested"
+                    ep,
+                    self.tcfg.signal,
+                    ack_path(self.request_file.parent, ep.event_id),
+                    EpisodeState.REQUESTED,
                 )
                 ep.channels["http"] = f"POST {self.tcfg.http_url}: " + await post_request(
                     self.tcfg.http_url, payload, self.tcfg.http_timeout
                 )
         for d in deliveries:
-            (log.info if d.outcome in (SIGNALLED, DRY_RUN) else log.warning)(
+            (log.info if d.outcome in (DeliveryOutcome.SIGNALLED, DeliveryOutcome.DRY_RUN) else log.warning)(
                 "checkpoint signal" if not ep.dry_run else "dry-run: checkpoint signal",
                 event_id=ep.event_id,
                 target=d.target.describe(),
@@ -286,27 +298,29 @@ class CheckpointComponent:
                 detail=d.detail,
             )
         if ep.dry_run:
-            ep.phase = phases.DRY_RUN
+            ep.phase = EpisodeState.DRY_RUN
             ep.finished_at = time.time()
             ep.channels.setdefault("file", f"would write {self.request_file}")
             log.info(
                 "dry-run: nothing was sent",
                 event_id=ep.event_id,
-                would_signal=[d.target.describe() for d in deliveries if d.outcome == DRY_RUN],
+                would_signal=[
+                    d.target.describe() for d in deliveries if d.outcome == DeliveryOutcome.DRY_RUN
+                ],
             )
             self.ledger.save()
             return
-        ep.phase = phases.REQUESTED
+        ep.phase = EpisodeState.REQUESTED
         self.ledger.save()
         self.stats.requests["true" if ep.drill else "false"] += 1
         reached = tuple(f"{d.target.describe()}: {d.outcome}" for d in deliveries)
         # "unreachable" goes first: consumers treat it as an end of the episode (the classifier stops
         # holding verdicts), so it must not follow the "requested" that starts the hold
-        unreachable = [d for d in deliveries if d.outcome in UNREACHABLE]
+        unreachable = [d for d in deliveries if d.outcome in UNREACHABLE_OUTCOMES]
         if unreachable:
             self._publish(
                 ep,
-                "unreachable",
+                CheckpointPhase.UNREACHABLE,
                 targets=tuple(d.target.describe() for d in unreachable),
                 detail="; ".join(d.line() for d in unreachable)
                 + f"; not signalled, they must watch {self.request_file}",
@@ -316,10 +330,17 @@ class CheckpointComponent:
             log.warning(
                 "no checkpoint target found; only the request file was written", event_id=ep.event_id, why=why
             )
-            self._publish(ep, "no-target", detail=f"no training process found ({why}); request file written")
+            self._publish(
+                ep,
+                CheckpointPhase.NO_TARGET,
+                detail=f"no training process found ({why}); request file written",
+            )
         else:
             self._publish(
-                ep, "requested", targets=reached, detail=f"{self.tcfg.signal} and {self.request_file}"
+                ep,
+                CheckpointPhase.REQUESTED,
+                targets=reached,
+                detail=f"{self.tcfg.signal} and {self.request_file}",
             )
 
     def _write_request(self, ep: Episode, state: str) -> None:
@@ -383,11 +404,11 @@ class CheckpointComponent:
             ep.late_ack = True
             self._miss(ep)
             return
-        ep.phase = phases.COMPLETED
+        ep.phase = EpisodeState.COMPLETED
         self.stats.completed[drill] += 1
         self.stats.observe(ep.drill, duration)
         self.ledger.save()
-        self._update_request(ep, "completed")
+        self._update_request(ep, EpisodeState.COMPLETED)
         where = f" at {ack['path']}" if ack.get("path") else ""
         step = f"step {ack['step']}" if "step" in ack else "checkpoint"
         log.info(
@@ -401,21 +422,21 @@ class CheckpointComponent:
         )
         self._publish(
             ep,
-            "completed",
+            CheckpointPhase.COMPLETED,
             duration=duration,
             detail=f"{step}{where}, {ep.deadline - ep.finished_at:.0f} s before the deadline",
         )
 
     def _miss(self, ep: Episode) -> None:
-        ep.phase = phases.MISSED
+        ep.phase = EpisodeState.MISSED
         ep.finished_at = ep.finished_at or time.time()
         self.stats.missed["true" if ep.drill else "false"] += 1
         self.ledger.save()
-        self._update_request(ep, "missed")
+        self._update_request(ep, EpisodeState.MISSED)
         log.error("checkpoint deadline missed", event_id=ep.event_id, kind=ep.kind, late_ack=ep.late_ack)
         self._publish(
             ep,
-            "missed",
+            CheckpointPhase.MISSED,
             duration=ep.duration,
             detail="the ack came after the deadline" if ep.late_ack else "no ack before the deadline",
         )
@@ -437,7 +458,7 @@ class CheckpointComponent:
         log.warning(
             "final SIGTERM before the deadline", event_id=ep.event_id, results=ep.channels["escalation"]
         )
-        self._publish(ep, "escalated", detail=ep.channels["escalation"])
+        self._publish(ep, CheckpointPhase.ESCALATED, detail=ep.channels["escalation"])
 
     def _cancel(self, event_id: str, why: str) -> None:
         ep = self.ledger.episodes.get(event_id)
@@ -447,21 +468,21 @@ class CheckpointComponent:
         task = self._tasks.pop(event_id, None)
         if task is not None:
             task.cancel()
-        was_requested = ep.phase != phases.SCHEDULED
-        ep.phase = phases.CANCELED
+        was_requested = ep.phase != EpisodeState.SCHEDULED
+        ep.phase = EpisodeState.CANCELED
         ep.finished_at = time.time()
         ep.problems.append(why)
         self.ledger.save()
         if was_requested:
-            self._update_request(ep, "canceled")
+            self._update_request(ep, EpisodeState.CANCELED)
         log.info("checkpoint canceled", event_id=event_id, why=why, had_signalled=was_requested)
-        self._publish(ep, "canceled", detail=why)
+        self._publish(ep, CheckpointPhase.CANCELED, detail=why)
         self._finish(ep)
 
     def _publish(
         self,
         ep: Episode,
-        phase: str,
+        phase: CheckpointPhase,
         targets: tuple[str, ...] = (),
         detail: str = "",
         duration: float | None = None,
@@ -489,7 +510,7 @@ class CheckpointComponent:
         ]
 
     def _open_requested(self) -> list[Episode]:
-        eps = [e for e in self.ledger.episodes.values() if e.phase == phases.REQUESTED]
+        eps = [e for e in self.ledger.episodes.values() if e.phase == EpisodeState.REQUESTED]
         return sorted(eps, key=lambda e: e.requested_at or 0)
 
     async def _control_ack(self, request: web.Request) -> web.Response:
@@ -503,9 +524,9 @@ class CheckpointComponent:
         ep = self.ledger.episodes.get(str(event_id))
         if ep is None:
             return web.json_response({"error": f"unknown event {event_id!r}"}, status=404)
-        if ep.phase == phases.COMPLETED:
+        if ep.phase == EpisodeState.COMPLETED:
             return web.json_response({"error": "already acknowledged", "event_id": ep.event_id}, status=409)
-        if ep.phase != phases.REQUESTED:
+        if ep.phase != EpisodeState.REQUESTED:
             return web.json_response(
                 {"error": f"event {ep.event_id} is {ep.phase}; nothing to acknowledge"}, status=409
             )
@@ -517,17 +538,17 @@ class CheckpointComponent:
                 await asyncio.wait_for(asyncio.shield(fut), 5)
         return web.json_response(
             {
-                "ok": ep.phase == phases.COMPLETED,
+                "ok": ep.phase == EpisodeState.COMPLETED,
                 "event_id": ep.event_id,
                 "phase": ep.phase,
                 "duration_seconds": ep.duration,
-                "before_deadline": ep.phase == phases.COMPLETED,
+                "before_deadline": ep.phase == EpisodeState.COMPLETED,
             }
         )
 
     async def _control_drill(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
-        kind = str(body.get("kind", "spot-termination"))
+        kind = str(body.get("kind", NoticeKind.SPOT_TERMINATION))
         if not _KIND.match(kind):
             raise ValueError(f"kind must look like spot-termination or maintenance-reboot, got {kind!r}")
         deadline = float(body.get("deadline_seconds", 300))
@@ -673,12 +694,12 @@ def _delivery_dict(d: Delivery) -> dict[str, Any]:
 
 
 def _summary(ep: Episode, now: float) -> dict[str, Any]:
-    if ep.phase == phases.SCHEDULED:
+    if ep.phase == EpisodeState.SCHEDULED:
         line = f"acting in {ep.act_at - now:.0f} s, deadline in {ep.deadline - now:.0f} s"
-    elif ep.phase in (phases.ACTING, phases.REQUESTED):
+    elif ep.phase in (EpisodeState.ACTING, EpisodeState.REQUESTED):
         ago = now - (ep.requested_at or now)
         line = f"requested {ago:.0f} s ago, waiting for the ack, {ep.deadline - now:.0f} s left"
-    elif ep.phase == phases.COMPLETED:
+    elif ep.phase == EpisodeState.COMPLETED:
         spare = ep.deadline - (ep.finished_at or now)
         line = f"completed in {ep.duration or 0:.1f} s, {spare:.0f} s before the deadline"
     else:

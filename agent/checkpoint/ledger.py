@@ -19,18 +19,11 @@ from typing import Any
 
 import structlog
 
+from agent.core.vocabulary import OPEN_STATES, EpisodeState
 from agent.runtime.statefile import write_atomic
 
 log = structlog.get_logger("checkpoint")
 
-SCHEDULED = "scheduled"  # waiting for deadline - checkpoint_budget
-ACTING = "acting"  # signals being sent
-REQUESTED = "requested"  # waiting for the ack
-COMPLETED = "completed"
-MISSED = "missed"
-CANCELED = "canceled"
-DRY_RUN = "dry-run"
-OPEN_PHASES = (SCHEDULED, ACTING, REQUESTED)
 KEEP_SECONDS = 7 * 86400  # finished records are kept this long (drill history, status)
 
 
@@ -47,7 +40,7 @@ class Episode:
     escalate_at: float | None = None
     drill: bool = False
     dry_run: bool = False
-    phase: str = SCHEDULED
+    phase: EpisodeState = EpisodeState.SCHEDULED
     requested_at: float | None = None
     finished_at: float | None = None
     ack: dict[str, Any] | None = None  # step, path, via, rank, pid
@@ -59,7 +52,7 @@ class Episode:
 
     @property
     def open(self) -> bool:
-        return self.phase in OPEN_PHASES
+        return self.phase in OPEN_STATES
 
     @property
     def duration(self) -> float | None:

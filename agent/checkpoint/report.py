@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.checkpoint.ledger import COMPLETED, DRY_RUN, Episode
+from agent.checkpoint.ledger import Episode
+from agent.core.vocabulary import DeliveryOutcome, EpisodeState
 
 # how long each cloud warns before it takes a spot/preemptible instance back
 CLOUD_NOTICES: tuple[tuple[str, str, float], ...] = (
@@ -60,13 +61,13 @@ def build_report(ep: Episode, detection_seconds: float, provider: str = "") -> d
 
 
 def _verdict(ep: Episode, clouds: list[dict[str, Any]], provider: str) -> tuple[str, str]:
-    if ep.phase == DRY_RUN:
-        reached = [d for d in ep.deliveries if d["outcome"] == "dry-run"]
+    if ep.phase == EpisodeState.DRY_RUN:
+        reached = [d for d in ep.deliveries if d["outcome"] == DeliveryOutcome.DRY_RUN]
         return "dry run", (
             f"dry run: {len(reached)} of {len(ep.deliveries)} target(s) would be signalled; "
             "nothing was sent, so no checkpoint time was measured"
         )
-    if ep.phase != COMPLETED or not clouds:
+    if ep.phase != EpisodeState.COMPLETED or not clouds:
         why = "no target was found" if not ep.deliveries else "no ack arrived"
         return "would lose work", f"WOULD LOSE WORK: {why} before the deadline; no checkpoint is confirmed"
     own = next((c for c in clouds if c["cloud"] == provider), None)
@@ -100,7 +101,7 @@ def render_report(rep: dict[str, Any], color: bool = False) -> str:
     targets = rep.get("targets") or []
     out.append(f"targets found: {len(targets)}")
     for t in targets:
-        ok = t["outcome"] in ("signalled", "dry-run")
+        ok = t["outcome"] in (DeliveryOutcome.SIGNALLED, DeliveryOutcome.DRY_RUN)
         mark = paint("✓", "32") if ok else paint("✗", "31")
         how = f"{t['signal']} {t['outcome']}"
         detail = f" — {t['detail']}" if t.get("detail") else ""

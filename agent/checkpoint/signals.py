@@ -14,27 +14,19 @@ from dataclasses import dataclass
 
 from agent.checkpoint.targets import Target, read_pid_stat
 from agent.core.fsread import read_optional
+from agent.core.vocabulary import DeliveryOutcome
 from agent.sources.processes.sigmask import SignalMasks, parse_signal_masks
 
 # signals whose default action neither kills nor stops the process; everything else is harmful
 # to send to a process that has not installed a handler
 _HARMLESS_BY_DEFAULT = {signal.SIGCHLD, signal.SIGCONT, signal.SIGURG, signal.SIGWINCH}
 
-SIGNALLED = "signalled"
-NO_HANDLER = "no-handler"  # not sent: it would have killed the job
-IGNORED = "ignored"  # not sent: the process ignores it, so it would have done nothing
-GONE = "gone"  # exited before it could be signalled
-REUSED = "reused"  # the pid now belongs to another process: not sent
-DENIED = "denied"  # EPERM
-UNKNOWN = "unknown"  # its signal masks could not be read: not sent
-DRY_RUN = "dry-run"  # everything checked, nothing sent
-
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
     target: Target
     signal: str
-    outcome: str
+    outcome: DeliveryOutcome
     detail: str = ""
 
     def line(self) -> str:
@@ -88,40 +80,43 @@ def deliver(
     try:
         fd = _open_pidfd(target.pid)
     except ProcessLookupError:
-        return Delivery(target, name, GONE, "exited")
+        return Delivery(target, name, DeliveryOutcome.GONE, "exited")
     try:
         st = read_pid_stat(procfs, target.pid)
         if st is None or st.state in ("Z", "X"):
-            return Delivery(target, name, GONE, "exited")
+            return Delivery(target, name, DeliveryOutcome.GONE, "exited")
         if st.start_time != target.start_time_ticks:
             return Delivery(
                 target,
                 name,
-                REUSED,
+                DeliveryOutcome.REUSED,
                 f"pid now belongs to {st.comm!r}, started at tick {st.start_time}, "
                 f"not {target.start_time_ticks}",
             )
         state = handler_state(procfs, target.pid, signum) if check_handler else "unchecked"
         if state == "unknown":
-            return Delivery(target, name, UNKNOWN, "cannot read its signal masks; not sent")
+            return Delivery(target, name, DeliveryOutcome.UNKNOWN, "cannot read its signal masks; not sent")
         if state == "no-handler":
             return Delivery(
-                target, name, NO_HANDLER, f"no {name} handler installed; sending it would kill it"
+                target,
+                name,
+                DeliveryOutcome.NO_HANDLER,
+                f"no {name} handler installed; sending it would kill it",
             )
         if state == "ignored":
-            return Delivery(target, name, IGNORED, f"it ignores {name}")
+            return Delivery(target, name, DeliveryOutcome.IGNORED, f"it ignores {name}")
         if dry_run:
-            return Delivery(target, name, DRY_RUN, f"would send {name}")
+            return Delivery(target, name, DeliveryOutcome.DRY_RUN, f"would send {name}")
         try:
             if fd is not None:
                 signal.pidfd_send_signal(fd, signum)
             else:
                 os.kill(target.pid, signum)
         except ProcessLookupError:
-            return Delivery(target, name, GONE, "exited")
+            return Delivery(target, name, DeliveryOutcome.GONE, "exited")
         except PermissionError:
-            return Delivery(target, name, DENIED, "permission denied")
-        return Delivery(target, name, SIGNALLED)
+            return Delivery(target, name, DeliveryOutcome.DENIED, "permission denied")
+        return Delivery(target, name, DeliveryOutcome.SIGNALLED)
     finally:
         if fd is not None:
             os.close(fd)

@@ -15,9 +15,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.classifier import baselines as store
 from agent.classifier.engine import Engine, Evaluation
-from agent.config.classifier import VERDICTS
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent
+from agent.core.vocabulary import Verdict
 from agent.snapshot import NodeSnapshot
 
 log = structlog.get_logger("classifier")
@@ -101,7 +101,7 @@ class ClassifierComponent:
             return "verdict pending"
         held = e.last.held if e.last else None
         text = f"{cur.label} for {_ago(time.monotonic() - (e.since_mono or time.monotonic()))}"
-        if cur.verdict not in ("idle", "mixed") and len(cur.reasons) > 1:
+        if cur.verdict not in (Verdict.IDLE, Verdict.MIXED) and len(cur.reasons) > 1:
             text += f": {cur.reasons[1]}"
         return text + (f" ({held})" if held else "")
 
@@ -164,7 +164,7 @@ class ClassifierComponent:
             labels=["class"],
         )
         scores = e.last.vote.scores if e.last else {}
-        for cls in VERDICTS:
+        for cls in Verdict:
             state.add_metric([cls], 1.0 if cls == cur else 0.0)
             if cls in scores:
                 score.add_metric([cls], scores[cls])

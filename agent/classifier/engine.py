@@ -21,10 +21,9 @@ from agent.classifier.samples import Sample, sample_from_snapshot
 from agent.classifier.verdict import Verdict, classify, verdict_for
 from agent.config.classifier import ClassifierSection
 from agent.core.events import VerdictEvent
+from agent.core.vocabulary import CHECKPOINT_ENDS, CheckpointPhase
+from agent.core.vocabulary import Verdict as VerdictName
 from agent.snapshot import NodeSnapshot
-
-CHECKPOINT_START = ("requested",)
-CHECKPOINT_END = ("completed", "missed", "canceled", "unreachable", "no-target")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +116,9 @@ class Engine:
     def checkpoint(self, phase: str, event_id: str, now: float) -> None:
         """A checkpoint request suppresses verdict changes until it is answered (or
         ``checkpoint_hold_max`` passes); what the window saw meanwhile is then dropped."""
-        if phase in CHECKPOINT_START:
+        if phase == CheckpointPhase.REQUESTED:
             self.checkpoints[event_id] = now
-        elif phase in CHECKPOINT_END and self.checkpoints.pop(event_id, None) is not None:
+        elif phase in CHECKPOINT_ENDS and self.checkpoints.pop(event_id, None) is not None:
             self.ignore_before = max(self.ignore_before, now)
 
     def _checkpoint_active(self, now: float) -> bool:
@@ -158,7 +157,7 @@ class Engine:
             held = "filling window"
         changed = False
         events: list[VerdictEvent] = []
-        if current == "compute" and vote.detail.compute_vetoed:
+        if current == VerdictName.COMPUTE and vote.detail.compute_vetoed:
             # the GPUs spin more than they work: never leave that standing as compute, not even for
             # the confirmations or a hold
             changed = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agent.classifier.features import Features, Load, Signal
 from agent.classifier.scores import Scores
+from agent.core.vocabulary import DataSubReason, Verdict
 
 
 def rate(v: float) -> str:
@@ -76,13 +77,13 @@ def _pressing(items, limit: int = 2) -> list:
 def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tuple[str, ...]:
     """Reasons for ``verdict``, most decisive first; every one carries its numbers."""
     out = [gpu_line(f)]
-    if verdict == "compute":
+    if verdict == Verdict.COMPUTE:
         out.append(f"GPUs doing real work in {pct(f.working_share)} of samples")
         if f.starved_share or f.spin_share:
             out.append(f"starved {pct(f.starved_share)}, spinning {pct(f.spin_share)} of samples")
-    elif verdict == "data":
+    elif verdict == Verdict.DATA:
         out.append(f"GPUs starved (low utilization, no real work) in {pct(f.starved_share)} of samples")
-        if sub_reason == "cpu":
+        if sub_reason == DataSubReason.CPU:
             out.append(_cpu_text(f))
         else:
             out += [signal_text(x, "starved") for x in _pressing(f.storage_signals)]
@@ -90,14 +91,14 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
                 out.insert(2, load_text(f.storage[0], "read", "starved"))
             if f.trainer_read is not None:
                 out.append(f"training processes read {rate(f.trainer_read)} on average")
-    elif verdict == "network":
+    elif verdict == Verdict.NETWORK:
         out.append(
             f"GPUs waiting in {pct(f.spin_share + f.starved_share)} of samples "
             f"(spinning {pct(f.spin_share)}: utilization high at low power/SM activity, as in NCCL)"
         )
         out += [load_text(x, "moved", "waited") for x in f.links_wait[:1]]
         out += [signal_text(x, "waited") for x in _pressing(f.congestion)]
-    elif verdict == "sync-wait":
+    elif verdict == Verdict.SYNC_WAIT:
         out.append(
             f"GPUs spinning in {pct(f.spin_share)} of samples: utilization {pct(f.spin_util)} "
             f"with {pct(f.spin_work)} real work (a collective waiting)"
@@ -107,20 +108,24 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
             out.append("network quiet meanwhile: busiest " + load_text(top, "moved", "spun"))
         else:
             out.append("network quiet meanwhile: no NIC or RDMA traffic")
-    elif verdict == "idle":
+    elif verdict == Verdict.IDLE:
         if f.trainers == 0:
             out.append("no training processes")
         elif f.trainers:
             out.append(f"training processes present ({f.trainer_label}) but neither GPUs nor inputs are busy")
-    if verdict in ("idle", "mixed", "data") and f.io_pressure > 0 and f.storage_pressure < f.io_pressure:
+    if (
+        verdict in (Verdict.IDLE, Verdict.MIXED, Verdict.DATA)
+        and f.io_pressure > 0
+        and f.storage_pressure < f.io_pressure
+    ):
         out.append(
             f"I/O pressure on the node ({_top_signal(f)}) counted {pct(f.storage_pressure / f.io_pressure)}: "
             f"the training processes read only {rate(f.trainer_read or 0.0)}"
         )
-    if verdict == "mixed":
+    if verdict == Verdict.MIXED:
         ranked = sorted(s.by_class.items(), key=lambda kv: kv[1], reverse=True)
         out.append("no class clearly wins: " + ", ".join(f"{k} {v:.2f}" for k, v in ranked[:3]))
-    if verdict not in ("compute", "idle") and 0 < len(f.waiting_gpus) < f.gpus:
+    if verdict not in (Verdict.COMPUTE, Verdict.IDLE) and 0 < len(f.waiting_gpus) < f.gpus:
         out.append("only some GPUs wait: " + ",".join(str(i) for i in f.waiting_gpus))
     return tuple(out)
 

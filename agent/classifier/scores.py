@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from agent.classifier.features import Features
 from agent.config.classifier import ClassifierSection
+from agent.core.vocabulary import SCORED_VERDICTS, DataSubReason, Verdict
 
-CLASSES = ("compute", "data", "network", "sync-wait", "idle")
+CLASSES = SCORED_VERDICTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,15 +34,15 @@ class Scores:
     compute_vetoed: bool = False  # the GPUs spun more than they worked
 
     @property
-    def sub_reason(self) -> str:
-        return "storage" if self.data_storage >= self.data_cpu else "cpu"
+    def sub_reason(self) -> DataSubReason:
+        return DataSubReason.STORAGE if self.data_storage >= self.data_cpu else DataSubReason.CPU
 
 
 def score(f: Features) -> Scores:
     if f.gpus == 0:
         zero = dict.fromkeys(CLASSES, 0.0)
         if f.samples and f.trainers == 0:
-            zero["idle"] = 1.0
+            zero[Verdict.IDLE] = 1.0
         return Scores(zero, 0.0, 0.0, compute_vetoed=True)
     starved = f.starved_share
     spin = f.spin_share
@@ -57,11 +58,11 @@ def score(f: Features) -> Scores:
         sync = spin * (1.0 - f.network_pressure_spin)
         idle = starved * (1.0 - max(pipeline, f.network_pressure))
     by_class = {
-        "compute": f.working_share,
-        "data": max(storage, cpu),
-        "network": network,
-        "sync-wait": sync,
-        "idle": idle,
+        Verdict.COMPUTE: f.working_share,
+        Verdict.DATA: max(storage, cpu),
+        Verdict.NETWORK: network,
+        Verdict.SYNC_WAIT: sync,
+        Verdict.IDLE: idle,
     }
     return Scores(
         {k: round(min(1.0, max(0.0, v)), 4) for k, v in by_class.items()},
@@ -80,7 +81,7 @@ def decide(scores: Scores, current: str | None, cfg: ClassifierSection) -> str:
     """
     eligible = scores.by_class
     if scores.compute_vetoed:
-        eligible = {k: v for k, v in eligible.items() if k != "compute"}
+        eligible = {k: v for k, v in eligible.items() if k != Verdict.COMPUTE}
     ranked = sorted(eligible.items(), key=lambda kv: kv[1], reverse=True)
     best, top = ranked[0]
     second = ranked[1][1]
@@ -90,4 +91,4 @@ def decide(scores: Scores, current: str | None, cfg: ClassifierSection) -> str:
             return current  # type: ignore[return-value]
     if top >= cfg.enter_score and top - second >= cfg.margin:
         return best
-    return "mixed"
+    return Verdict.MIXED

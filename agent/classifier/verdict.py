@@ -15,12 +15,14 @@ from agent.classifier.reasons import explain
 from agent.classifier.samples import Sample
 from agent.classifier.scores import Scores, decide, score
 from agent.config.classifier import ClassifierSection
+from agent.core.vocabulary import DataSubReason
+from agent.core.vocabulary import Verdict as VerdictName
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    verdict: str  # compute | data | network | sync-wait | idle | mixed
-    sub_reason: str | None  # storage | cpu, for data
+    verdict: VerdictName
+    sub_reason: DataSubReason | None  # for data
     scores: dict[str, float]
     reasons: tuple[str, ...]
     hint: str
@@ -37,7 +39,7 @@ def verdict_for(f: Features, s: Scores, verdict: str, sub_reason: str | None = N
     """A :class:`Verdict` for ``verdict`` (which may be one the hysteresis keeps) on these numbers.
     A kept ``data`` verdict keeps its ``sub_reason`` unless this window shows data pressure itself."""
     sub = None
-    if verdict == "data":
+    if verdict == VerdictName.DATA:
         sub = s.sub_reason if (s.data_storage or s.data_cpu or sub_reason is None) else sub_reason
     return Verdict(
         verdict=verdict,

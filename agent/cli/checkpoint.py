@@ -10,6 +10,7 @@ from typing import Any
 
 from agent.cli.main import _add_config, control_socket_path, register
 from agent.config.types import parse_duration
+from agent.core.vocabulary import NoticeKind
 
 EXIT_WOULD_LOSE_WORK = 3
 
@@ -30,7 +31,9 @@ def _request(args: argparse.Namespace, path: str, payload: dict[str, Any], timeo
 def _add_drill(p: argparse.ArgumentParser) -> None:
     _add_config(p)
     p.add_argument(
-        "--kind", default="spot-termination", help="notice kind to simulate (default spot-termination)"
+        "--kind",
+        default=NoticeKind.SPOT_TERMINATION,
+        help="notice kind to simulate (default spot-termination)",
     )
     p.add_argument(
         "--deadline",

@@ -9,6 +9,7 @@ import sys
 
 from agent.cli.main import register
 from agent.config.types import parse_duration, split_listen
+from agent.core.vocabulary import NoticeKind
 from agent.devtools.simclouds import CLOUDS
 
 
@@ -47,7 +48,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
         help="the notice's deadline after it appears (300s)",
     )
     p.add_argument(
-        "--notice-kind", default="spot-termination", help="spot-termination (default), spot-stop, ..."
+        "--notice-kind",
+        default=NoticeKind.SPOT_TERMINATION,
+        help="spot-termination (default), spot-stop, ...",
     )
     p.add_argument(
         "--maintenance",

@@ -7,14 +7,12 @@ configs/agent.toml documents each key; docs/classifier.md explains how they comb
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
 
 from agent.config.types import ByteSize, Duration, StrictModel
-
-VERDICTS = ("compute", "data", "network", "sync-wait", "idle", "mixed")
-Verdict = Literal["compute", "data", "network", "sync-wait", "idle", "mixed"]
+from agent.core.vocabulary import Verdict
 
 
 def _ramp(value: tuple[float, float]) -> tuple[float, float]:
@@ -45,7 +43,7 @@ class ClassifierSection(StrictModel):
     )
     # --- VerdictEvent for the alerts ---
     sustain: Duration = Field("5m", ge=0, description="a verdict must hold this long before it is published")
-    publish: list[Verdict] = Field(default_factory=lambda: ["data", "network", "sync-wait"])
+    publish: list[Verdict] = Field(default_factory=lambda: [Verdict.DATA, Verdict.NETWORK, Verdict.SYNC_WAIT])
     history: int = Field(200, ge=1, le=10000, description="evaluations kept for GET /classifier/history")
     # --- what a GPU sample is ---
     busy_sm_active: float = Field(0.3, gt=0, le=1, description="SM activity (GPM) that counts as real work")

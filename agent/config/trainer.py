@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator
 
 from agent.config.types import Duration, StrictModel
+from agent.core.vocabulary import NoticeKind
 
 DISCOVER_KINDS = ("nvml", "pidfile", "cmdline", "cgroup", "systemd-unit")
 
@@ -64,11 +65,11 @@ class TrainerSection(StrictModel):
     act_on: list[str] = Field(
         default_factory=lambda: [
             "spot-*",
-            "preempt",
-            "maintenance-reboot",
-            "maintenance-redeploy",
-            "maintenance-stop",
-            "maintenance-terminate",
+            NoticeKind.PREEMPT,
+            NoticeKind.MAINTENANCE_REBOOT,
+            NoticeKind.MAINTENANCE_REDEPLOY,
+            NoticeKind.MAINTENANCE_STOP,
+            NoticeKind.MAINTENANCE_TERMINATE,
         ],
         description="notice kinds (shell patterns) that trigger a checkpoint",
     )

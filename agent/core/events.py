@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from agent.core.vocabulary import SPOT_KINDS, AgentPhase, CheckpointPhase, GpuFault, Verdict
+
 
 @dataclass(frozen=True, slots=True)
 class Event:
@@ -24,9 +26,8 @@ class PreemptionEvent(Event):
     """
 
     kind_name: ClassVar[str] = "preemption"
-    provider: str  # alibaba | aws | gcp | azure | tencent | drill
-    kind: str  # spot-termination | rebalance-recommendation | maintenance-reboot | maintenance-redeploy |
-    #  maintenance-stop | maintenance-migrate | maintenance-terminate | maintenance-freeze | ...
+    provider: str  # a Cloud
+    kind: str  # a NoticeKind; a drill may name any kind that looks like one
     event_id: str  # the provider's own id, or a stable hash of the payload
     deadline: datetime | None  # UTC; None when the cloud gives none (GCP preempted=TRUE: now)
     received_at: datetime  # UTC
@@ -51,7 +52,7 @@ class PreemptionEvent(Event):
 
     @property
     def is_spot(self) -> bool:
-        return self.kind in ("spot-termination", "spot-stop", "spot-hibernate", "preempt")
+        return self.kind in SPOT_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +69,10 @@ class InstanceIdentityEvent(Event):
 
 @dataclass(frozen=True, slots=True)
 class CheckpointEvent(Event):
-    """The checkpoint handshake: requested | completed | missed | unreachable | no-target | canceled."""
+    """One step of the checkpoint handshake (see :class:`~agent.core.vocabulary.CheckpointPhase`)."""
 
     kind_name: ClassVar[str] = "checkpoint"
-    phase: str
+    phase: CheckpointPhase
     event_id: str
     notice_kind: str
     deadline: datetime | None
@@ -87,8 +88,8 @@ class VerdictEvent(Event):
     """A bottleneck verdict that started or cleared (``cleared`` True)."""
 
     kind_name: ClassVar[str] = "verdict"
-    verdict: str  # compute | data | network | sync-wait | idle | mixed
-    sub_reason: str | None
+    verdict: Verdict
+    sub_reason: str | None  # a DataSubReason for ``data``
     reasons: tuple[str, ...]
     hint: str
     since: datetime
@@ -100,10 +101,10 @@ class VerdictEvent(Event):
 
 @dataclass(frozen=True, slots=True)
 class GpuFaultEvent(Event):
-    """xid | lost | ecc | thermal-throttle | power-throttle; ``cleared`` when a sustained state ends."""
+    """A GPU fault; ``cleared`` when a sustained state (throttling, a lost GPU) ends."""
 
     kind_name: ClassVar[str] = "gpu_fault"
-    fault: str
+    fault: GpuFault
     gpu: int
     uuid: str
     model: str
@@ -125,7 +126,7 @@ class CollectorFailingEvent(Event):
 @dataclass(frozen=True, slots=True)
 class AgentLifecycleEvent(Event):
     kind_name: ClassVar[str] = "agent"
-    phase: str  # started | stopping
+    phase: AgentPhase
     version: str
     detail: str = ""
 

@@ -14,6 +14,7 @@ from agent.alerts.message import Node
 from agent.alerts.render import GpuInfo, Scene, facts, render
 from agent.config.alerts import STYLES
 from agent.core.events import Event, PreemptionEvent, VerdictEvent
+from agent.core.vocabulary import NoticeKind, Verdict
 
 NOW = datetime(2025, 3, 14, 6, 21, 13, tzinfo=UTC)
 NODE = Node(
@@ -41,13 +42,13 @@ ZONES = {"en": "UTC", "zh-CN": "Asia/Shanghai"}
 def events() -> list[tuple[str, Event]]:
     spot = PreemptionEvent(
         provider="alibaba",
-        kind="spot-termination",
+        kind=NoticeKind.SPOT_TERMINATION,
         event_id="e-bp1hbd3y5x6k2q",
         deadline=NOW + timedelta(seconds=287),
         received_at=NOW,
     )
     verdict = VerdictEvent(
-        verdict="data",
+        verdict=Verdict.DATA,
         sub_reason="nfs-read",
         reasons=(
             "SM active 23% while GPU utilization reads 97%: kernels wait for input",
@@ -56,7 +57,7 @@ def events() -> list[tuple[str, Event]]:
         ),
         hint="Stage the dataset on local NVMe, or raise DataLoader num_workers and prefetch_factor.",
         since=NOW - timedelta(minutes=14, seconds=5),
-        scores={"data": 0.82, "compute": 0.11, "network": 0.07},
+        scores={Verdict.DATA: 0.82, Verdict.COMPUTE: 0.11, Verdict.NETWORK: 0.07},
         gpus=tuple(range(8)),
     )
     return [("Spot notice, 287 s left", spot), ("Data-bound verdict", verdict)]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli.main import register
+from agent.core.vocabulary import CHECKPOINT_ENDS, CheckpointPhase, NoticeKind
 
 GIB = 1024**3
 
@@ -308,7 +309,7 @@ signal = "SIGUSR1"
 
     async def reclaim(self) -> dict[str, Any]:
         s = self.screen
-        notice = self.sim.state.add_notice("spot-termination", seconds=300)
+        notice = self.sim.state.add_notice(NoticeKind.SPOT_TERMINATION, seconds=300)
         announced = time.monotonic()
         s.say(
             "cloud",
@@ -338,20 +339,20 @@ signal = "SIGUSR1"
             )
         elif ev.get("type") == "checkpoint":
             phase = ev["phase"]
-            if phase == "requested":
+            if phase == CheckpointPhase.REQUESTED:
                 for t in ev.get("targets", []):
                     s.say(
                         "agent", f"SIGUSR1 → {t.replace(': signalled', '')}  ✓   (request file written too)"
                     )
-            elif phase == "completed":
+            elif phase == CheckpointPhase.COMPLETED:
                 s.say(
                     "agent",
                     f"ack received: checkpoint durable in {ev['duration_seconds']:.1f} s ({ev['detail']})",
                 )
                 return True
-            elif phase in ("missed", "no-target", "unreachable", "canceled"):
+            elif phase in CHECKPOINT_ENDS:  # completed is the one good end, above
                 s.say("fail", f"{phase}: {ev.get('detail')}")
-                if phase in ("missed", "canceled"):
+                if phase in (CheckpointPhase.MISSED, CheckpointPhase.CANCELED):
                     raise DemoFailed(f"the checkpoint was {phase}")
         return False
 

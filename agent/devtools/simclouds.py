@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from aiohttp import web
 
+from agent.core.vocabulary import NoticeKind
 from agent.preemption import alibaba, aws, azure, gcp, tencent
 from agent.preemption.client import TokenScheme
 
@@ -64,7 +65,7 @@ class CloudSim:
     name: ClassVar[str]
     token: ClassVar[TokenScheme | None] = None
     missing_token_status: ClassVar[int] = 401
-    notice_kinds: ClassVar[tuple[str, ...]] = ("spot-termination",)
+    notice_kinds: ClassVar[tuple[str, ...]] = (NoticeKind.SPOT_TERMINATION,)
     maintenance_kinds: ClassVar[dict[str, str]] = {}  # our word -> the cloud's code
     identity: ClassVar[dict[str, str]] = {}
 
@@ -103,7 +104,7 @@ class AlibabaSim(CloudSim):
     async def serve(self, request: web.Request) -> web.Response:
         path = request.path
         if path == alibaba.SPOT_PATH:
-            n = self.state.active_notice(("spot-termination",))
+            n = self.state.active_notice((NoticeKind.SPOT_TERMINATION,))
             return text(n.time_text or rfc3339(n.deadline)) if n else not_found()
         if path == alibaba.EVENTS_PATH:
             events = [
@@ -125,7 +126,12 @@ class AlibabaSim(CloudSim):
 class AwsSim(CloudSim):
     name = "aws"
     token = aws.TOKEN
-    notice_kinds = ("spot-termination", "spot-stop", "spot-hibernate", "rebalance-recommendation")
+    notice_kinds = (
+        NoticeKind.SPOT_TERMINATION,
+        NoticeKind.SPOT_STOP,
+        NoticeKind.SPOT_HIBERNATE,
+        NoticeKind.REBALANCE_RECOMMENDATION,
+    )
     maintenance_kinds = {
         "reboot": "system-reboot",
         "instance-reboot": "instance-reboot",
@@ -142,9 +148,9 @@ class AwsSim(CloudSim):
         "imageId": "ami-0sim0000000000000",
     }
     ACTIONS: ClassVar[dict[str, str]] = {
-        "spot-termination": "terminate",
-        "spot-stop": "stop",
-        "spot-hibernate": "hibernate",
+        NoticeKind.SPOT_TERMINATION: "terminate",
+        NoticeKind.SPOT_STOP: "stop",
+        NoticeKind.SPOT_HIBERNATE: "hibernate",
     }
 
     def event_id(self, seq: int) -> str:
@@ -158,7 +164,7 @@ class AwsSim(CloudSim):
                 return not_found()
             return as_json({"action": self.ACTIONS[n.kind], "time": n.time_text or rfc3339(n.deadline)})
         if path == aws.REBALANCE_PATH:
-            n = self.state.active_notice(("rebalance-recommendation",))
+            n = self.state.active_notice((NoticeKind.REBALANCE_RECOMMENDATION,))
             if n is None:
                 return not_found()
             return as_json({"noticeTime": n.time_text or rfc3339(n.announced_at or n.deadline)})
@@ -216,7 +222,7 @@ class GcpSim(CloudSim):
 
     def value(self, path: str) -> str | None:
         if path == gcp.PREEMPTED_PATH:
-            return "TRUE" if self.state.active_notice(("spot-termination",)) else "FALSE"
+            return "TRUE" if self.state.active_notice((NoticeKind.SPOT_TERMINATION,)) else "FALSE"
         if path == gcp.MAINTENANCE_PATH:
             active = self.state.active_maintenance()
             return (active[-1].code or self.maintenance_kinds[active[-1].kind]) if active else "NONE"
@@ -247,14 +253,17 @@ class GcpSim(CloudSim):
 
 class AzureSim(CloudSim):
     name = "azure"
-    notice_kinds = ("spot-termination", "termination")
+    notice_kinds = (NoticeKind.SPOT_TERMINATION, NoticeKind.TERMINATION)
     maintenance_kinds = {
         "reboot": "Reboot",
         "redeploy": "Redeploy",
         "freeze": "Freeze",
         "terminate": "Terminate",
     }
-    NOTICE_TYPES: ClassVar[dict[str, str]] = {"spot-termination": "Preempt", "termination": "Terminate"}
+    NOTICE_TYPES: ClassVar[dict[str, str]] = {
+        NoticeKind.SPOT_TERMINATION: "Preempt",
+        NoticeKind.TERMINATION: "Terminate",
+    }
     DURATIONS: ClassVar[dict[str, int]] = {"Freeze": 9, "Reboot": 300, "Redeploy": 900}
     compute: ClassVar[dict[str, str]] = {
         "vmId": "02aab8a4-74ef-476e-8182-f6d2ba4166a6",
@@ -329,7 +338,7 @@ class TencentSim(CloudSim):
     async def serve(self, request: web.Request) -> web.Response:
         path = request.path
         if path == tencent.SPOT_PATH:
-            n = self.state.active_notice(("spot-termination",))
+            n = self.state.active_notice((NoticeKind.SPOT_TERMINATION,))
             if n is None:
                 return not_found()
             local = n.deadline.astimezone(tencent.BEIJING).strftime("%Y-%m-%d %H:%M:%S")

@@ -3,7 +3,7 @@ and benchmarks that want the simulator outside their own event loop (in-process 
 :func:`agent.devtools.simulator.start_simulator`).
 
     sim = MetadataSimProcess(tmp / "sim.log", "aws", "--require-token")
-    sim.control("/notice", {"kind": "spot-termination", "seconds": 120})
+    sim.control("/notice", {"kind": NoticeKind.SPOT_TERMINATION, "seconds": 120})
     sim.read_state()["events"]
     sim.stop()
 """

@@ -10,7 +10,7 @@ bodies, dropped connections, token endpoint failures, expired tokens). A small c
 In-process use (tests, the benchmark, the demo)::
 
     sim = await start_simulator("alibaba")          # 127.0.0.1, ephemeral port
-    n = sim.state.add_notice("spot-termination", seconds=300)
+    n = sim.state.add_notice(NoticeKind.SPOT_TERMINATION, seconds=300)
     ...                                            # sim.url is the [preemption] endpoint
     await sim.close()
 """
@@ -30,6 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
+from agent.core.vocabulary import NoticeKind
 from agent.devtools.simclouds import CLOUDS, CloudSim, as_json
 
 LOG_SIZE = 2000
@@ -165,7 +166,7 @@ class SimState:
 
     def add_notice(
         self,
-        kind: str = "spot-termination",
+        kind: str = NoticeKind.SPOT_TERMINATION,
         seconds: float = 300,
         after: float = 0,
         time_text: str | None = None,
@@ -537,7 +538,7 @@ class Simulator:
         body = await _json_body(request)
         if path == "/notice":
             ev = state.add_notice(
-                kind=str(body.get("kind", "spot-termination")),
+                kind=str(body.get("kind", NoticeKind.SPOT_TERMINATION)),
                 seconds=_float(body, "seconds", 300, -10 * 365 * 86400),
                 after=_float(body, "after", 0),
                 time_text=_opt_str(body, "time"),

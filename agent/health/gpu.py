@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 
 from agent.core.component import Context
 from agent.core.events import GpuFaultEvent
+from agent.core.vocabulary import GpuFault
 from agent.snapshot import NodeSnapshot
 from agent.snapshot.parts import GpuStats
 from agent.sources.gpu.metrics import CLOCKS_EVENT_REASONS
@@ -39,8 +40,8 @@ class GpuHealth:
     def __init__(self, ctx: Context) -> None:
         self._bus = ctx.bus
         self._holds = (
-            ("thermal-throttle", THERMAL_REASONS, ctx.cfg.gpu.thermal_throttle_hold),
-            ("power-throttle", POWER_REASONS, ctx.cfg.gpu.power_throttle_hold),
+            (GpuFault.THERMAL_THROTTLE, THERMAL_REASONS, ctx.cfg.gpu.thermal_throttle_hold),
+            (GpuFault.POWER_THROTTLE, POWER_REASONS, ctx.cfg.gpu.power_throttle_hold),
         )
         # by index: a GPU lost since start has no UUID until it answers again
         self._prev: dict[int, GpuStats] = {}
@@ -79,22 +80,26 @@ class GpuHealth:
 
     def _lost(self, g: GpuStats, prev: GpuStats | None) -> None:
         if not g.up and (prev is None or prev.up):
-            self._publish(g, "lost", "GPU fell off the bus (NVML: GPU is lost); it needs a reset or a reboot")
+            self._publish(
+                g, GpuFault.LOST, "GPU fell off the bus (NVML: GPU is lost); it needs a reset or a reboot"
+            )
         elif g.up and prev is not None and not prev.up:
-            self._publish(g, "lost", "GPU answers NVML again", cleared=True)
+            self._publish(g, GpuFault.LOST, "GPU answers NVML again", cleared=True)
 
     def _xids(self, g: GpuStats, prev: GpuStats | None) -> None:
         for xid, count in sorted(g.xid_counts.items()):
             new = count - (prev.xid_counts.get(xid, 0) if prev else 0)
             if new > 0:
-                self._publish(g, "xid", f"Xid {xid}: {new} new, {count} since the agent started", xid=xid)
+                self._publish(
+                    g, GpuFault.XID, f"Xid {xid}: {new} new, {count} since the agent started", xid=xid
+                )
 
     def _memory_errors(self, g: GpuStats, prev: GpuStats | None) -> None:
         now, before = g.ecc_uncorrected_total, prev.ecc_uncorrected_total if prev else None
         if now is not None and before is not None and now > before:
-            self._publish(g, "ecc", f"uncorrectable ECC errors rose from {before} to {now}")
+            self._publish(g, GpuFault.ECC, f"uncorrectable ECC errors rose from {before} to {now}")
         if g.row_remap_failure and not (prev and prev.row_remap_failure):
-            self._publish(g, "ecc", "row remapping failed: the GPU needs service")
+            self._publish(g, GpuFault.ECC, "row remapping failed: the GPU needs service")
 
     def _throttling(self, g: GpuStats, now: float) -> None:
         reasons = g.clocks_event_reasons if g.up else None

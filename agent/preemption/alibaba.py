@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
+from agent.core.vocabulary import NoticeKind
 from agent.preemption.client import TokenScheme
 from agent.preemption.provider import (
     BodyFormatError,
@@ -161,27 +162,27 @@ def maintenance_kind(code: str) -> str:
     """``SystemMaintenance.Reboot`` -> ``maintenance-reboot``; the action is the part after the dot."""
     action = code.rsplit(".", 1)[-1].lower()
     for prefix, kind in (
-        ("reboot", "maintenance-reboot"),
-        ("redeploy", "maintenance-redeploy"),
-        ("stop", "maintenance-stop"),
-        ("delete", "maintenance-terminate"),
-        ("release", "maintenance-terminate"),
+        ("reboot", NoticeKind.MAINTENANCE_REBOOT),
+        ("redeploy", NoticeKind.MAINTENANCE_REDEPLOY),
+        ("stop", NoticeKind.MAINTENANCE_STOP),
+        ("delete", NoticeKind.MAINTENANCE_TERMINATE),
+        ("release", NoticeKind.MAINTENANCE_TERMINATE),
     ):
         if action.startswith(prefix):
             return kind
-    return "maintenance-other"
+    return NoticeKind.MAINTENANCE_OTHER
 
 
 class AlibabaProvider(Provider):
     name = "alibaba"
     base_url = "http://100.100.100.200"
     kinds = (
-        "spot-termination",
-        "maintenance-reboot",
-        "maintenance-redeploy",
-        "maintenance-stop",
-        "maintenance-terminate",
-        "maintenance-other",
+        NoticeKind.SPOT_TERMINATION,
+        NoticeKind.MAINTENANCE_REBOOT,
+        NoticeKind.MAINTENANCE_REDEPLOY,
+        NoticeKind.MAINTENANCE_STOP,
+        NoticeKind.MAINTENANCE_TERMINATE,
+        NoticeKind.MAINTENANCE_OTHER,
     )
     token = TOKEN
 
@@ -195,7 +196,7 @@ class AlibabaProvider(Provider):
             return reading
         if spot.warning:
             reading.warnings.append(f"spot termination-time: {spot.warning}")
-        kind = "spot-termination"
+        kind = NoticeKind.SPOT_TERMINATION
         reading.add(kind, stable_id(self.name, kind, spot.text), spot.time, spot.text)
         return reading
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
+from agent.core.vocabulary import NoticeKind
 from agent.preemption.client import TokenScheme
 from agent.preemption.provider import (
     MONTHS,
@@ -42,13 +43,17 @@ SCHEDULED_PATH = "/latest/meta-data/events/maintenance/scheduled"
 IDENTITY_PATH = "/latest/dynamic/instance-identity/document"
 TOKEN = TokenScheme("/latest/api/token", "X-aws-ec2-metadata-token-ttl-seconds", "X-aws-ec2-metadata-token")
 
-ACTION_KINDS = {"terminate": "spot-termination", "stop": "spot-stop", "hibernate": "spot-hibernate"}
+ACTION_KINDS = {
+    "terminate": NoticeKind.SPOT_TERMINATION,
+    "stop": NoticeKind.SPOT_STOP,
+    "hibernate": NoticeKind.SPOT_HIBERNATE,
+}
 CODE_KINDS = {
-    "instance-reboot": "maintenance-reboot",
-    "system-reboot": "maintenance-reboot",
-    "system-maintenance": "maintenance-other",
-    "instance-retirement": "maintenance-retirement",
-    "instance-stop": "maintenance-stop",
+    "instance-reboot": NoticeKind.MAINTENANCE_REBOOT,
+    "system-reboot": NoticeKind.MAINTENANCE_REBOOT,
+    "system-maintenance": NoticeKind.MAINTENANCE_OTHER,
+    "instance-retirement": NoticeKind.MAINTENANCE_RETIREMENT,
+    "instance-stop": NoticeKind.MAINTENANCE_STOP,
 }
 _AWS_TIME = re.compile(r"^(\d{1,2}) ([A-Z][a-z]{2}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) (GMT|UTC)$")
 
@@ -143,14 +148,14 @@ class AwsProvider(Provider):
     name = "aws"
     base_url = "http://169.254.169.254"
     kinds = (
-        "spot-termination",
-        "spot-stop",
-        "spot-hibernate",
-        "rebalance-recommendation",
-        "maintenance-reboot",
-        "maintenance-stop",
-        "maintenance-retirement",
-        "maintenance-other",
+        NoticeKind.SPOT_TERMINATION,
+        NoticeKind.SPOT_STOP,
+        NoticeKind.SPOT_HIBERNATE,
+        NoticeKind.REBALANCE_RECOMMENDATION,
+        NoticeKind.MAINTENANCE_REBOOT,
+        NoticeKind.MAINTENANCE_STOP,
+        NoticeKind.MAINTENANCE_RETIREMENT,
+        NoticeKind.MAINTENANCE_OTHER,
     )
     token = TOKEN
 
@@ -166,7 +171,7 @@ class AwsProvider(Provider):
         reading = self.reading()
         if act is None:
             return reading
-        kind = ACTION_KINDS.get(act.action, "spot-termination")
+        kind = ACTION_KINDS.get(act.action, NoticeKind.SPOT_TERMINATION)
         if act.action not in ACTION_KINDS:
             reading.warnings.append(f"unknown spot action {act.action!r}; treated as termination")
         reading.add(
@@ -178,7 +183,7 @@ class AwsProvider(Provider):
         rebalance = await self.fetch(REBALANCE_PATH, parse_rebalance)
         reading = self.reading()
         if rebalance is not None:
-            kind = "rebalance-recommendation"
+            kind = NoticeKind.REBALANCE_RECOMMENDATION
             reading.add(kind, stable_id(self.name, kind, rebalance.notice_time), None, rebalance.raw)
         return reading
 
@@ -187,7 +192,7 @@ class AwsProvider(Provider):
         reading = self.reading()
         for ev in events or []:
             ended = ev.state in ("completed", "canceled", "cancelled")
-            kind = CODE_KINDS.get(ev.code, "maintenance-other")
+            kind = CODE_KINDS.get(ev.code, NoticeKind.MAINTENANCE_OTHER)
             reading.add(
                 kind, ev.event_id, ev.not_before, ev.raw, withdrawn=ended, time_problem=ev.time_problem
             )

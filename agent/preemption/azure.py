@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
+from agent.core.vocabulary import NoticeKind
 from agent.preemption.provider import (
     MONTHS,
     BodyFormatError,
@@ -39,11 +40,11 @@ COMPUTE_PATH = "/metadata/instance/compute"
 COMPUTE_API_VERSION = "2021-02-01"
 HEADERS = {"Metadata": "true"}
 TYPE_KINDS = {
-    "Preempt": "spot-termination",
-    "Terminate": "termination",
-    "Reboot": "maintenance-reboot",
-    "Redeploy": "maintenance-redeploy",
-    "Freeze": "maintenance-freeze",
+    "Preempt": NoticeKind.SPOT_TERMINATION,
+    "Terminate": NoticeKind.TERMINATION,
+    "Reboot": NoticeKind.MAINTENANCE_REBOOT,
+    "Redeploy": NoticeKind.MAINTENANCE_REDEPLOY,
+    "Freeze": NoticeKind.MAINTENANCE_FREEZE,
 }
 _RFC1123 = re.compile(
     r"^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d{1,2}) ([A-Z][a-z]{2}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) (GMT|UTC)$"
@@ -129,12 +130,12 @@ class AzureProvider(Provider):
     name = "azure"
     base_url = "http://169.254.169.254"
     kinds = (
-        "spot-termination",
-        "termination",
-        "maintenance-reboot",
-        "maintenance-redeploy",
-        "maintenance-freeze",
-        "maintenance-other",
+        NoticeKind.SPOT_TERMINATION,
+        NoticeKind.TERMINATION,
+        NoticeKind.MAINTENANCE_REBOOT,
+        NoticeKind.MAINTENANCE_REDEPLOY,
+        NoticeKind.MAINTENANCE_FREEZE,
+        NoticeKind.MAINTENANCE_OTHER,
     )
     headers = HEADERS
     vm_name: str | None = None
@@ -157,7 +158,7 @@ class AzureProvider(Provider):
             if self.vm_name and ev.resources and self.vm_name not in ev.resources:
                 continue  # another VM of the availability set / scale set
             ended = ev.status.lower() in ("completed", "canceled", "cancelled")
-            kind = TYPE_KINDS.get(ev.event_type, "maintenance-other")
+            kind = TYPE_KINDS.get(ev.event_type, NoticeKind.MAINTENANCE_OTHER)
             reading.add(
                 kind, ev.event_id, ev.not_before, ev.raw, withdrawn=ended, time_problem=ev.time_problem
             )

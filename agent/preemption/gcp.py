@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.core.events import InstanceIdentityEvent, PreemptionEvent
+from agent.core.vocabulary import NoticeKind
 from agent.preemption.provider import BodyFormatError, Provider, Reading, Source, first_line, stable_id
 
 PREFIX = "/computeMetadata/v1/"
@@ -26,8 +27,8 @@ PREEMPTED_PATH = PREFIX + "instance/preempted"
 MAINTENANCE_PATH = PREFIX + "instance/maintenance-event"
 HEADERS = {"Metadata-Flavor": "Google"}
 MAINTENANCE_KINDS = {
-    "MIGRATE_ON_HOST_MAINTENANCE": "maintenance-migrate",
-    "TERMINATE_ON_HOST_MAINTENANCE": "maintenance-terminate",
+    "MIGRATE_ON_HOST_MAINTENANCE": NoticeKind.MAINTENANCE_MIGRATE,
+    "TERMINATE_ON_HOST_MAINTENANCE": NoticeKind.MAINTENANCE_TERMINATE,
 }
 _VALUE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
@@ -58,7 +59,12 @@ def _last_segment(value: str | None) -> str | None:
 class GcpProvider(Provider):
     name = "gcp"
     base_url = "http://metadata.google.internal"
-    kinds = ("spot-termination", "maintenance-migrate", "maintenance-terminate", "maintenance-other")
+    kinds = (
+        NoticeKind.SPOT_TERMINATION,
+        NoticeKind.MAINTENANCE_MIGRATE,
+        NoticeKind.MAINTENANCE_TERMINATE,
+        NoticeKind.MAINTENANCE_OTHER,
+    )
     headers = HEADERS
 
     def __init__(self, *args: Any, **kw: Any) -> None:
@@ -85,9 +91,9 @@ class GcpProvider(Provider):
         reading = self.reading()
         if value is True:
             value = "TRUE"
-            kind = "spot-termination"
+            kind = NoticeKind.SPOT_TERMINATION
         elif isinstance(value, str):
-            kind = MAINTENANCE_KINDS.get(value, "maintenance-other")
+            kind = MAINTENANCE_KINDS.get(value, NoticeKind.MAINTENANCE_OTHER)
         else:
             self._occurrence.pop(path, None)
             return reading

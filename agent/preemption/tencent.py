@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from agent.core.events import InstanceIdentityEvent
+from agent.core.vocabulary import NoticeKind
 from agent.preemption.provider import (
     BodyFormatError,
     Provider,
@@ -55,7 +56,7 @@ def parse_spot_termination(body: str) -> SpotTermination:
 class TencentProvider(Provider):
     name = "tencent"
     base_url = "http://metadata.tencentyun.com"
-    kinds = ("spot-termination",)
+    kinds = (NoticeKind.SPOT_TERMINATION,)
 
     def sources(self) -> list[Source]:
         return [Source("spot", self.read_spot)]
@@ -64,7 +65,7 @@ class TencentProvider(Provider):
         spot = await self.fetch(SPOT_PATH, parse_spot_termination)
         reading = self.reading()
         if spot is not None:
-            kind = "spot-termination"
+            kind = NoticeKind.SPOT_TERMINATION
             reading.add(kind, stable_id(self.name, kind, spot.text), spot.time, spot.text)
         return reading
 

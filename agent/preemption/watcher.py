@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
+from agent.core.vocabulary import CheckpointPhase
 from agent.preemption.azure import AzureProvider
 from agent.preemption.client import MetadataClient, RateLimiter, RequestCounter
 from agent.preemption.clouds import PROVIDERS
@@ -290,7 +291,7 @@ class PreemptionWatcher:
         assert self._ack_q is not None
         while True:
             ev = await self._ack_q.get()
-            if isinstance(ev, CheckpointEvent) and ev.phase == "completed" and not ev.drill:
+            if isinstance(ev, CheckpointEvent) and ev.phase == CheckpointPhase.COMPLETED and not ev.drill:
                 await self.ack(ev.event_id)
 
     async def ack(self, event_id: str) -> str:

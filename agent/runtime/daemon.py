@@ -24,6 +24,7 @@ from agent.config import Config, ConfigError, load_config
 from agent.config.types import split_listen
 from agent.core.component import Component, Context, optional
 from agent.core.events import AgentLifecycleEvent, EventBus, event_to_dict
+from agent.core.vocabulary import AgentPhase
 from agent.exporter import SnapshotExporter, make_registry
 from agent.exporter import malformed as malformed_metrics
 from agent.exporter import processes as process_metrics
@@ -371,11 +372,11 @@ class Daemon:
             pid=os.getpid(),
         )
         self.notifier.ready(f"listening on {self.cfg.http.listen}")
-        self.bus.publish(AgentLifecycleEvent(phase="started", version=__version__))
+        self.bus.publish(AgentLifecycleEvent(phase=AgentPhase.STARTED, version=__version__))
         await self._stop.wait()
         log.info("stopping")
         self.notifier.stopping()
-        self.bus.publish(AgentLifecycleEvent(phase="stopping", version=__version__))
+        self.bus.publish(AgentLifecycleEvent(phase=AgentPhase.STOPPING, version=__version__))
         await asyncio.sleep(0)  # let subscribers take the stopping event before their queues close
         try:
             await asyncio.wait_for(self._shutdown(), timeout=SHUTDOWN_SECONDS)

@@ -16,17 +16,9 @@ import pytest
 from checkpoint_helpers import REPO, idle_process
 from conftest import need_binary, need_root, wait_until
 
-from agent.checkpoint.signals import (
-    DRY_RUN,
-    GONE,
-    IGNORED,
-    NO_HANDLER,
-    REUSED,
-    SIGNALLED,
-    deliver,
-    handler_state,
-)
+from agent.checkpoint.signals import deliver, handler_state
 from agent.checkpoint.targets import Discovery, Target, read_pid_stat
+from agent.core.vocabulary import DeliveryOutcome
 
 CGROUP = Path("/sys/fs/cgroup")
 
@@ -151,12 +143,12 @@ def test_signal_only_with_a_handler(tmp_path):
         assert handler_state("/proc", bare.pid, signal.SIGWINCH) == "harmless"  # default: ignored
 
         d = deliver(_target(bare), signal.SIGUSR1)
-        assert d.outcome == NO_HANDLER and "would kill it" in d.detail
-        assert deliver(_target(ignoring), signal.SIGUSR1).outcome == IGNORED
-        assert deliver(_target(ready), signal.SIGUSR1, dry_run=True).outcome == DRY_RUN
+        assert d.outcome == DeliveryOutcome.NO_HANDLER and "would kill it" in d.detail
+        assert deliver(_target(ignoring), signal.SIGUSR1).outcome == DeliveryOutcome.IGNORED
+        assert deliver(_target(ready), signal.SIGUSR1, dry_run=True).outcome == DeliveryOutcome.DRY_RUN
         assert bare.poll() is None and ignoring.poll() is None
 
-        assert deliver(_target(ready), signal.SIGUSR1).outcome == SIGNALLED
+        assert deliver(_target(ready), signal.SIGUSR1).outcome == DeliveryOutcome.SIGNALLED
         assert _got(ready)
     finally:
         for p in (ready, bare, ignoring):
@@ -172,7 +164,7 @@ def test_several_targets_one_exits_between_discovery_and_signal(tmp_path):
         procs[1].kill()
         procs[1].wait()  # reaped: the pid is free
         outcomes = [deliver(t, signal.SIGUSR1).outcome for t in found.targets]
-        assert outcomes == [SIGNALLED, GONE, SIGNALLED]
+        assert outcomes == [DeliveryOutcome.SIGNALLED, DeliveryOutcome.GONE, DeliveryOutcome.SIGNALLED]
         assert _got(procs[0]) and _got(procs[2])
     finally:
         for p in procs:
@@ -187,7 +179,7 @@ def test_a_different_start_time_is_never_signalled(tmp_path):
         t = _target(p)
         forged = Target(t.pid, t.start_time_ticks - 1, t.comm, "test")
         d = deliver(forged, signal.SIGUSR1)
-        assert d.outcome == REUSED and f"not {t.start_time_ticks - 1}" in d.detail
+        assert d.outcome == DeliveryOutcome.REUSED and f"not {t.start_time_ticks - 1}" in d.detail
         assert not _got(p, timeout=0.5)
     finally:
         p.kill()
@@ -243,5 +235,5 @@ def test_reused_pid_is_not_signalled(tmp_path):
     assert res.returncode == 0, res.stderr
     r = json.loads(res.stdout.strip().splitlines()[-1])
     assert r["a"] == r["b"], f"pid was not reused: {r}"
-    assert r["stale"] == REUSED and r["fresh"] == SIGNALLED
+    assert r["stale"] == DeliveryOutcome.REUSED and r["fresh"] == DeliveryOutcome.SIGNALLED
     assert r["b_got"] == 1  # only the control signal reached the newcomer

@@ -9,12 +9,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.checkpoint.ledger import COMPLETED, DRY_RUN, MISSED, Episode, Ledger
+from agent.checkpoint.ledger import Episode, Ledger
 from agent.checkpoint.policy import acts_on, plan
 from agent.checkpoint.report import build_report, render_report
 from agent.config import ConfigError, parse_config
 from agent.config.trainer import TrainerSection, signal_number
 from agent.core.events import PreemptionEvent
+from agent.core.vocabulary import EpisodeState
 from agent.sources.processes.sigmask import parse_signal_masks
 
 NOW = datetime(2026, 1, 5, 18, 0, tzinfo=UTC)
@@ -83,7 +84,7 @@ def test_act_on_patterns():
         assert not acts_on(kind, pats), kind
 
 
-def _episode(duration: float | None, phase: str = COMPLETED) -> Episode:
+def _episode(duration: float | None, phase: str = EpisodeState.COMPLETED) -> Episode:
     ep = Episode(
         "e1", "alibaba", "spot-termination", 1300.0, 1000.0, 1000.0, requested_at=1000.0, phase=phase
     )
@@ -109,12 +110,12 @@ def test_report_verdict_against_each_cloud():
     tight = {c["cloud"]: c["tight"] for c in build_report(_episode(25.0), 1.1, "")["clouds"]}
     assert tight["gcp"] and not tight["alibaba"]
 
-    missed = build_report(_episode(None, MISSED), 1.1, "alibaba")
+    missed = build_report(_episode(None, EpisodeState.MISSED), 1.1, "alibaba")
     assert missed["verdict"] == "would lose work" and missed["clouds"] == []
     text = render_report(missed)
     assert "ack: none received" in text and "WOULD LOSE WORK" in text
 
-    dry = build_report(_episode(None, DRY_RUN), 1.1, "alibaba")
+    dry = build_report(_episode(None, EpisodeState.DRY_RUN), 1.1, "alibaba")
     assert dry["verdict"] == "dry run"
     assert "\x1b[" not in render_report(fast) and "\x1b[" in render_report(fast, color=True)
 

@@ -1,0 +1,151 @@
+"""The words the agent's parts exchange, defined once.
+
+Events, the checkpoint ledger, the classifier, alerts, config validation and the simulators all spell
+these values; each is written here and nowhere else. The members are ``StrEnum``s, so they compare
+equal to, format as and serialize as their plain strings: the JSON on the control socket, the request
+file, the ledger and the metric labels are unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Cloud(StrEnum):
+    """Who sent a notice; ``drill`` is the agent's own synthetic one."""
+
+    ALIBABA = "alibaba"
+    AWS = "aws"
+    GCP = "gcp"
+    AZURE = "azure"
+    TENCENT = "tencent"
+    DRILL = "drill"
+
+
+class NoticeKind(StrEnum):
+    """A cloud notice, normalized across providers (``PreemptionEvent.kind``)."""
+
+    SPOT_TERMINATION = "spot-termination"
+    SPOT_STOP = "spot-stop"
+    SPOT_HIBERNATE = "spot-hibernate"
+    PREEMPT = "preempt"
+    TERMINATION = "termination"  # Azure "Terminate": a user- or platform-initiated delete, not spot
+    REBALANCE_RECOMMENDATION = "rebalance-recommendation"
+    MAINTENANCE_REBOOT = "maintenance-reboot"
+    MAINTENANCE_REDEPLOY = "maintenance-redeploy"
+    MAINTENANCE_STOP = "maintenance-stop"
+    MAINTENANCE_MIGRATE = "maintenance-migrate"
+    MAINTENANCE_TERMINATE = "maintenance-terminate"
+    MAINTENANCE_FREEZE = "maintenance-freeze"
+    MAINTENANCE_RETIREMENT = "maintenance-retirement"
+    MAINTENANCE_OTHER = "maintenance-other"
+
+    @property
+    def is_spot(self) -> bool:
+        return self in SPOT_KINDS
+
+
+SPOT_KINDS = frozenset(
+    {NoticeKind.SPOT_TERMINATION, NoticeKind.SPOT_STOP, NoticeKind.SPOT_HIBERNATE, NoticeKind.PREEMPT}
+)
+
+
+class CheckpointPhase(StrEnum):
+    """``CheckpointEvent.phase``: what the checkpoint handshake just did."""
+
+    REQUESTED = "requested"  # the trainers were signalled; an ack is awaited
+    COMPLETED = "completed"  # acknowledged before the deadline
+    MISSED = "missed"  # no ack (or a late one) by the deadline
+    UNREACHABLE = "unreachable"  # targets that could not safely be signalled; request file only
+    NO_TARGET = "no-target"  # no training process found; request file only
+    ESCALATED = "escalated"  # the final SIGTERM before the deadline went out
+    CANCELED = "canceled"  # the cloud withdrew the notice (or a drill stopped waiting)
+
+
+# the phases after which no ack is awaited (the classifier ends its checkpoint hold)
+CHECKPOINT_ENDS = frozenset(
+    {
+        CheckpointPhase.COMPLETED,
+        CheckpointPhase.MISSED,
+        CheckpointPhase.CANCELED,
+        CheckpointPhase.UNREACHABLE,
+        CheckpointPhase.NO_TARGET,
+    }
+)
+# the phases that mean the checkpoint did not (or could not) happen: an operator must know
+CHECKPOINT_FAILURES = frozenset(
+    {CheckpointPhase.MISSED, CheckpointPhase.UNREACHABLE, CheckpointPhase.NO_TARGET}
+)
+
+
+class EpisodeState(StrEnum):
+    """Where one notice's episode stands in the checkpoint ledger (also the request file's ``state``)."""
+
+    SCHEDULED = "scheduled"  # waiting for deadline - checkpoint_budget
+    ACTING = "acting"  # signals being sent
+    REQUESTED = "requested"  # waiting for the ack
+    COMPLETED = "completed"
+    MISSED = "missed"
+    CANCELED = "canceled"
+    DRY_RUN = "dry-run"
+
+
+OPEN_STATES = frozenset({EpisodeState.SCHEDULED, EpisodeState.ACTING, EpisodeState.REQUESTED})
+
+
+class Verdict(StrEnum):
+    """The classifier's bottleneck verdict."""
+
+    COMPUTE = "compute"
+    DATA = "data"
+    NETWORK = "network"
+    SYNC_WAIT = "sync-wait"
+    IDLE = "idle"
+    MIXED = "mixed"  # not scored: no class clearly won
+
+
+SCORED_VERDICTS = tuple(v for v in Verdict if v is not Verdict.MIXED)
+QUIET_VERDICTS = frozenset({Verdict.COMPUTE, Verdict.IDLE})  # the healthy states: worth a note, not a page
+
+
+class DataSubReason(StrEnum):
+    """What a ``data`` verdict waits on."""
+
+    STORAGE = "storage"
+    CPU = "cpu"
+
+
+class GpuFault(StrEnum):
+    """``GpuFaultEvent.fault``."""
+
+    XID = "xid"
+    LOST = "lost"
+    ECC = "ecc"
+    THERMAL_THROTTLE = "thermal-throttle"
+    POWER_THROTTLE = "power-throttle"
+
+
+class AgentPhase(StrEnum):
+    """``AgentLifecycleEvent.phase``."""
+
+    STARTED = "started"
+    STOPPING = "stopping"
+
+
+class DeliveryOutcome(StrEnum):
+    """What happened to one checkpoint signal (``Delivery.outcome``, the drill report)."""
+
+    SIGNALLED = "signalled"
+    NO_HANDLER = "no-handler"  # not sent: it would have killed the job
+    IGNORED = "ignored"  # not sent: the process ignores it, so it would have done nothing
+    GONE = "gone"  # exited before it could be signalled
+    REUSED = "reused"  # the pid now belongs to another process: not sent
+    DENIED = "denied"  # EPERM
+    UNKNOWN = "unknown"  # its signal masks could not be read: not sent
+    DRY_RUN = "dry-run"  # everything checked, nothing sent
+
+
+# the targets that did not get the signal and must watch the request file instead
+UNREACHABLE_OUTCOMES = frozenset(
+    {DeliveryOutcome.NO_HANDLER, DeliveryOutcome.IGNORED, DeliveryOutcome.UNKNOWN, DeliveryOutcome.DENIED}
+)
