@@ -30,7 +30,10 @@ $(FAKE_NVML): $(wildcard fakenvml/*.c fakenvml/*.h)
 run: $(STAMP) fakenvml
 	$(if $(FAKE_NVML_STATE),LD_LIBRARY_PATH=$(CURDIR)/build/fakenvml) $(BIN)/training-node-agent run --config configs/dev.toml --listen $(LISTEN) --state-dir .state
 
+# as root, the system packages the suite needs (.ci/apt-packages) are installed first; otherwise one
+# line names the missing ones
 test: $(TEST_STAMP) fakenvml
+	@.ci/system-packages
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
 
 # the first thing to run: simulator, fake GPUs, a toy trainer and the agent, about a minute, no root

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_FIXTURES = (REPO.parent / "shared" / "fixtures").resolve()
+KERNEL_FIXTURES = REPO / "tests" / "fixtures"  # real /proc and /sys trees; see its README
 NETGUARD_DIR = Path(__file__).resolve().parent / "netguard"
 
 
@@ -54,10 +54,8 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def shared_fixtures() -> Path:
-    if not SHARED_FIXTURES.is_dir():
-        pytest.skip(f"../shared/fixtures is absent ({SHARED_FIXTURES}); real kernel fixtures unavailable")
-    return SHARED_FIXTURES
+def kernel_fixtures() -> Path:
+    return KERNEL_FIXTURES
 
 
 def http_get(url: str, timeout: float = 5.0, headers: dict[str, str] | None = None) -> tuple[int, str]:

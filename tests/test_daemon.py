@@ -96,13 +96,13 @@ def test_ready_watchdog_metrics_and_clean_sigterm(agent_factory, notify):
     assert notify.lines("STOPPING=1")
 
 
-def test_metrics_pass_promtool_and_negotiate_openmetrics(agent_factory, shared_fixtures):
+def test_metrics_pass_promtool_and_negotiate_openmetrics(agent_factory, kernel_fixtures):
     promtool = need_binary("promtool", "prometheus")
     agent = agent_factory(
         {
             "agent": {
-                "procfs": str(shared_fixtures / "node_exporter" / "proc"),
-                "sysfs": str(shared_fixtures / "node_exporter" / "sys"),
+                "procfs": str(kernel_fixtures / "node_exporter" / "proc"),
+                "sysfs": str(kernel_fixtures / "node_exporter" / "sys"),
             }
         }
     )

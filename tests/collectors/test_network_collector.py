@@ -126,8 +126,8 @@ def test_nothing_to_read(tmp_path):
         NetworkCollector(str(tmp_path / "proc"), str(tmp_path / "sys"), EXCLUDE).collect()
 
 
-def test_fixture_trees(shared_fixtures):
-    ne = shared_fixtures / "node_exporter"
+def test_fixture_trees(kernel_fixtures):
+    ne = kernel_fixtures / "node_exporter"
     part = NetworkCollector(str(ne / "proc"), str(ne / "sys"), EXCLUDE).collect()
     assert part.malformed_lines == 0
     # no proc/net/dev in this tree: the interfaces sysfs shows, with speeds and no counters
@@ -136,7 +136,7 @@ def test_fixture_trees(shared_fixtures):
     by = {(p.device, p.port): p for p in part.rdma}
     assert by[("i40iw0", 1)].rx_bytes is None  # "N/A (no PMA)"
     assert by[("mlx4_0", 1)].rx_bytes == 4631917 * 4
-    pf = shared_fixtures / "procfs"
+    pf = kernel_fixtures / "procfs"
     part = NetworkCollector(str(pf / "proc"), str(pf / "sys"), EXCLUDE).collect()
     assert part.malformed_lines == 0
     assert [(n.device, n.rx_bytes, n.speed_bytes) for n in part.nics] == [("eth0", 874354587, 125e6)]

@@ -125,9 +125,9 @@ def test_empty_and_huge_files(tmp_path):
     assert len(part.disks) == 200_000 and part.malformed_lines == 1
 
 
-def test_fixture_trees(shared_fixtures):
+def test_fixture_trees(kernel_fixtures):
     for tree, pid in (("node_exporter", "10"), ("procfs", "26231")):
-        proc = shared_fixtures / tree / "proc"
+        proc = kernel_fixtures / tree / "proc"
         part = StorageCollector(str(proc), DEFAULT_EXCLUDE, mountstats_pid=pid).collect()
         assert part.malformed_lines == 0
         assert [d.device for d in part.disks] == ["sda", "mmcblk0", "vda", "nvme0n1", "sdb", "sdc"]

@@ -152,8 +152,8 @@ def compare_infiniband(ours: Samples, ne: Samples, sys: Path) -> None:
     )
 
 
-def test_agent_matches_node_exporter_expected_output(shared_fixtures, agent_factory, tmp_path):
-    src = shared_fixtures / "node_exporter"
+def test_agent_matches_node_exporter_expected_output(kernel_fixtures, agent_factory, tmp_path):
+    src = kernel_fixtures / "node_exporter"
     tree = restored_tree(src, tmp_path / "tree")
     ours = run_agent(agent_factory, tree, "^lo$")
     expected = samples((src / "e2e-output-subset.txt").read_text())
@@ -172,10 +172,10 @@ def test_agent_matches_node_exporter_expected_output(shared_fixtures, agent_fact
 
 @pytest.mark.parametrize("fixture_tree", ["node_exporter", "procfs"])
 def test_agent_matches_node_exporter_run_on_the_same_tree(
-    shared_fixtures, agent_factory, tmp_path, fixture_tree
+    kernel_fixtures, agent_factory, tmp_path, fixture_tree
 ):
     exe = need_binary("prometheus-node-exporter", "prometheus-node-exporter")
-    src = shared_fixtures / fixture_tree
+    src = kernel_fixtures / fixture_tree
     tree = restored_tree(src, tmp_path / "tree")
     (tmp_path / "udev").mkdir()
     port = free_port()
@@ -236,9 +236,9 @@ def test_agent_matches_node_exporter_run_on_the_same_tree(
         assert_same(by(ours, mine, "device"), by(theirs, other, "device"), mine)
 
 
-def test_promtool_accepts_the_exposition(shared_fixtures, agent_factory, tmp_path):
+def test_promtool_accepts_the_exposition(kernel_fixtures, agent_factory, tmp_path):
     promtool = need_binary("promtool", "prometheus")
-    tree = restored_tree(shared_fixtures / "procfs", tmp_path / "tree")
+    tree = restored_tree(kernel_fixtures / "procfs", tmp_path / "tree")
     agent = agent_factory({"agent": {"procfs": str(tree / "proc"), "sysfs": str(tree / "sys")}})
     text = scrape_when_sampled(agent)
     res = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)

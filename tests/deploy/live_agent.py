@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conftest import SHARED_FIXTURES, AgentProcess, free_port, need_binary
+from conftest import KERNEL_FIXTURES, AgentProcess, free_port, need_binary
 
 from agent.devtools.fake_nvml import FakeNvml, device, library_dir
 from agent.devtools.simprocess import MetadataSimProcess
@@ -45,7 +45,7 @@ class LiveAgent:
 def live_agent(tmp: Path) -> Iterator[LiveAgent]:
     need_binary("cc", "build-essential")  # the fake libnvidia-ml.so.1 is built from fakenvml/
     lib = library_dir()
-    sysfs = SHARED_FIXTURES / "procfs" / "sys"  # mlx4/mlx5/hfi1 RDMA ports, class/net speeds
+    sysfs = KERNEL_FIXTURES / "procfs" / "sys"  # mlx4/mlx5/hfi1 RDMA ports, class/net speeds
     # a stand-in training process on GPU 0, so the process collector follows a real PID
     trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     sim = None

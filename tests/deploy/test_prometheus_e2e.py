@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, SHARED_FIXTURES, free_port, need_binary, wait_until
+from conftest import REPO, free_port, need_binary, wait_until
 from grafana_queries import dashboard, queries
 from live_agent import LiveAgent, live_agent
 
@@ -321,8 +321,7 @@ def test_dashboard_queries_run_on_the_live_data(stack, transcript: Transcript) -
         "'GPUs in each verdict now'",
         "'GPU-hours by verdict, per job (share of the last hour)'",
         "'NIC throughput'",
-        # the live agent's RDMA ports come from ../shared/fixtures' sysfs, when that is here
-        *(["'RDMA throughput'"] if SHARED_FIXTURES.is_dir() else []),
+        "'RDMA throughput'",  # the live agent's RDMA ports come from tests/fixtures' sysfs
         "'Collectors'",
     ):
         assert not any(must in w for w in empty), f"{must} shows no data"

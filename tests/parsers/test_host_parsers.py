@@ -12,8 +12,8 @@ from agent.sources.host.collector import HostCollector
 from agent.sources.host.parse import parse_loadavg, parse_meminfo, parse_pressure, parse_stat
 
 
-def _oracle(shared_fixtures) -> dict[str, list]:
-    text = (shared_fixtures / "node_exporter" / "e2e-output-subset.txt").read_text()
+def _oracle(kernel_fixtures) -> dict[str, list]:
+    text = (kernel_fixtures / "node_exporter" / "e2e-output-subset.txt").read_text()
     out: dict[str, list] = defaultdict(list)
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
@@ -21,9 +21,9 @@ def _oracle(shared_fixtures) -> dict[str, list]:
     return out
 
 
-def test_host_collector_agrees_with_node_exporter(shared_fixtures):
-    oracle = _oracle(shared_fixtures)
-    part = HostCollector(str(shared_fixtures / "node_exporter" / "proc")).collect()
+def test_host_collector_agrees_with_node_exporter(kernel_fixtures):
+    oracle = _oracle(kernel_fixtures)
+    part = HostCollector(str(kernel_fixtures / "node_exporter" / "proc")).collect()
     assert part.memory_total_bytes == oracle["node_memory_MemTotal_bytes"][0].value
     for res in ("cpu", "io", "memory"):
         waiting = oracle[f"node_pressure_{res}_waiting_seconds_total"][0].value
@@ -43,8 +43,8 @@ def test_host_collector_agrees_with_node_exporter(shared_fixtures):
     assert part.malformed_lines == 0
 
 
-def test_procfs_fixture_tree_parses(shared_fixtures):
-    part = HostCollector(str(shared_fixtures / "procfs" / "proc")).collect()
+def test_procfs_fixture_tree_parses(kernel_fixtures):
+    part = HostCollector(str(kernel_fixtures / "procfs" / "proc")).collect()
     assert part.cpu is not None and part.cpu.total > 0
     assert part.pressure.get("cpu") is not None
     assert part.pressure["cpu"].full_avg10 is None or part.pressure["cpu"].full_avg10 >= 0
@@ -100,10 +100,10 @@ def test_host_parsers_on_garbled_bytes(data):
     parse_pressure("some avg10=" + text)
 
 
-def test_truncated_real_files(shared_fixtures):
-    stat = (shared_fixtures / "node_exporter" / "proc" / "stat").read_text()
+def test_truncated_real_files(kernel_fixtures):
+    stat = (kernel_fixtures / "node_exporter" / "proc" / "stat").read_text()
     for cut in range(0, len(stat), max(1, len(stat) // 50)):
         parse_stat(stat[:cut])
-    pressure = (shared_fixtures / "node_exporter" / "proc" / "pressure" / "io").read_text()
+    pressure = (kernel_fixtures / "node_exporter" / "proc" / "pressure" / "io").read_text()
     for cut in range(len(pressure)):
         parse_pressure(pressure[:cut])

@@ -9,9 +9,9 @@ def _lines(text: str) -> list[list[str]]:
     return [line.split() for line in text.splitlines() if line.strip()]
 
 
-def test_real_diskstats_every_line_parses(shared_fixtures):
+def test_real_diskstats_every_line_parses(kernel_fixtures):
     for tree in ("node_exporter", "procfs"):
-        text = (shared_fixtures / tree / "proc" / "diskstats").read_text()
+        text = (kernel_fixtures / tree / "proc" / "diskstats").read_text()
         parsed = parse_diskstats(text)
         assert parsed.malformed == 0, tree
         rows = _lines(text)
@@ -26,8 +26,8 @@ def test_real_diskstats_every_line_parses(shared_fixtures):
             assert d.io_time_seconds == int(r[12]) / 1000
 
 
-def test_known_values_from_node_exporter_tree(shared_fixtures):
-    text = (shared_fixtures / "node_exporter" / "proc" / "diskstats").read_text()
+def test_known_values_from_node_exporter_tree(kernel_fixtures):
+    text = (kernel_fixtures / "node_exporter" / "proc" / "diskstats").read_text()
     by_dev = {d.device: d for d in parse_diskstats(text).value}
     # 14, 18 and 20 fields respectively; node_exporter reports these same numbers
     assert by_dev["sda"].read_bytes == 513713216512

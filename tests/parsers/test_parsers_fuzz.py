@@ -3,9 +3,8 @@ its declared types, and a broken line costs exactly that line, counted."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import KERNEL_FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,8 +15,6 @@ from agent.sources.processes.cgroup import parse_cfs_quota, parse_cpu_max, parse
 from agent.sources.processes.procpid import parse_cpus_allowed, parse_pid_io, parse_pid_stat
 from agent.sources.storage.diskstats import parse_diskstats
 from agent.sources.storage.mountstats import parse_mountstats
-
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 
 DISKSTATS = "\n".join(
     [
@@ -177,9 +174,7 @@ def test_huge_input_is_parsed_not_raised():
     ],
 )
 def test_every_truncation_of_real_files(rel, parse):
-    path = SHARED / rel
-    if not path.is_file():
-        pytest.skip(f"{path} is absent; real kernel fixtures unavailable")
+    path = KERNEL_FIXTURES / rel
     text = path.read_text()
     full = parse(text)
     assert full.malformed == 0

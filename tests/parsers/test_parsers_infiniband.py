@@ -36,8 +36,8 @@ def test_counter():
         assert p.value is None and p.malformed == 1
 
 
-def test_mlx4_prefers_64_bit_counters(shared_fixtures):
-    ports = shared_fixtures / "node_exporter" / "sys" / "class" / "infiniband" / "mlx4_0" / "ports"
+def test_mlx4_prefers_64_bit_counters(kernel_fixtures):
+    ports = kernel_fixtures / "node_exporter" / "sys" / "class" / "infiniband" / "mlx4_0" / "ports"
     for n in (1, 2):
         pdir = ports / str(n)
         files = _port_files(pdir)
@@ -52,8 +52,8 @@ def test_mlx4_prefers_64_bit_counters(shared_fixtures):
     assert int((ports / "2" / "counters" / "port_rcv_data").read_text()) == 0
 
 
-def test_mlx5_and_hfi1_plain_counters(shared_fixtures):
-    ib = shared_fixtures / "procfs" / "sys" / "class" / "infiniband"
+def test_mlx5_and_hfi1_plain_counters(kernel_fixtures):
+    ib = kernel_fixtures / "procfs" / "sys" / "class" / "infiniband"
     pdir = ib / "mlx5_0" / "ports" / "1"
     port = build_port("mlx5_0", 1, _port_files(pdir), (pdir / "rate").read_text())
     assert port.malformed == 0
@@ -69,8 +69,8 @@ def test_mlx5_and_hfi1_plain_counters(shared_fixtures):
     assert port.value.rate_bytes == 12_500_000_000
 
 
-def test_iwarp_without_pma(shared_fixtures):
-    pdir = shared_fixtures / "node_exporter" / "sys" / "class" / "infiniband" / "i40iw0" / "ports" / "1"
+def test_iwarp_without_pma(kernel_fixtures):
+    pdir = kernel_fixtures / "node_exporter" / "sys" / "class" / "infiniband" / "i40iw0" / "ports" / "1"
     port = build_port("i40iw0", 1, _port_files(pdir), (pdir / "rate").read_text())
     assert port.malformed == 0
     assert port.value.rx_bytes is None and port.value.tx_bytes is None

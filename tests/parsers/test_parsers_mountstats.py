@@ -31,8 +31,8 @@ def _block(
     return "\n".join(lines) + "\n"
 
 
-def test_node_exporter_fixture(shared_fixtures):
-    text = (shared_fixtures / "node_exporter" / "proc" / "10" / "mountstats").read_text()
+def test_node_exporter_fixture(kernel_fixtures):
+    text = (kernel_fixtures / "node_exporter" / "proc" / "10" / "mountstats").read_text()
     parsed = parse_mountstats(text)
     assert parsed.malformed == 0
     mounts = parsed.value
@@ -51,8 +51,8 @@ def test_node_exporter_fixture(shared_fixtures):
         assert m.read_exe_seconds == 79.407
 
 
-def test_procfs_fixture(shared_fixtures):
-    text = (shared_fixtures / "procfs" / "proc" / "26231" / "mountstats").read_text()
+def test_procfs_fixture(kernel_fixtures):
+    text = (kernel_fixtures / "procfs" / "proc" / "26231" / "mountstats").read_text()
     parsed = parse_mountstats(text)
     assert parsed.malformed == 0
     assert [(m.mountpoint, m.export, m.protocol) for m in parsed.value] == [

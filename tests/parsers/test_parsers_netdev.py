@@ -12,8 +12,8 @@ HEADER = (
 )
 
 
-def test_procfs_fixture(shared_fixtures):
-    text = (shared_fixtures / "procfs" / "proc" / "net" / "dev").read_text()
+def test_procfs_fixture(kernel_fixtures):
+    text = (kernel_fixtures / "procfs" / "proc" / "net" / "dev").read_text()
     parsed = parse_net_dev(text)
     assert parsed.malformed == 0
     by = {n.device: n for n in parsed.value}
@@ -46,7 +46,7 @@ def test_columns_and_old_kernel_format():
     assert parsed.value[1].rx_bytes == 100
 
 
-def test_speed(shared_fixtures):
+def test_speed(kernel_fixtures):
     assert parse_speed("1000\n").value == 125_000_000
     assert parse_speed("100000").value == 12_500_000_000
     for unknown in ("-1\n", "0"):
@@ -55,6 +55,6 @@ def test_speed(shared_fixtures):
     for garbage in ("", "fast", "10G"):
         p = parse_speed(garbage)
         assert p.value is None and p.malformed == 1
-    net = shared_fixtures / "node_exporter" / "sys" / "class" / "net"
+    net = kernel_fixtures / "node_exporter" / "sys" / "class" / "net"
     assert parse_speed((net / "dmz" / "speed").read_text()).value == 125_000_000
     assert parse_speed((net / "bond0" / "speed").read_text()).value is None

@@ -10,8 +10,8 @@ from agent.sources.processes.procpid import count_cpu_list, parse_cpus_allowed, 
 STAT_TAIL = "S 5392 7446 5392 34835 7446 4218880 32533 309516 26 82 1677 44 158 99 20 0 12 0 82375 56274944"
 
 
-def test_stat_fixture(shared_fixtures):
-    text = (shared_fixtures / "procfs" / "proc" / "26231" / "stat").read_text()
+def test_stat_fixture(kernel_fixtures):
+    text = (kernel_fixtures / "procfs" / "proc" / "26231" / "stat").read_text()
     st = parse_pid_stat(text).value
     assert st is not None
     assert (st.pid, st.comm, st.state, st.ppid) == (26231, "vim", "R", 5392)
@@ -56,8 +56,8 @@ def test_io():
         assert "rchar" in parse_pid_io(f.read()).value
 
 
-def test_cpus_allowed(shared_fixtures):
-    status = (shared_fixtures / "procfs" / "proc" / "26231" / "status").read_text()
+def test_cpus_allowed(kernel_fixtures):
+    status = (kernel_fixtures / "procfs" / "proc" / "26231" / "status").read_text()
     assert parse_cpus_allowed(status).value == 8  # "0-7"
     assert count_cpu_list("0-3,8,10-11\n") == 7
     assert count_cpu_list("5") == 1
