@@ -28,7 +28,6 @@ from agent.checkpoint.ledger import Episode, Ledger
 from agent.checkpoint.policy import acts_on, plan
 from agent.checkpoint.report import build_report
 from agent.checkpoint.request import (
-    REQUEST_NAME,
     ack_path,
     clean_ack,
     post_request,
@@ -88,7 +87,7 @@ class CheckpointComponent:
         self.tcfg = ctx.cfg.trainer
         self.signum = signal_number(self.tcfg.signal)
         self.procfs = ctx.cfg.agent.procfs
-        self.request_file = Path(self.tcfg.request_file or ctx.runtime_dir / "checkpoint" / REQUEST_NAME)
+        self.request_file = self.tcfg.request_path(ctx.runtime_dir)
         self.ledger = Ledger(ctx.state_dir / "checkpoint-ledger.json")
         self.discovery = Discovery(
             list(self.tcfg.discover), self.procfs, ctx.cfg.agent.sysfs, gpu_pids=self._gpu_pids

@@ -14,7 +14,9 @@ from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from agent.classifier import baselines as store
+from agent.classifier.baselines import Baselines
 from agent.classifier.engine import Engine, Evaluation
+from agent.classifier.features import Features
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent
 from agent.core.vocabulary import Verdict
@@ -93,6 +95,11 @@ class ClassifierComponent:
         await self._save()
 
     # --- faces -------------------------------------------------------------------------------------
+
+    def view(self) -> tuple[Baselines, Features | None]:
+        """What the goodput ledger books waiting GPUs by: the baselines and the latest window."""
+        last = self.engine.last
+        return self.engine.baselines, last.vote.features if last else None
 
     def verdict_line(self) -> str:
         e = self.engine

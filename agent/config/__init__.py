@@ -15,6 +15,8 @@ from pydantic import Field, ValidationError
 from agent.config.alerts import AlertsSection
 from agent.config.classifier import ClassifierSection
 from agent.config.core import AgentSection, HttpSection
+from agent.config.cost import CostSection
+from agent.config.goodput import GoodputSection
 from agent.config.gpu import GpuSection
 from agent.config.network import NetworkSection
 from agent.config.preemption import PreemptionSection
@@ -35,6 +37,8 @@ class Config(StrictModel):
     preemption: PreemptionSection = Field(default_factory=PreemptionSection)
     trainer: TrainerSection = Field(default_factory=TrainerSection)
     alerts: AlertsSection = Field(default_factory=AlertsSection)
+    goodput: GoodputSection = Field(default_factory=GoodputSection)
+    cost: CostSection = Field(default_factory=CostSection)
 
 
 class ConfigError(Exception):

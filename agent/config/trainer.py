@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import signal as _signal
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
@@ -88,6 +89,10 @@ class TrainerSection(StrictModel):
     http_url: str = Field("", description="also POST the request to this loopback URL; empty = off")
     http_timeout: Duration = Field("2s", gt=0, le=30)
     discover_interval: Duration = Field("10s", ge=0.5, description="how often the target gauge is refreshed")
+
+    def request_path(self, runtime_dir: Path) -> Path:
+        """The request file; its directory is the trainer's channel back (acks, periodic saves)."""
+        return Path(self.request_file) if self.request_file else runtime_dir / "checkpoint" / "request.json"
 
     @field_validator("discover")
     @classmethod

@@ -100,6 +100,24 @@ class VerdictEvent(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class GoodputDigestEvent(Event):
+    """The goodput ledger over a period (the daily digest): where the GPU-seconds and the money went."""
+
+    kind_name: ClassVar[str] = "goodput"
+    since: datetime
+    until: datetime
+    ratio: float | None
+    gpu_seconds: float
+    buckets: dict[str, float] = field(default_factory=dict)  # bucket -> GPU-seconds
+    currency: str | None = None
+    cost: float | None = None
+    wasted: float | None = None
+    top_waste: str | None = None
+    remedy: str = ""
+    cadence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class GpuFaultEvent(Event):
     """A GPU fault; ``cleared`` when a sustained state (throttling, a lost GPU) ends."""
 

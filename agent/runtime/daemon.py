@@ -32,6 +32,7 @@ from agent.exporter.http import make_app
 from agent.exporter.status import summarize
 from agent.health.collectors import CollectorFailureWatch
 from agent.health.gpu import GpuHealth
+from agent.ledger.component import LedgerComponent
 from agent.preemption.watcher import PreemptionWatcher
 from agent.runtime.control import ControlServer
 from agent.runtime.sdnotify import Notifier
@@ -114,8 +115,13 @@ def build_renderers(cfg: Config) -> list[Any]:
 
 def build_components(ctx: Context) -> list[Component]:
     components: list[Component] = [CheckpointComponent(ctx)]
+    classifier = None
     if ctx.cfg.classifier.enabled:
-        components.append(ClassifierComponent(ctx))
+        classifier = ClassifierComponent(ctx)
+        components.append(classifier)
+    if ctx.cfg.goodput.enabled:
+        # after the classifier: each snapshot is booked with the pressures of the window it closes
+        components.append(LedgerComponent(ctx, classifier.view if classifier else None))
     components.append(PreemptionWatcher(ctx))
     if ctx.cfg.gpu.enabled:
         components.append(GpuHealth(ctx))

@@ -1,0 +1,156 @@
+"""Where one tick of GPU time goes (pure): each GPU's state in the snapshot, the classifier's
+pressures and the ledger's own state in, seconds per bucket out.
+
+Every GPU is counted for the whole tick, in exactly one bucket or split between buckets by shares
+that sum to one, so the buckets always add up to GPUs x elapsed time.
+
+A GPU is *working*, *spinning*, *starved* or in *between* by the classifier's own rule (SM activity
+from GPM, else power above idle relative to the limit; ``utilization.gpu`` alone is never work). The
+cause of a wait comes from the classifier's pressures in its latest window, split the way its scores
+split them (see ``agent.classifier.scores``): a starved second is the input pipeline's as far as
+storage or CPU pressure explains it, the network's as far as the network explains the rest, and
+``idle`` otherwise; a spinning second is the network's as far as the network is loaded while the
+GPUs spin, and ``sync-wait`` otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from agent.classifier.baselines import Baselines, idle_power
+from agent.config.classifier import ClassifierSection
+
+
+class Bucket(StrEnum):
+    PRODUCTIVE = "productive"
+    DATA_STORAGE = "data-storage"
+    DATA_CPU = "data-cpu"
+    NETWORK = "network"
+    SYNC_WAIT = "sync-wait"
+    IDLE = "idle"
+    NO_JOB = "no-job"
+    CHECKPOINT = "checkpoint"
+    LOST = "lost-to-preemption"
+    STARTUP = "startup"
+
+
+BUCKETS: tuple[Bucket, ...] = tuple(Bucket)
+INDEX: dict[Bucket, int] = {b: i for i, b in enumerate(BUCKETS)}
+N = len(BUCKETS)
+# what a GPU waiting during a periodic save was "doing": these seconds become ``checkpoint``
+WAITING = (
+    Bucket.DATA_STORAGE,
+    Bucket.DATA_CPU,
+    Bucket.NETWORK,
+    Bucket.SYNC_WAIT,
+    Bucket.IDLE,
+    Bucket.STARTUP,
+)
+
+
+class GpuState(StrEnum):
+    WORKING = "working"
+    SPINNING = "spinning"
+    STARVED = "starved"  # low utilization, or in between: nothing useful to run
+    DOWN = "down"  # lost, or no reading
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """What the ledger needs of one GPU in one snapshot."""
+
+    uuid: str
+    up: bool
+    util: float | None  # 0-1
+    sm: float | None  # GPM SM (or tensor) activity 0-1
+    power: float | None  # watts
+    limit: float | None  # watts
+    busy: bool  # a compute process runs on it (NVML's list)
+
+
+@dataclass(frozen=True, slots=True)
+class Pressures:
+    """The classifier's pressures (0-1) in its latest window; all 0 before its first evaluation."""
+
+    storage: float = 0.0
+    cpu: float = 0.0
+    network: float = 0.0  # while the GPUs wait
+    network_spin: float = 0.0  # while they spin
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    seconds: float  # elapsed since the previous snapshot
+    gpus: tuple[GpuReading, ...]
+    job: bool  # a training process exists on the node (NVML or the process collector)
+    pressures: Pressures = Pressures()
+    checkpointing: bool = False  # a checkpoint request is open
+    startup: bool = False  # a job appeared and has not done productive work yet
+
+
+def gpu_state(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> GpuState:
+    """The classifier's sorting of one GPU sample (``agent.classifier.features.tally``)."""
+    if not g.up or g.util is None:
+        return GpuState.DOWN
+    if g.sm is not None:
+        working = g.sm >= cfg.busy_sm_active
+    elif g.power is not None and g.limit:
+        idle = idle_power(g.uuid, g.limit, baselines, cfg)
+        span = g.limit - idle
+        work = min(1.0, max(0.0, (g.power - idle) / span)) if span > 0 else 0.0
+        working = work >= cfg.busy_power_ratio
+    else:
+        working = g.util >= cfg.spin_utilization
+    if working:
+        return GpuState.WORKING
+    return GpuState.SPINNING if g.util >= cfg.spin_utilization else GpuState.STARVED
+
+
+def _waiting(state: GpuState, p: Pressures, out: list[float], seconds: float) -> None:
+    if state is GpuState.SPINNING:
+        net = min(1.0, max(0.0, p.network_spin))
+        out[INDEX[Bucket.NETWORK]] += seconds * net
+        out[INDEX[Bucket.SYNC_WAIT]] += seconds * (1.0 - net)
+        return
+    pipeline = min(1.0, max(0.0, p.storage, p.cpu))
+    data = Bucket.DATA_STORAGE if p.storage >= p.cpu else Bucket.DATA_CPU
+    net = (1.0 - pipeline) * min(1.0, max(0.0, p.network))
+    out[INDEX[data]] += seconds * pipeline
+    out[INDEX[Bucket.NETWORK]] += seconds * net
+    out[INDEX[Bucket.IDLE]] += seconds * (1.0 - pipeline - net)
+
+
+def assign(tick: Tick, states: Sequence[GpuState]) -> list[float]:
+    """Seconds per bucket (in ``BUCKETS`` order) for this tick; ``states`` one per ``tick.gpus``.
+
+    A GPU with no process of its own is ``no-job`` when others have theirs (a job on 4 of 8 GPUs
+    leaves 4 paid for and unused); when NVML lists no process at all (containers hide them) the
+    node's training processes count for every GPU."""
+    out = [0.0] * N
+    s = tick.seconds
+    if s <= 0 or not tick.gpus:
+        return out
+    per_gpu = any(g.busy for g in tick.gpus)
+    for g, state in zip(tick.gpus, states, strict=True):
+        has_job = g.busy if per_gpu else tick.job
+        if not has_job:
+            b = Bucket.NO_JOB
+        elif tick.checkpointing:
+            b = Bucket.CHECKPOINT
+        elif state is GpuState.WORKING:
+            b = Bucket.PRODUCTIVE
+        elif tick.startup:
+            b = Bucket.STARTUP
+        elif state is GpuState.DOWN:
+            b = Bucket.IDLE
+        else:
+            _waiting(state, tick.pressures, out, s)
+            continue
+        out[INDEX[b]] += s
+    return out
+
+
+def any_working(states: Sequence[GpuState]) -> bool:
+    return GpuState.WORKING in states

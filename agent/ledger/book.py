@@ -1,0 +1,209 @@
+"""The ledger's book: GPU-seconds and money per bucket in time slots, settled after ``settle``.
+
+Some of what a second was worth is only known later: a periodic checkpoint is reported after it
+became durable (with how long it took), and the work since the last durable checkpoint turns out to
+be lost only when a reclaim's final checkpoint misses. So the newest slots stay *unsettled* for
+``settle`` seconds, and these late facts move seconds between their buckets; older slots are added
+to the settled totals once and never change again. The exported counters are the settled totals (so
+they only ever grow) and the unsettled slots are a gauge beside them; both together always add up
+to every second the ledger was given.
+
+Pure: the clock comes in with every call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.ledger.assign import BUCKETS, INDEX, Bucket, N
+
+
+@dataclass(slots=True)
+class Slot:
+    start: float  # wall time, a multiple of the resolution
+    seconds: list[float] = field(default_factory=lambda: [0.0] * N)
+    cost: list[float] = field(default_factory=lambda: [0.0] * N)
+
+    def to_json(self) -> list[Any]:
+        return [self.start, [round(x, 6) for x in self.seconds], [round(x, 9) for x in self.cost]]
+
+    @classmethod
+    def from_json(cls, v: Any) -> Slot:
+        if not (isinstance(v, list) and len(v) == 3):
+            raise ValueError(f"a slot is [start, seconds, cost], got {str(v)[:60]}")
+        return cls(_number(v[0], "slot start"), _vector(v[1]), _vector(v[2]))
+
+
+def _number(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise ValueError(f"{what} is not a finite number: {v!r}")
+    return float(v)
+
+
+def _vector(v: Any) -> list[float]:
+    if not isinstance(v, list) or len(v) != N:
+        raise ValueError(f"expected {N} numbers, one per bucket")
+    out = [_number(x, "a bucket value") for x in v]
+    if any(x < 0 for x in out):
+        raise ValueError("a bucket value is negative")
+    return out
+
+
+def add(a: list[float], b: Iterable[float]) -> None:
+    for i, x in enumerate(b):
+        a[i] += x
+
+
+class Book:
+    def __init__(self, resolution: float, settle: float, keep: float) -> None:
+        self.resolution = resolution
+        self.settle = settle
+        self.keep = max(keep, settle + resolution)
+        self.slots: deque[Slot] = deque()
+        self.settled = 0  # slots[:settled] are in the totals
+        self.seconds = [0.0] * N  # settled totals
+        self.cost = [0.0] * N
+        self.unmovable = 0.0  # lost work that was older than settle: it stays where it was counted
+
+    # --- input -------------------------------------------------------------------------------------
+
+    def record(self, wall: float, seconds: list[float], cost: list[float]) -> None:
+        """One tick at ``wall``. It goes to the slot holding that time, never to a settled
+        slot (a clock stepped back lands in the oldest unsettled one)."""
+        start = math.floor(wall / self.resolution) * self.resolution
+        if self.settled:
+            start = max(start, self.slots[self.settled - 1].start + self.resolution)
+        slot = self._slot(start)
+        add(slot.seconds, seconds)
+        add(slot.cost, cost)
+
+    def _slot(self, start: float) -> Slot:
+        i = len(self.slots)
+        while i > self.settled and self.slots[i - 1].start > start:
+            i -= 1
+        if i > self.settled and self.slots[i - 1].start == start:
+            return self.slots[i - 1]
+        slot = Slot(start)
+        self.slots.insert(i, slot)
+        return slot
+
+    def settle_until(self, now: float) -> None:
+        """Settle every slot that ended ``settle`` seconds ago; drop slots older than ``keep``."""
+        edge = now - self.settle
+        while self.settled < len(self.slots) and self.slots[self.settled].start + self.resolution <= edge:
+            s = self.slots[self.settled]
+            add(self.seconds, s.seconds)
+            add(self.cost, s.cost)
+            self.settled += 1
+        while self.settled and self.slots[0].start + self.resolution < now - self.keep:
+            self.slots.popleft()
+            self.settled -= 1
+
+    def settle_all(self) -> None:
+        self.settle_until(math.inf)
+
+    def move(
+        self, sources: Iterable[Bucket], to: Bucket, t0: float, t1: float, limit: float = math.inf
+    ) -> tuple[float, float]:
+        """Move up to ``limit`` GPU-seconds counted between ``t0`` and ``t1`` from ``sources`` to
+        ``to`` (a slot partly inside gives its share). Returns (moved, what would have moved but sat
+        in settled slots)."""
+        moved = stuck = 0.0
+        src = [INDEX[b] for b in sources]
+        dst = INDEX[to]
+        for i, s in enumerate(self.slots):
+            share = _overlap(s.start, s.start + self.resolution, t0, t1) / self.resolution
+            if share <= 0:
+                continue
+            if i < self.settled:
+                stuck += share * sum(s.seconds[j] for j in src)
+                continue
+            for j in src:
+                take = min(s.seconds[j] * share, limit - moved)
+                if take <= 0:
+                    continue
+                frac = take / s.seconds[j]
+                money = s.cost[j] * frac
+                s.seconds[j] -= take
+                s.cost[j] -= money
+                s.seconds[dst] += take
+                s.cost[dst] += money
+                moved += take
+        return moved, stuck
+
+    # --- views -------------------------------------------------------------------------------------
+
+    def unsettled(self) -> tuple[list[float], list[float]]:
+        seconds, cost = [0.0] * N, [0.0] * N
+        for s in list(self.slots)[self.settled :]:
+            add(seconds, s.seconds)
+            add(cost, s.cost)
+        return seconds, cost
+
+    def since(self, t0: float) -> tuple[list[float], list[float], float]:
+        """Seconds and money per bucket in the slots from ``t0`` on (whole slots), settled or not,
+        and the start of the first slot counted (``t0`` rounded down to the slots kept)."""
+        seconds, cost = [0.0] * N, [0.0] * N
+        first = math.inf
+        for s in self.slots:
+            if s.start + self.resolution > t0:
+                add(seconds, s.seconds)
+                add(cost, s.cost)
+                first = min(first, s.start)
+        return seconds, cost, first
+
+    def everything(self) -> tuple[list[float], list[float]]:
+        """Settled totals plus the unsettled slots: every second recorded, as it is known now."""
+        us, uc = self.unsettled()
+        return [a + b for a, b in zip(self.seconds, us, strict=True)], [
+            a + b for a, b in zip(self.cost, uc, strict=True)
+        ]
+
+    # --- persistence -------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seconds": dict(zip(BUCKETS, self.seconds, strict=True)),
+            "cost": dict(zip(BUCKETS, self.cost, strict=True)),
+            "unmovable": self.unmovable,
+            "settled": self.settled,
+            "slots": [s.to_json() for s in self.slots],
+        }
+
+    def load_json(self, d: Any) -> None:
+        """Strict: raises ``ValueError`` on anything but the shape ``to_json`` writes."""
+        if not isinstance(d, dict):
+            raise ValueError("the book is not an object")
+        seconds = _named(d.get("seconds"))
+        cost = _named(d.get("cost"))
+        slots = d.get("slots")
+        if not isinstance(slots, list):
+            raise ValueError("slots is not a list")
+        parsed = [Slot.from_json(x) for x in slots]
+        if any(b.start <= a.start for a, b in itertools.pairwise(parsed)):
+            raise ValueError("slots are not in time order")
+        settled = d.get("settled")
+        if not isinstance(settled, int) or isinstance(settled, bool) or not 0 <= settled <= len(parsed):
+            raise ValueError(f"settled is not a slot count: {settled!r}")
+        self.seconds, self.cost = seconds, cost
+        self.unmovable = _number(d.get("unmovable", 0.0), "unmovable")
+        self.slots = deque(parsed)
+        self.settled = settled
+
+
+def _named(d: Any) -> list[float]:
+    if not isinstance(d, dict):
+        raise ValueError("bucket totals are not a table")
+    unknown = set(d) - set(BUCKETS)
+    if unknown:
+        raise ValueError(f"unknown bucket {sorted(unknown)[0]!r}")
+    return _vector([d.get(b, 0.0) for b in BUCKETS])
+
+
+def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
+    return max(0.0, min(a1, b1) - max(a0, b0))

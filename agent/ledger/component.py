@@ -1,0 +1,391 @@
+"""The goodput ledger as a daemon part: books every snapshot's interval, follows the checkpoint
+handshake, the trainer's periodic checkpoint reports and the cloud's notices, keeps the book in
+``state_dir``, and shows it in status, in /metrics and (opt-in) in a daily chat digest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import structlog
+from aiohttp import web
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from agent.classifier.baselines import Baselines
+from agent.classifier.features import Features
+from agent.config.cost import hourly_price
+from agent.core.component import Context, Route
+from agent.core.events import CheckpointEvent, GoodputDigestEvent, InstanceIdentityEvent, PreemptionEvent
+from agent.ledger import cadence, saved, store
+from agent.ledger.assign import BUCKETS, GpuReading, Pressures, gpu_state
+from agent.ledger.book import Book
+from agent.ledger.summary import lines, summarize
+from agent.snapshot import NodeSnapshot
+
+log = structlog.get_logger("ledger")
+
+# the classifier's learned baselines and its latest window's features, handed in by the daemon
+ClassifierView = Callable[[], tuple[Baselines, Features | None]]
+RECLAIM_KINDS = ("maintenance-terminate", "maintenance-stop")
+
+
+def readings(snap: NodeSnapshot) -> tuple[GpuReading, ...]:
+    if snap.gpu is None:
+        return ()
+    return tuple(
+        GpuReading(
+            uuid=g.uuid,
+            up=g.up,
+            util=g.utilization,
+            sm=g.sm_active if g.sm_active is not None else g.tensor_active,
+            power=g.power_watts,
+            limit=g.power_limit_watts,
+            busy=bool(g.processes),
+        )
+        for g in snap.gpu.gpus
+    )
+
+
+def pressures(f: Features | None) -> Pressures:
+    if f is None:
+        return Pressures()
+    return Pressures(f.storage_pressure, f.cpu_pressure, f.network_pressure, f.network_pressure_spin)
+
+
+class LedgerComponent:
+    name = "goodput"
+
+    def __init__(self, ctx: Context, classifier: ClassifierView | None = None) -> None:
+        self.ctx = ctx
+        self.cfg = ctx.cfg.goodput
+        self.cost_cfg = ctx.cfg.cost
+        self.ccfg = ctx.cfg.classifier
+        self.classifier = classifier
+        self.state_dir = ctx.state_dir
+        self.request_dir = ctx.cfg.trainer.request_path(ctx.runtime_dir).parent
+        book = Book(self.cfg.resolution, self.cfg.settle, self.cfg.keep)
+        self.ledger = store.load(ctx.state_dir, book)
+        self.identity: InstanceIdentityEvent | None = None
+        self._events = ctx.bus.subscribe("goodput", (CheckpointEvent, PreemptionEvent, InstanceIdentityEvent))
+        self._prev: float | None = None  # monotonic time of the previous snapshot
+        self._kept: set[str] = set()
+        self._notices: set[str] = set()
+        self._saved_at = time.monotonic()
+        self._digest_due = self._next_digest(time.time())
+        self.bad_reports = 0
+        ctx.snapshot_listeners.append(self.on_snapshot)
+
+    # --- input -------------------------------------------------------------------------------------
+
+    @property
+    def market(self) -> str:
+        m = self.cost_cfg.market
+        if m != "auto":
+            return m
+        return "spot" if self.ledger.spot_seen else "on-demand"
+
+    @property
+    def instance_type(self) -> str | None:
+        return self.cost_cfg.instance_type or (self.identity.instance_type if self.identity else None)
+
+    def prices(self) -> tuple[float | None, float | None]:
+        if not self.cost_cfg.enabled:
+            return None, None
+        return hourly_price(self.cost_cfg, self.instance_type, self.market)
+
+    def on_snapshot(self, snap: NodeSnapshot) -> None:
+        prev, self._prev = self._prev, snap.monotonic
+        if prev is None or snap.monotonic <= prev:
+            return  # the first snapshot after a start only sets the clock: nothing is booked twice
+        gpus = readings(snap)
+        baselines, features = self.classifier() if self.classifier else (Baselines(), None)
+        states = [gpu_state(g, baselines, self.ccfg) for g in gpus]
+        job = bool(snap.processes and snap.processes.processes)
+        hourly, on_demand = self.prices()
+        n = len(gpus) or self.ledger.gpus
+        gpu_price = hourly / 3600.0 / n if hourly and n else None
+        seconds = snap.monotonic - prev
+        self.ledger.tick(snap.timestamp, seconds, gpus, states, job, pressures(features), gpu_price)
+        if hourly and on_demand and self.market == "spot" and gpus:
+            self.ledger.saving += max(0.0, on_demand - hourly) * seconds / 3600.0
+
+    def handle(self, ev: object) -> None:
+        if isinstance(ev, InstanceIdentityEvent):
+            self.identity = ev
+        elif isinstance(ev, PreemptionEvent):
+            if ev.withdrawn or ev.drill or ev.replayed or ev.event_id in self._notices:
+                return
+            self._notices.add(ev.event_id)
+            if ev.is_spot:
+                self.ledger.spot_seen = True
+            if ev.is_spot or ev.kind in RECLAIM_KINDS:
+                self.ledger.interruption()
+        elif isinstance(ev, CheckpointEvent):
+            r = self.ledger.checkpoint(
+                ev.phase, ev.event_id, ev.at.timestamp(), ev.drill, ev.duration_seconds
+            )
+            if r is not None:
+                log.info(
+                    "reclaim booked" if not r.drill else "drill: what a reclaim would lose",
+                    event_id=r.event_id,
+                    outcome=r.outcome,
+                    lost_seconds=round(r.lost_seconds, 1),
+                    since_durable_seconds=None if r.since_durable is None else round(r.since_durable, 1),
+                )
+
+    def poll_reports(self) -> None:
+        for report in saved.collect(self.request_dir, time.time(), self._kept):
+            moved = self.ledger.saved(report)
+            log.info(
+                "periodic checkpoint reported",
+                step=report.step,
+                path=report.path,
+                seconds=report.seconds,
+                booked_as_checkpoint_gpu_seconds=round(moved, 1),
+            )
+
+    async def run(self) -> None:
+        while True:
+            try:
+                ev = await asyncio.wait_for(self._events.get(), timeout=self.cfg.poll)
+            except TimeoutError:
+                ev = None
+            if ev is not None:
+                self.handle(ev)
+                while not self._events.empty():
+                    self.handle(self._events.get_nowait())
+            await asyncio.to_thread(self.poll_reports)
+            now = time.time()
+            if time.monotonic() - self._saved_at >= self.cfg.save_every:
+                await self._save()
+            if self.cfg.digest and now >= self._digest_due:
+                self._digest_due = self._next_digest(now)
+                self.publish_digest(now)
+
+    async def _save(self) -> None:
+        self._saved_at = time.monotonic()
+        try:
+            await asyncio.to_thread(store.save, self.state_dir, self.ledger)
+        except OSError as e:
+            log.warning("cannot save the goodput ledger", dir=str(self.state_dir), error=e.strerror)
+
+    async def stop(self) -> None:
+        await self._save()
+
+    # --- the digest --------------------------------------------------------------------------------
+
+    def _next_digest(self, now: float) -> float:
+        tz = ZoneInfo(self.ctx.cfg.alerts.timezone)
+        hh, mm = (int(x) for x in self.cfg.digest_at.split(":"))
+        local = datetime.fromtimestamp(now, tz)
+        due = local.replace(hour=hh, minute=mm, second=0, microsecond=0)
+        if due.timestamp() <= now:
+            due += timedelta(days=1)
+        return due.timestamp()
+
+    def publish_digest(self, now: float, since: float = 86400.0) -> GoodputDigestEvent:
+        s = self.summary(now, since)
+        ev = GoodputDigestEvent(
+            since=datetime.fromisoformat(s["since"]),
+            until=datetime.fromtimestamp(now).astimezone(),
+            ratio=s["ratio"],
+            gpu_seconds=s["gpu_seconds"],
+            buckets=dict(s["buckets"]),
+            currency=s["cost"]["currency"] if s["cost"] else None,
+            cost=s["cost"]["total"] if s["cost"] else None,
+            wasted=s["cost"]["wasted"] if s["cost"] else None,
+            top_waste=s["top_waste"],
+            remedy=s["remedy"],
+            cadence=tuple(s["cadence_lines"]),
+        )
+        self.ctx.bus.publish(ev)
+        return ev
+
+    # --- faces -------------------------------------------------------------------------------------
+
+    def summary(self, now: float, window: float) -> dict[str, Any]:
+        seconds, cost, first = self.ledger.book.since(now - window)
+        since = max(now - window, first) if first != float("inf") else now
+        extra = None
+        if self.cost_cfg.enabled:
+            hourly, on_demand = self.prices()
+            extra = {
+                "instance_hour_price": hourly,
+                "on_demand_price": on_demand,
+                "market": self.market,
+                "instance_type": self.instance_type,
+                "spot_saving": round(self.ledger.saving, 4),
+            }
+        s = summarize(
+            seconds, cost if self.cost_cfg.enabled else None, since, now, self.cost_cfg.currency, extra
+        )
+        advice = self.ledger.advice(now, self.cfg.mtbi, self.cfg.sparse_factor)
+        cost_known, _ = self.ledger.checkpoint_cost()
+        why = "no checkpoint time measured yet" if cost_known is None else "no interruption rate known yet"
+        s["cadence"] = advice.as_dict() if advice else None
+        s["cadence_lines"] = cadence.lines(advice, why)
+        return s
+
+    def reclaim_line(self, now: float) -> str | None:
+        if not self.ledger.reclaims:
+            if self.ledger.job:
+                lose = self.ledger.would_lose(now) / max(1, self.ledger.gpus)
+                return f"a reclaim now would lose {cadence.human(lose)} of work (since the last checkpoint)"
+            return None
+        r = self.ledger.reclaims[-1]
+        what = "drill" if r.drill else "reclaim"
+        if r.outcome == "completed":
+            return f"last {what}: final checkpoint acknowledged, nothing lost"
+        verb = "would lose" if r.drill else "lost"
+        lost = cadence.human(r.lost_seconds)
+        return f"last {what}: final checkpoint missed, {verb} {lost} of work on {r.gpus} GPU(s)"
+
+    def status(self, window: float | None = None) -> dict[str, Any]:
+        now = time.time()
+        s = self.summary(now, window or self.cfg.window)
+        led = self.ledger
+        everything, _ = led.book.everything()
+        s["lines"] = lines(s, s.pop("cadence_lines"), self.reclaim_line(now))
+        s.update(
+            {
+                "totals": {str(b): round(v, 3) for b, v in zip(BUCKETS, everything, strict=True)},
+                "observed_seconds": round(led.observed, 3),
+                "gpus": led.gpus,
+                "job": led.job,
+                "startup": led.startup,
+                "market": self.market,
+                "instance_type": self.instance_type,
+                "last_durable": None
+                if led.last_durable is None
+                else datetime.fromtimestamp(led.last_durable).astimezone().isoformat(),
+                "last_step": led.last_step,
+                "would_lose_seconds": round(led.would_lose(now) / max(1, led.gpus), 3) if led.job else 0.0,
+                "interruptions": led.interruptions,
+                "reclaims": [r.as_dict() for r in led.reclaims],
+                "unmovable_gpu_seconds": round(led.book.unmovable, 3),
+                "request_dir": str(self.request_dir),
+            }
+        )
+        return s
+
+    def metrics(self) -> Iterable[Metric]:
+        led = self.ledger
+        now = time.time()
+        unsettled, unsettled_cost = led.book.unsettled()
+        total = CounterMetricFamily(
+            "training_node_gpu_seconds",
+            "GPU-seconds per ledger bucket, settled (each second in exactly one bucket); the newest are"
+            " in training_node_gpu_seconds_unsettled until they settle.",
+            labels=["bucket"],
+        )
+        open_ = GaugeMetricFamily(
+            "training_node_gpu_seconds_unsettled",
+            "GPU-seconds per bucket still open to late facts (periodic saves, work lost at a reclaim).",
+            labels=["bucket"],
+        )
+        for b, v, u in zip(BUCKETS, led.book.seconds, unsettled, strict=True):
+            total.add_metric([b], v)
+            open_.add_metric([b], u)
+        yield total
+        yield open_
+        s = self.summary(now, self.cfg.window)
+        if s["ratio"] is not None:
+            yield GaugeMetricFamily(
+                "training_node_goodput_ratio",
+                "Productive share of the GPU-seconds over [goodput] window.",
+                value=s["ratio"],
+            )
+        if self.cost_cfg.enabled:
+            cur = self.cost_cfg.currency
+            cost = CounterMetricFamily(
+                "training_node_cost", "Money per ledger bucket, settled.", labels=["bucket", "currency"]
+            )
+            cost_open = GaugeMetricFamily(
+                "training_node_cost_unsettled",
+                "Money per bucket not settled yet.",
+                labels=["bucket", "currency"],
+            )
+            for b, v, u in zip(BUCKETS, led.book.cost, unsettled_cost, strict=True):
+                cost.add_metric([b, cur], v)
+                cost_open.add_metric([b, cur], u)
+            yield cost
+            yield cost_open
+            saving = CounterMetricFamily(
+                "training_node_cost_spot_saving",
+                "Money saved by running on spot, against this instance type's on-demand price.",
+                labels=["currency"],
+            )
+            saving.add_metric([cur], led.saving)
+            yield saving
+            hourly, _ = self.prices()
+            if hourly:
+                price = GaugeMetricFamily(
+                    "training_node_instance_hour_price",
+                    "Price in force per instance-hour.",
+                    labels=["currency"],
+                )
+                price.add_metric([cur], hourly)
+                yield price
+        market = GaugeMetricFamily(
+            "training_node_market", "The node's market: spot or on-demand.", labels=["market"]
+        )
+        market.add_metric([self.market], 1.0)
+        yield market
+        yield from self._checkpoint_metrics(now)
+
+    def _checkpoint_metrics(self, now: float) -> Iterable[Metric]:
+        led = self.ledger
+        c = CounterMetricFamily(
+            "training_node_interruptions", "Spot reclaims and stop/terminate notices seen."
+        )
+        c.add_metric([], float(led.interruptions))
+        yield c
+        o = CounterMetricFamily(
+            "training_node_ledger_observed_seconds", "Wall-clock seconds the ledger booked."
+        )
+        o.add_metric([], led.observed)
+        yield o
+        if led.last_durable is not None:
+            yield GaugeMetricFamily(
+                "training_node_checkpoint_last_durable_timestamp_seconds",
+                "When the trainer's last checkpoint became durable (periodic or final).",
+                value=led.last_durable,
+            )
+        cost, _ = led.checkpoint_cost()
+        if cost is not None:
+            yield GaugeMetricFamily(
+                "training_node_checkpoint_save_seconds", "How long a checkpoint takes (median).", value=cost
+            )
+        interval = led.interval(now)
+        if interval is not None:
+            yield GaugeMetricFamily(
+                "training_node_checkpoint_interval_seconds",
+                "How often the job checkpoints: its usual gap, or the time since the last one if longer.",
+                value=interval,
+            )
+        advice = led.advice(now, self.cfg.mtbi, self.cfg.sparse_factor)
+        if advice is not None:
+            yield GaugeMetricFamily(
+                "training_node_checkpoint_advised_interval_seconds",
+                "The Young/Daly checkpoint interval sqrt(2 x checkpoint time x MTBI).",
+                value=advice.interval_seconds,
+            )
+
+    def control_routes(self) -> list[Route]:
+        return [("GET", "/goodput", self._get), ("POST", "/goodput/digest", self._digest)]
+
+    async def _get(self, request: web.Request) -> web.Response:
+        since = request.query.get("since")
+        window = float(since) if since else None
+        if window is not None and not 0 < window <= self.cfg.keep:
+            raise ValueError(f"since must be between 0 and {self.cfg.keep:.0f} seconds")
+        return web.json_response(self.status(window))
+
+    async def _digest(self, _: web.Request) -> web.Response:
+        ev = self.publish_digest(time.time())
+        return web.json_response({"ok": True, "ratio": ev.ratio, "gpu_seconds": ev.gpu_seconds})

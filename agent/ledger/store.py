@@ -1,0 +1,124 @@
+"""The ledger under ``state_dir``: written atomically, read strictly; a damaged file is set aside
+(``.bad``) with a warning and the ledger starts empty, as the classifier's baselines do.
+
+Restarts count nothing twice: the file holds what was booked up to the last save, and a restarted
+agent books only the intervals between its own snapshots (the time it was down is in no bucket;
+``observed`` says how much time the buckets cover).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agent.ledger.book import Book
+from agent.ledger.state import KEEP_SAVES, Ledger, Reclaim
+from agent.runtime.statefile import write_atomic
+
+log = structlog.get_logger("ledger")
+
+FILE_NAME = "goodput-ledger.json"
+VERSION = 1
+
+
+def _opt_number(d: dict[str, Any], key: str) -> float | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise ValueError(f"{key} is not a number: {v!r}")
+    return float(v)
+
+
+def _number(d: dict[str, Any], key: str) -> float:
+    v = _opt_number(d, key)
+    if v is None or v < 0:
+        raise ValueError(f"{key} is not a non-negative number")
+    return v
+
+
+def from_json(data: Any, book: Book) -> Ledger:
+    """Strict: anything but the shape :meth:`Ledger.to_json` writes raises ``ValueError``."""
+    if not isinstance(data, dict) or data.get("version") != VERSION:
+        raise ValueError(f"not a version-{VERSION} ledger")
+    book.load_json(data.get("book"))
+    ledger = Ledger(book)
+    ledger.gpus = int(_number(data, "gpus"))
+    ledger.observed = _number(data, "observed")
+    ledger.interruptions = int(_number(data, "interruptions"))
+    ledger.job = bool(data.get("job"))
+    ledger.startup = bool(data.get("startup"))
+    ledger.job_since = _opt_number(data, "job_since")
+    ledger.last_durable = _opt_number(data, "last_durable")
+    step = data.get("last_step")
+    ledger.last_step = step if isinstance(step, int) and not isinstance(step, bool) else None
+    saves = data.get("saves", [])
+    finals = data.get("finals", [])
+    if not isinstance(saves, list) or not isinstance(finals, list):
+        raise ValueError("saves and finals are lists")
+    ledger.saves = deque(
+        (
+            (_number({"t": s[0]}, "t"), _opt_number({"s": s[1]}, "s"))
+            for s in saves
+            if isinstance(s, list) and len(s) == 2
+        ),
+        maxlen=KEEP_SAVES,
+    )
+    ledger.finals = deque((_number({"f": f}, "f") for f in finals), maxlen=KEEP_SAVES)
+    for r in data.get("reclaims", []):
+        if not isinstance(r, dict):
+            raise ValueError("a reclaim is not an object")
+        ledger.reclaims.append(
+            Reclaim(
+                event_id=str(r.get("event_id", "")),
+                at=_number(r, "at"),
+                drill=bool(r.get("drill")),
+                outcome=str(r.get("outcome", "")),
+                lost_gpu_seconds=_number(r, "lost_gpu_seconds"),
+                since_durable=_opt_number(r, "since_durable_seconds"),
+                gpus=int(_number(r, "gpus")),
+                stuck_gpu_seconds=_number(r, "stuck_gpu_seconds"),
+            )
+        )
+    ledger.spot_seen = bool(data.get("spot_seen"))
+    ledger.saving = _number(data, "saving") if "saving" in data else 0.0
+    # a job seen before the restart is the same job: no startup, no new job_since
+    ledger.ticks = 1
+    return ledger
+
+
+def load(state_dir: Path, book: Book) -> Ledger:
+    path = state_dir / FILE_NAME
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Ledger(book)
+    except OSError as e:
+        log.warning("cannot read the goodput ledger; starting empty", path=str(path), error=e.strerror)
+        return Ledger(book)
+    try:
+        return from_json(json.loads(raw), book)
+    except (ValueError, TypeError, UnicodeDecodeError) as e:
+        aside = path.with_name(path.name + ".bad")
+        try:
+            os.replace(path, aside)
+        except OSError:
+            aside = path
+        log.warning(
+            "goodput ledger damaged; set aside and starting empty",
+            path=str(path),
+            kept_as=str(aside),
+            error=str(e)[:200],
+        )
+        return Ledger(Book(book.resolution, book.settle, book.keep))
+
+
+def save(state_dir: Path, ledger: Ledger) -> None:
+    body = {"version": VERSION, **ledger.to_json()}
+    write_atomic(state_dir / FILE_NAME, json.dumps(body, separators=(",", ":")).encode(), 0o600)

@@ -1,0 +1,94 @@
+"""The conservation law: for any sequence of snapshots and events, the buckets (settled plus
+unsettled) add up to GPUs x elapsed time within one sample, and settled counters never go down."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ledger_synth import CFG, gpu
+
+from agent.classifier.baselines import Baselines
+from agent.ledger.assign import N, Pressures, gpu_state
+from agent.ledger.book import Book
+from agent.ledger.saved import Saved
+from agent.ledger.state import Ledger
+
+STATE_NAMES = ["working", "spinning", "starved", "between", "down"]
+
+pressure = st.floats(0, 1)
+tick = st.tuples(
+    st.just("tick"),
+    st.floats(0.001, 30.0),  # seconds since the previous snapshot
+    st.lists(st.tuples(st.sampled_from(STATE_NAMES), st.booleans()), min_size=0, max_size=8),
+    st.booleans(),  # job
+    st.builds(Pressures, pressure, pressure, pressure, pressure),
+    st.one_of(st.none(), st.floats(0.0001, 1.0)),  # price per GPU-second
+    st.floats(-5.0, 5.0),  # wall clock jitter (steps back too)
+)
+event = st.one_of(
+    st.tuples(
+        st.just("checkpoint"),
+        st.sampled_from(["requested", "completed", "missed", "canceled", "unreachable", "no-target"]),
+        st.sampled_from(["a", "b", "drill-1"]),
+        st.booleans(),
+        st.floats(-600, 60),  # when, against the current wall time
+    ),
+    st.tuples(st.just("saved"), st.floats(-4000, 10), st.one_of(st.none(), st.floats(0, 900))),
+    st.tuples(st.just("interruption")),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(tick, event), min_size=1, max_size=120), st.sampled_from([1.0, 10.0, 60.0]))
+def test_buckets_sum_to_gpus_times_elapsed_time(steps, resolution) -> None:
+    led = Ledger(Book(resolution, settle=float(resolution * 5), keep=86400.0))
+    mono = 0.0
+    wall = 1_700_000_000.0
+    given_seconds = 0.0
+    previous_settled = [0.0] * N
+    for s in steps:
+        if s[0] == "tick":
+            _, dt, gpus_spec, job, p, price, jitter = s
+            mono += dt
+            wall += dt + jitter
+            gpus = [gpu(i, name, busy) for i, (name, busy) in enumerate(gpus_spec)]
+            states = [gpu_state(g, Baselines(), CFG) for g in gpus]
+            booked = led.tick(wall, dt, gpus, states, job, p, price)
+            assert all(x >= -1e-9 for x in booked)
+            assert math.isclose(sum(booked), dt * len(gpus), rel_tol=1e-9, abs_tol=1e-9)
+            given_seconds += dt * len(gpus)
+        elif s[0] == "checkpoint":
+            _, phase, eid, drill, when = s
+            led.checkpoint(phase, eid, wall + when, drill, 5.0)
+        elif s[0] == "saved":
+            _, when, seconds = s
+            led.saved(Saved(time=wall + when, seconds=seconds, step=1, path=None, pid=1))
+        else:
+            led.interruption()
+        everything, money = led.book.everything()
+        assert math.isclose(sum(everything), given_seconds, rel_tol=1e-9, abs_tol=1e-6)
+        assert all(x >= -1e-6 for x in everything), everything
+        assert all(x >= -1e-9 for x in money), money
+        assert all(b >= a - 1e-9 for a, b in zip(previous_settled, led.book.seconds, strict=True))
+        previous_settled = list(led.book.seconds)
+    led.book.settle_all()
+    assert math.isclose(sum(led.book.seconds), given_seconds, rel_tol=1e-9, abs_tol=1e-6)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 8), st.lists(st.floats(0.05, 5.0), min_size=2, max_size=200))
+def test_constant_gpus_give_gpus_times_wall_time(n, intervals) -> None:
+    """Snapshots at arbitrary intervals: the total is n x (last - first snapshot) exactly, so against
+    the wall time from the first snapshot it is off by at most one sample."""
+    led = Ledger(Book(10.0, 60.0, 86400.0))
+    gpus = [gpu(i, "working") for i in range(n)]
+    states = [gpu_state(g, Baselines(), CFG) for g in gpus]
+    t = 1_700_000_000.0
+    for dt in intervals:
+        t += dt
+        led.tick(t, dt, gpus, states, True, Pressures(), None)
+    everything, _ = led.book.everything()
+    assert math.isclose(sum(everything), n * sum(intervals), rel_tol=1e-9)
+    assert abs(sum(everything) - n * (sum(intervals) - intervals[0])) <= n * max(intervals) + 1e-6
