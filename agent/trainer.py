@@ -32,6 +32,7 @@ import os
 import signal as _signal
 import tempfile
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 DEFAULT_REQUEST_FILE = "/run/training-node-agent/checkpoint/request.json"
@@ -225,6 +226,35 @@ class PreemptionGuard:
         if path is not None:
             body["path"] = str(path)
         _write_atomic(target, json.dumps(body).encode())
+        return True
+
+    def saved(
+        self,
+        step: int | None = None,
+        path: str | None = None,
+        seconds: float | None = None,
+        force: bool = False,
+    ) -> bool:
+        """Tell the agent a periodic checkpoint is durable (``seconds``: how long saving took), so its
+        goodput ledger knows what a reclaim would lose and can advise a cadence. Writes
+        ``saved-<pid>-<time_ns>.json`` beside the request file; rank 0 only unless ``force``. Never
+        raises for a missing agent: returns False when the report could not be written."""
+        if not (self.should_save or force):
+            return False
+        body = {
+            "kind": "saved",
+            "step": None if step is None else int(step),
+            "path": None if path is None else str(path),
+            "seconds": None if seconds is None else float(seconds),
+            "time": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            "pid": os.getpid(),
+        }
+        directory = os.path.dirname(self.request_file) or "."
+        target = os.path.join(directory, f"saved-{os.getpid()}-{time.time_ns()}.json")
+        try:
+            _write_atomic(target, json.dumps(body).encode())
+        except OSError:
+            return False
         return True
 
 

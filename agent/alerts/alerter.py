@@ -38,6 +38,7 @@ from agent.core.events import (
     CheckpointEvent,
     CollectorFailingEvent,
     Event,
+    GoodputDigestEvent,
     GpuFaultEvent,
     InstanceIdentityEvent,
     PreemptionEvent,
@@ -55,6 +56,7 @@ EVENT_TYPES = (
     GpuFaultEvent,
     CollectorFailingEvent,
     AgentLifecycleEvent,
+    GoodputDigestEvent,
 )
 
 

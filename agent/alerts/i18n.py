@@ -76,6 +76,27 @@ TEXT: dict[str, tuple[str, str]] = {
     "t.agent.other": ("Agent {phase} on {host}", "{host} 节点代理：{phase}"),
     "t.test": ("Test alert from {host}", "{host} 测试告警"),
     "t.digest": ("{n} alerts on {host}", "{host} 告警汇总：共 {n} 条"),
+    "t.goodput": ("Goodput {ratio} on {host} over {period}", "{host} 有效算力占比 {ratio}（{period}）"),
+    # the goodput digest
+    "goodput": ("Goodput", "有效算力占比"),
+    "gpu_hours": ("GPU-hours", "GPU 时"),
+    "spent": ("Spent", "花费"),
+    "wasted": ("Wasted", "浪费"),
+    "top_waste": ("Most lost to", "最大损耗"),
+    "bucket_line": ("{bucket}: {hours} GPU-h ({share})", "{bucket}：{hours} GPU 时（{share}）"),
+}
+
+BUCKETS: dict[str, tuple[str, str]] = {
+    "productive": ("productive", "有效计算"),
+    "data-storage": ("waiting on storage", "等待存储"),
+    "data-cpu": ("waiting on data loading (CPU)", "等待数据加载（CPU）"),
+    "network": ("waiting on the network", "等待网络"),
+    "sync-wait": ("waiting on other ranks", "等待其他节点同步"),
+    "idle": ("idle with a job", "有任务但空闲"),
+    "no-job": ("no job", "无训练任务"),
+    "checkpoint": ("checkpointing", "保存检查点"),
+    "lost-to-preemption": ("lost to preemption", "因抢占丢失"),
+    "startup": ("starting up", "任务启动"),
 }
 
 NOTICE_KINDS: dict[str, tuple[str, str]] = {
@@ -125,6 +146,10 @@ def notice_kind(kind: str, lang: str) -> str:
 
 def cloud(provider: str, lang: str) -> str:
     return _pick(CLOUDS[provider], lang) if provider in CLOUDS else provider
+
+
+def bucket_name(bucket: str, lang: str) -> str:
+    return _pick(BUCKETS[bucket], lang) if bucket in BUCKETS else bucket
 
 
 def verdict_name(verdict: str, lang: str) -> str:

@@ -17,6 +17,7 @@ from agent.core.events import (
     CheckpointEvent,
     CollectorFailingEvent,
     Event,
+    GoodputDigestEvent,
     GpuFaultEvent,
     PreemptionEvent,
     VerdictEvent,
@@ -102,6 +103,8 @@ def facts(event: Event) -> Facts | None:
         return Facts(f"gpu/{event.uuid}/{event.fault}", "gpu_fault", sev, event.cleared, True)
     if isinstance(event, CollectorFailingEvent):
         return Facts(f"collector/{event.collector}", "collector_failing", "warning", event.cleared, True)
+    if isinstance(event, GoodputDigestEvent):
+        return Facts(f"goodput/{event.until:%Y%m%dT%H%M%S}", "goodput", "info", False, False)
     if isinstance(event, AgentLifecycleEvent):
         # every start and stop is its own alert
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
@@ -154,6 +157,7 @@ def _labels(scene: Scene, f: Facts, **extra: object) -> tuple[tuple[str, str], .
         "gpu_fault": "TrainingNodeGpuFault",
         "collector_failing": "TrainingNodeCollectorFailing",
         "agent": "TrainingNodeAgent",
+        "goodput": "TrainingNodeGoodput",
     }.get(f.kind, "TrainingNodeAlert")
     n = scene.node
     base: dict[str, object] = {
@@ -316,7 +320,52 @@ def render(event: Event, f: Facts, scene: Scene, lang: str) -> Message:
             labels=_labels(scene, f, phase=event.phase),
             **common,  # type: ignore[arg-type]
         )
+    if isinstance(event, GoodputDigestEvent):
+        return _goodput(event, f, scene, lang, node_field, common)
     raise TypeError(f"no alert for {type(event).__name__}")
+
+
+def _goodput(
+    event: GoodputDigestEvent,
+    f: Facts,
+    scene: Scene,
+    lang: str,
+    node_field: tuple[str, str],
+    common: dict[str, object],
+) -> Message:
+    ratio = "—" if event.ratio is None else f"{event.ratio:.1%}"
+    period = i18n.duration((event.until - event.since).total_seconds(), lang)
+    fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, (), lang))]
+    fields.append((t("goodput", lang), ratio))
+    fields.append((t("gpu_hours", lang), f"{event.gpu_seconds / 3600:.2f}"))
+    if event.cost is not None and event.currency:
+        fields.append((t("spent", lang), f"{event.cost:.2f} {event.currency}"))
+        fields.append((t("wasted", lang), f"{event.wasted or 0:.2f} {event.currency}"))
+    if event.top_waste:
+        fields.append((t("top_waste", lang), i18n.bucket_name(event.top_waste, lang)))
+    total = event.gpu_seconds or 1.0
+    shown = sorted(((v, k) for k, v in event.buckets.items() if v > 0), reverse=True)
+    lines = [
+        t(
+            "bucket_line",
+            lang,
+            bucket=i18n.bucket_name(k, lang),
+            hours=f"{v / 3600:.2f}",
+            share=f"{v / total:.1%}",
+        )
+        for v, k in shown
+    ]
+    lines += list(event.cadence)
+    return Message(
+        title=t("t.goodput", lang, ratio=ratio, host=scene.node.hostname, period=period),
+        at=event.until,
+        fields=tuple(fields),
+        lines=tuple(lines),
+        hint=(t("hint", lang), event.remedy) if event.remedy else (),
+        labels=_labels(scene, f, goodput=ratio, top_waste=event.top_waste),
+        starts_at=event.since,
+        **common,  # type: ignore[arg-type]
+    )
 
 
 def build_test_alert(scene: Scene, lang: str, channel: str) -> Message:

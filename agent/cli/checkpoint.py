@@ -74,11 +74,43 @@ def cmd_drill(args: argparse.Namespace) -> int:
     if code != 200 or not isinstance(body, dict) or "verdict" not in body:
         print(f"training-node-agent: drill failed: {_error(body)}", file=sys.stderr)
         return 1
+    ledger = _goodput(args)
     if args.json:
-        print(json.dumps(body, indent=2))
+        print(json.dumps({**body, "goodput": ledger}, indent=2))
     else:
         print(render_report(body, color=sys.stdout.isatty()))
+        if ledger:
+            print("\n".join(drill_lines(ledger)))
     return EXIT_WOULD_LOSE_WORK if body["verdict"] == "would lose work" else 0
+
+
+def _goodput(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The goodput ledger's view (what a reclaim now would lose, the cadence advice); None when the
+    ledger is off."""
+    from agent.runtime.control import control_request
+
+    try:
+        code, body = asyncio.run(control_request(control_socket_path(args), "GET", "/goodput", timeout=10))
+    except ConnectionError:
+        return None
+    return body if code == 200 and isinstance(body, dict) else None
+
+
+def drill_lines(g: dict[str, Any]) -> list[str]:
+    from agent.ledger.cadence import human
+
+    out = ["── goodput ──"]
+    if g.get("job"):
+        out.append(
+            f"a reclaim now would lose {human(g.get('would_lose_seconds') or 0)} of work"
+            + (
+                f" (last durable checkpoint {g['last_durable']})"
+                if g.get("last_durable")
+                else " (no durable checkpoint reported)"
+            )
+        )
+    out += g.get("cadence_lines") or []
+    return out
 
 
 def _add_ack(p: argparse.ArgumentParser) -> None:

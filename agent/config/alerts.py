@@ -12,7 +12,9 @@ from agent.config.types import Duration, Secret, StrictModel, parse_duration
 
 Language = Literal["en", "zh-CN"]
 ChannelType = Literal["dingtalk", "feishu", "wecom", "slack", "webhook"]
-EventType = Literal["preemption", "checkpoint", "verdict", "gpu_fault", "collector_failing", "agent"]
+EventType = Literal[
+    "preemption", "checkpoint", "verdict", "gpu_fault", "collector_failing", "agent", "goodput"
+]
 Severity = Literal["critical", "warning", "info"]
 
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -192,7 +192,7 @@ class LedgerComponent:
         s = self.summary(now, since)
         ev = GoodputDigestEvent(
             since=datetime.fromisoformat(s["since"]),
-            until=datetime.fromtimestamp(now).astimezone(),
+            until=datetime.fromtimestamp(now, UTC),
             ratio=s["ratio"],
             gpu_seconds=s["gpu_seconds"],
             buckets=dict(s["buckets"]),
@@ -250,7 +250,7 @@ class LedgerComponent:
         s = self.summary(now, window or self.cfg.window)
         led = self.ledger
         everything, _ = led.book.everything()
-        s["lines"] = lines(s, s.pop("cadence_lines"), self.reclaim_line(now))
+        s["lines"] = lines(s, s["cadence_lines"], self.reclaim_line(now))
         s.update(
             {
                 "totals": {str(b): round(v, 3) for b, v in zip(BUCKETS, everything, strict=True)},

@@ -45,7 +45,7 @@ def run(
     states: list[str],
     step: float = 1.0,
     job: bool = True,
-    p: Pressures = Pressures(),
+    p: Pressures | None = None,
     price: float | None = None,
 ) -> float:
     """``seconds`` of ticks every ``step`` from wall time ``t0``; returns the wall time at the end."""
@@ -56,7 +56,7 @@ def run(
     while t < end - 1e-9:
         dt = min(step, end - t)
         t += dt
-        led.tick(t, dt, gpus, st, job, p, price)
+        led.tick(t, dt, gpus, st, job, p or Pressures(), price)
     return t
 
 

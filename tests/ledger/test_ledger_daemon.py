@@ -1,0 +1,223 @@
+"""The ledger in the real daemon: fake GPUs with a real training process on them, the trainer's
+periodic checkpoint reports through the request directory, a restart, and reclaims through the
+metadata simulator with a periodic checkpoint 10 minutes before (the ledger's state is seeded with
+those 10 minutes instead of waiting for them)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from conftest import need_binary, run_cli
+
+from agent.devtools.fake_nvml import FakeNvml, device, library_dir
+from agent.devtools.simprocess import MetadataSimProcess
+from agent.ledger import store
+from agent.ledger.assign import BUCKETS
+from agent.ledger.book import Book
+from agent.ledger.saved import Saved
+from agent.ledger.state import Ledger
+
+GOODPUT = {
+    "resolution": "1s",
+    "settle": "1h",
+    "save_every": "1s",
+    "poll": "200ms",
+    "window": "1m",
+}
+
+
+@contextmanager
+def trainer_on_gpus(tmp: Path, gpus: int = 2) -> Iterator[tuple[subprocess.Popen, FakeNvml, dict[str, str]]]:
+    need_binary("cc", "build-essential")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        nvml = FakeNvml(
+            tmp / "nvml.json",
+            gpus=[
+                device(i, utilization_gpu=97, sm_active=85.0, power_mw=600_000, processes=[{"pid": proc.pid}])
+                for i in range(gpus)
+            ],
+        )
+        env = {"LD_LIBRARY_PATH": str(library_dir()), "FAKE_NVML_STATE": str(nvml.path)}
+        yield proc, nvml, env
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def series(text: str, name: str) -> dict[str, float]:
+    out = {}
+    for m in re.finditer(rf'^{name}\{{bucket="([a-z-]+)"[^}}]*\}} (\S+)$', text, re.M):
+        out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def goodput(agent) -> dict:
+    return agent.status()["goodput"]
+
+
+def test_daemon_books_every_gpu_second_prices_it_and_continues_after_a_restart(
+    agent_factory, tmp_path
+) -> None:
+    with trainer_on_gpus(tmp_path) as (_proc, _nvml, env):
+        cfg = {"goodput": GOODPUT, "cost": {"currency": "CNY", "instance_hour_price": 36.0}}
+        agent = agent_factory(cfg, env=env)
+        g = agent.wait_for(
+            lambda: (s := goodput(agent))["gpu_seconds"] >= 6 and s, what="6 GPU-seconds booked"
+        )
+        assert set(g) >= {"since", "window_seconds", "ratio", "buckets", "cost", "cadence", "lines"}
+        assert g["buckets"]["productive"] / g["gpu_seconds"] > 0.95, g["buckets"]
+        assert g["gpus"] == 2 and g["cost"]["currency"] == "CNY"
+        # 36 per instance-hour on 2 GPUs: 0.005 per GPU-second
+        assert g["cost"]["total"] == pytest.approx(g["gpu_seconds"] * 0.005, rel=0.05)
+        text = agent.metrics()
+        settled = series(text, "training_node_gpu_seconds_total")
+        unsettled = series(text, "training_node_gpu_seconds_unsettled")
+        assert set(settled) == set(BUCKETS) == set(unsettled)
+        assert "training_node_goodput_ratio " in text
+        assert re.search(r'^training_node_cost_total\{bucket="productive",currency="CNY"\} ', text, re.M)
+
+        # conservation on the live exposition: settled + unsettled = GPUs x booked wall time
+        observed = float(
+            re.search(r"^training_node_ledger_observed_seconds_total (\S+)$", text, re.M).group(1)
+        )
+        assert sum(settled.values()) + sum(unsettled.values()) == pytest.approx(2 * observed, rel=1e-6)
+
+        # the trainer reports a periodic checkpoint, and something that is not one
+        reqdir = Path(g["request_dir"])
+        reqdir.mkdir(parents=True, exist_ok=True)
+        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        good = {"kind": "saved", "step": 700, "path": "/ckpt/700", "seconds": 1.5, "time": now, "pid": 1}
+        (reqdir / ".tmp-1").write_text(json.dumps(good))
+        (reqdir / ".tmp-1").rename(reqdir / "saved-1-1.json")
+        (reqdir / "saved-1-2.json").write_text('{"kind": "saved", "time": "yesterday"}')
+        agent.wait_for(lambda: goodput(agent)["last_step"] == 700, what="the periodic checkpoint recorded")
+        agent.wait_for(lambda: (reqdir / "saved-1-2.json.bad").exists(), what="the bad report set aside")
+        assert not (reqdir / "saved-1-1.json").exists()
+        assert any(
+            e.get("event") == "unusable checkpoint report set aside" and "RFC 3339" in e.get("error", "")
+            for e in agent.log_lines()
+        )
+        assert "training_node_checkpoint_save_seconds 1.5" in agent.metrics()
+
+        before = goodput(agent)
+        assert agent.stop() == 0
+        down = time.monotonic()
+        time.sleep(2)
+        agent.start()
+        agent.wait_for(
+            lambda: goodput(agent)["observed_seconds"] > before["observed_seconds"] + 3, what="booking again"
+        )
+        after = goodput(agent)
+        across = time.monotonic() - down
+        assert after["last_step"] == 700  # the periodic checkpoint survived the restart
+        for b in BUCKETS:
+            assert after["totals"][b] >= before["totals"][b] - 1e-6, b
+        grown = sum(after["totals"].values()) - sum(before["totals"].values())
+        booked = after["observed_seconds"] - before["observed_seconds"]
+        # nothing twice: what was added is exactly the new run's booked time, less than the wall time
+        assert grown == pytest.approx(2 * booked, rel=1e-6)
+        assert booked < across
+
+
+def test_no_price_means_no_cost_series(agent_factory, tmp_path) -> None:
+    with trainer_on_gpus(tmp_path, gpus=1) as (_proc, _nvml, env):
+        agent = agent_factory({"goodput": GOODPUT}, env=env)
+        agent.wait_for(lambda: goodput(agent)["gpu_seconds"] > 1, what="GPU-seconds booked")
+        text = agent.metrics()
+        assert "training_node_gpu_seconds_total" in text
+        assert "training_node_cost" not in text
+        assert goodput(agent)["cost"] is None
+
+
+def seed(state_dir: Path, gpus: int, minutes_since_save: float) -> float:
+    """The ledger as an agent watching this job for half an hour would have left it: productive work
+    on ``gpus`` GPUs up to now, the last periodic checkpoint ``minutes_since_save`` ago."""
+    led = Ledger(Book(10.0, 3600.0, 86400.0))
+    now = time.time()
+    start = now - 1800
+    led.gpus, led.job, led.job_since, led.ticks = gpus, True, start, 1
+    t = start
+    while t < now:
+        led.book.record(t + 5, [10.0 * gpus] + [0.0] * (len(BUCKETS) - 1), [0.0] * len(BUCKETS))
+        t += 10
+    led.observed = 1800
+    saved_at = now - minutes_since_save * 60
+    led.saved(Saved(time=saved_at, seconds=30.0, step=4000, path="/oss/ckpt-4000", pid=1))
+    state_dir.mkdir(parents=True, exist_ok=True)
+    store.save(state_dir, led)
+    return saved_at
+
+
+@pytest.mark.parametrize("acked", [False, True], ids=["final-checkpoint-missed", "final-checkpoint-acked"])
+def test_simulated_reclaim_ten_minutes_after_a_periodic_checkpoint(agent_factory, tmp_path, acked) -> None:
+    with trainer_on_gpus(tmp_path) as (_proc, _nvml, env):
+        sim = MetadataSimProcess(tmp_path / "sim.log", "alibaba")
+        try:
+            agent = agent_factory(
+                {
+                    "goodput": {**GOODPUT, "resolution": "10s"},
+                    "preemption": {"provider": "alibaba", "endpoint": sim.url, "poll_interval": "200ms"},
+                    "trainer": {"discover": ["nvml"]},
+                },
+                env=env,
+                start=False,
+            )
+            saved_at = seed(agent.state_dir, 2, 10)
+            agent.start()
+            agent.wait_for(lambda: goodput(agent)["observed_seconds"] > 1, what="booking")
+            sim.control("/notice", {"kind": "spot-termination", "seconds": 6})
+            agent.wait_for(
+                lambda: agent.status()["checkpoint"]["active"], what="the checkpoint request", timeout=20
+            )
+            if acked:
+                out = run_cli("ack", "--control-socket", agent.control_socket, "--step", "4100")
+                assert out.returncode == 0, out.stderr
+            g = agent.wait_for(
+                lambda: (s := goodput(agent))["reclaims"] and s, what="the reclaim", timeout=20
+            )
+            (r,) = g["reclaims"]
+            elapsed = time.time() - saved_at
+            if acked:
+                assert r["outcome"] == "completed" and r["lost_seconds"] == 0
+                assert g["totals"]["lost-to-preemption"] == 0
+            else:
+                assert r["outcome"] == "missed" and not r["drill"]
+                # 10 minutes before the agent started, and the seconds it watched since
+                assert 600 - 10 <= r["lost_seconds"] <= elapsed + 10, (r, elapsed)
+                assert g["totals"]["lost-to-preemption"] == pytest.approx(2 * r["lost_seconds"], rel=1e-6)
+                assert any("lost 10 min of work on 2 GPU(s)" in line for line in g["lines"]), g["lines"]
+            assert g["interruptions"] == 1
+            assert g["market"] == "spot"  # the metadata service announced a spot notice
+        finally:
+            sim.stop()
+
+
+def test_drill_reports_what_a_reclaim_would_lose_and_the_cadence(agent_factory, tmp_path) -> None:
+    with trainer_on_gpus(tmp_path) as (_proc, _nvml, env):
+        agent = agent_factory(
+            {"goodput": {**GOODPUT, "resolution": "10s", "mtbi": "24h"}, "trainer": {"discover": ["nvml"]}},
+            env=env,
+            start=False,
+        )
+        seed(agent.state_dir, 2, 10)
+        agent.start()
+        agent.wait_for(lambda: goodput(agent)["observed_seconds"] > 1, what="booking")
+        out = run_cli("drill", "--control-socket", agent.control_socket, "--deadline", "3s", timeout=40)
+        assert out.returncode == 3, out.stdout + out.stderr  # no ack: would lose work
+        print(out.stdout)
+        assert re.search(r"a reclaim now would lose 1\d min of work", out.stdout), out.stdout
+        assert "cadence: checkpoint every 38 min" in out.stdout  # sqrt(2 x 30 s x 24 h) = 37.9 min
+        g = goodput(agent)
+        assert g["totals"]["lost-to-preemption"] == 0  # a drill loses nothing
+        assert g["reclaims"][-1]["drill"] and g["reclaims"][-1]["lost_seconds"] >= 590
+        assert g["cadence"]["interval_seconds"] == pytest.approx((2 * 30 * 86400) ** 0.5, rel=1e-3)
