@@ -171,7 +171,13 @@ def _load_plugins() -> None:
     """Sub-commands that live with their part of the agent."""
     import importlib
 
-    for module in ("agent.cli.preemption", "agent.cli.checkpoint", "agent.cli.alerts", "agent.devtools.demo"):
+    for module in (
+        "agent.cli.preemption",
+        "agent.cli.checkpoint",
+        "agent.cli.alerts",
+        "agent.cli.report",
+        "agent.devtools.demo",
+    ):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as e:

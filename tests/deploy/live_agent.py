@@ -5,11 +5,13 @@ to learn which metric names the agent really exports, and scrape it with a real 
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from conftest import KERNEL_FIXTURES, AgentProcess, free_port, need_binary
 
 from agent.devtools.fake_nvml import FakeNvml, device, library_dir
 from agent.devtools.simprocess import MetadataSimProcess
+from agent.runtime.statefile import write_atomic
 
 GIB = 1024**3
 
@@ -78,6 +81,9 @@ def live_agent(tmp: Path) -> Iterator[LiveAgent]:
                     "maintenance_interval": "1s",
                 },
                 "trainer": {"discover": ["nvml"], "dry_run": True},
+                # a priced ledger with a known interruption rate: every goodput and cost family shows
+                "goodput": {"resolution": "1s", "window": "1m", "mtbi": "24h", "poll": "200ms"},
+                "cost": {"currency": "CNY", "instance_hour_price": 36.0},
                 # a verdict within seconds instead of minutes
                 "classifier": {
                     "window": "2s",
@@ -99,6 +105,15 @@ def live_agent(tmp: Path) -> Iterator[LiveAgent]:
         live = LiveAgent(agent, sim, nvml)
         agent.wait_for(
             lambda: live.metric(r'^training_node_gpu_sm_active_ratio\{gpu="1"'), what="fake GPUs in /metrics"
+        )
+        # the trainer reports a periodic checkpoint (what PreemptionGuard.saved() writes)
+        saved = {"kind": "saved", "step": 100, "path": "/ckpt/100", "seconds": 12.5, "pid": trainer.pid}
+        saved["time"] = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        reqdir = tmp / "run" / "checkpoint"
+        reqdir.mkdir(parents=True, exist_ok=True)
+        write_atomic(reqdir / f"saved-{trainer.pid}-1.json", json.dumps(saved).encode())
+        agent.wait_for(
+            lambda: live.metric(r"^training_node_checkpoint_advised_interval_seconds "), what="cadence advice"
         )
         nvml.add_xid(1, 79)
         agent.wait_for(

@@ -1,0 +1,86 @@
+"""``training-node-agent report [--since 24h]``: the goodput ledger of the running agent as a table,
+a bar per bucket, the money per bucket, goodput, the top remedy and the cadence advice."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from agent.cli.main import _add_config, control_socket_path, register
+from agent.config.types import parse_duration
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _add_report(p: argparse.ArgumentParser) -> None:
+    _add_config(p)
+    p.add_argument(
+        "--since", type=_duration, default=86400.0, help='the period, e.g. "1h", "7d" (default "24h")'
+    )
+    p.add_argument("--json", action="store_true", help="print the raw JSON")
+
+
+def render(g: dict[str, Any]) -> str:
+    from agent.ledger.cadence import human
+    from agent.ledger.summary import table
+
+    out = [f"goodput ledger: the last {human(g['window_seconds'])} (since {g['since']}), {g['gpus']} GPU(s)"]
+    out += table(g)
+    ratio = g["ratio"]
+    out.append("")
+    out.append(f"goodput: {ratio:.1%}" if ratio is not None else "goodput: nothing booked in this period")
+    money = g.get("cost")
+    if money:
+        line = f"spent {money['total']:.2f} {money['currency']}, wasted {money['wasted']:.2f}"
+        market = money.get("market")
+        if market:
+            line += f" ({market}, {money.get('instance_hour_price') or '?'} per instance-hour"
+            line += f", {money['instance_type']})" if money.get("instance_type") else ")"
+        if money.get("spot_saving"):
+            line += f"; spot saved {money['spot_saving']:.2f} against on-demand"
+        out.append(line)
+    else:
+        out.append("cost: no price configured ([cost] instance_hour_price or [cost.prices])")
+    if g.get("top_waste"):
+        out.append(f"top remedy ({g['top_waste']}): {g['remedy']}")
+    out += g.get("cadence_lines") or []
+    for r in g.get("reclaims") or []:
+        what = "drill" if r["drill"] else "reclaim"
+        if r["outcome"] == "completed":
+            out.append(f"{what} {r['event_id']}: final checkpoint acknowledged, nothing lost")
+        else:
+            verb = "would lose" if r["drill"] else "lost"
+            out.append(
+                f"{what} {r['event_id']}: final checkpoint missed, {verb} {human(r['lost_seconds'])} of work"
+            )
+    return "\n".join(out)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from agent.runtime.control import control_request
+
+    path = f"/goodput?since={args.since:g}"
+    try:
+        code, body = asyncio.run(control_request(control_socket_path(args), "GET", path, timeout=10))
+    except ConnectionError as e:
+        print(f"training-node-agent: {e}", file=sys.stderr)
+        return 1
+    if code != 200 or not isinstance(body, dict):
+        error = body.get("error", body) if isinstance(body, dict) else body
+        print(f"training-node-agent: report failed: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(body, indent=2) if args.json else render(body))
+    return 0
+
+
+register(
+    "report", "print the goodput ledger: where the GPU-seconds and the money went", _add_report, cmd_report
+)
