@@ -149,3 +149,18 @@ class DeliveryOutcome(StrEnum):
 UNREACHABLE_OUTCOMES = frozenset(
     {DeliveryOutcome.NO_HANDLER, DeliveryOutcome.IGNORED, DeliveryOutcome.UNKNOWN, DeliveryOutcome.DENIED}
 )
+
+
+class Bucket(StrEnum):
+    """Where the goodput ledger books a GPU-second (docs/goodput.md)."""
+
+    PRODUCTIVE = "productive"
+    DATA_STORAGE = "data-storage"
+    DATA_CPU = "data-cpu"
+    NETWORK = "network"
+    SYNC_WAIT = "sync-wait"
+    IDLE = "idle"
+    NO_JOB = "no-job"
+    CHECKPOINT = "checkpoint"
+    LOST = "lost-to-preemption"
+    STARTUP = "startup"

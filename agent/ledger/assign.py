@@ -21,20 +21,7 @@ from enum import StrEnum
 
 from agent.classifier.baselines import Baselines, idle_power
 from agent.config.classifier import ClassifierSection
-
-
-class Bucket(StrEnum):
-    PRODUCTIVE = "productive"
-    DATA_STORAGE = "data-storage"
-    DATA_CPU = "data-cpu"
-    NETWORK = "network"
-    SYNC_WAIT = "sync-wait"
-    IDLE = "idle"
-    NO_JOB = "no-job"
-    CHECKPOINT = "checkpoint"
-    LOST = "lost-to-preemption"
-    STARTUP = "startup"
-
+from agent.core.vocabulary import Bucket
 
 BUCKETS: tuple[Bucket, ...] = tuple(Bucket)
 INDEX: dict[Bucket, int] = {b: i for i, b in enumerate(BUCKETS)}

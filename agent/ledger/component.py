@@ -21,6 +21,7 @@ from agent.classifier.features import Features
 from agent.config.cost import hourly_price
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, GoodputDigestEvent, InstanceIdentityEvent, PreemptionEvent
+from agent.core.vocabulary import NoticeKind
 from agent.ledger import cadence, saved, store
 from agent.ledger.assign import BUCKETS, GpuReading, Pressures, gpu_state
 from agent.ledger.book import Book
@@ -31,7 +32,7 @@ log = structlog.get_logger("ledger")
 
 # the classifier's learned baselines and its latest window's features, handed in by the daemon
 ClassifierView = Callable[[], tuple[Baselines, Features | None]]
-RECLAIM_KINDS = ("maintenance-terminate", "maintenance-stop")
+RECLAIM_KINDS = (NoticeKind.MAINTENANCE_TERMINATE, NoticeKind.MAINTENANCE_STOP)
 
 
 def readings(snap: NodeSnapshot) -> tuple[GpuReading, ...]:

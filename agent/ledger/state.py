@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
+from agent.core.vocabulary import CheckpointPhase
 from agent.ledger.assign import (
     INDEX,
     WAITING,
@@ -28,8 +29,8 @@ from agent.ledger.book import Book
 from agent.ledger.cadence import Advice, advise
 from agent.ledger.saved import Saved
 
-REQUEST_START = ("requested",)
-REQUEST_END = ("completed", "missed", "canceled")
+REQUEST_START = (CheckpointPhase.REQUESTED,)
+REQUEST_END = (CheckpointPhase.COMPLETED, CheckpointPhase.MISSED, CheckpointPhase.CANCELED)
 KEEP_SAVES = 20
 SAME_SAVE_SECONDS = 2.0  # reports this close together are one checkpoint seen by several ranks
 
@@ -139,9 +140,9 @@ class Ledger:
         if phase not in REQUEST_END:
             return None
         opened = self.open_requests.pop(event_id, None)
-        if phase == "canceled" or opened is None:
+        if phase == CheckpointPhase.CANCELED or opened is None:
             return None
-        if phase == "completed":
+        if phase == CheckpointPhase.COMPLETED:
             if duration is not None and duration >= 0:
                 self.finals.append(duration)
             self.last_durable = max(self.last_durable or at, at)
