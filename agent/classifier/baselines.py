@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ import structlog
 
 from agent.classifier.samples import Sample, columns
 from agent.config.classifier import ClassifierSection
-from agent.runtime.statefile import write_atomic
+from agent.runtime.statefile import set_aside, write_atomic
 
 log = structlog.get_logger("classifier")
 
@@ -190,11 +189,7 @@ def load(state_dir: Path) -> Baselines:
     try:
         return Baselines.from_json(json.loads(raw))
     except (ValueError, json.JSONDecodeError) as e:
-        aside = path.with_name(path.name + ".bad")
-        try:
-            os.replace(path, aside)
-        except OSError:
-            aside = path
+        aside = set_aside(path)
         log.warning(
             "classifier baselines damaged; set aside and learning afresh",
             path=str(path),

@@ -24,6 +24,8 @@ from typing import Any
 
 import structlog
 
+from agent.runtime.statefile import set_aside
+
 log = structlog.get_logger("ledger")
 
 PATTERN = re.compile(r"^saved-\d{1,10}-\d{1,20}\.json$")
@@ -115,11 +117,7 @@ def collect(directory: Path, now: float, kept: set[str]) -> list[Saved]:
             continue
         except (OSError, ValueError) as e:
             why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-            aside = path.with_name(name + ".bad")
-            try:
-                os.replace(path, aside)
-            except OSError:
-                aside = path
+            aside = set_aside(path)
             log.error("unusable checkpoint report set aside", file=str(path), kept_as=str(aside), error=why)
             continue
         try:

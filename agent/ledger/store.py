@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import structlog
 
 from agent.ledger.book import Book
 from agent.ledger.state import KEEP_SAVES, Ledger, Reclaim
-from agent.runtime.statefile import write_atomic
+from agent.runtime.statefile import set_aside, write_atomic
 
 log = structlog.get_logger("ledger")
 
@@ -105,11 +104,7 @@ def load(state_dir: Path, book: Book) -> Ledger:
     try:
         return from_json(json.loads(raw), book)
     except (ValueError, TypeError, UnicodeDecodeError) as e:
-        aside = path.with_name(path.name + ".bad")
-        try:
-            os.replace(path, aside)
-        except OSError:
-            aside = path
+        aside = set_aside(path)
         log.warning(
             "goodput ledger damaged; set aside and starting empty",
             path=str(path),

@@ -37,3 +37,14 @@ def write_atomic(path: str | Path, data: bytes, mode: int = 0o644, *, durable: b
             os.fsync(dfd)
         finally:
             os.close(dfd)
+
+
+def set_aside(path: Path, suffix: str = ".bad") -> Path:
+    """Rename a damaged file out of the way (kept for a post-mortem, never deleted); returns where it
+    is now (``path`` itself when it cannot be moved)."""
+    aside = path.with_name(path.name + suffix)
+    try:
+        os.replace(path, aside)
+    except OSError:
+        return path
+    return aside
