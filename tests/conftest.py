@@ -67,6 +67,25 @@ def http_get(url: str, timeout: float = 5.0, headers: dict[str, str] | None = No
         return e.code, e.read().decode()
 
 
+def unix_get(socket_path: str, path: str, timeout: float = 5.0) -> tuple[int, str]:
+    """GET over the agent's control socket (HTTP on a unix socket)."""
+    import http.client
+
+    class Conn(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            self.sock.connect(socket_path)
+
+    conn = Conn("agent", timeout=timeout)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        conn.close()
+
+
 def wait_until(
     predicate: Callable[[], Any],
     timeout: float = 15.0,
@@ -193,6 +212,12 @@ class AgentProcess:
         return http_get(self.url + path, **kw)  # type: ignore[arg-type]
 
     def status(self) -> dict:
+        """The full status, from the control socket (the TCP port serves only the network view)."""
+        code, body = unix_get(self.control_socket, "/status")
+        assert code == 200, body
+        return json.loads(body)
+
+    def tcp_status(self) -> dict:
         code, body = self.get("/api/v1/status")
         assert code == 200, body
         return json.loads(body)

@@ -98,7 +98,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_check_config(args: argparse.Namespace) -> int:
     cfg, path = resolve_config(args)
-    print(f"# {path or 'built-in defaults'}: OK")
+    web = ""
+    if cfg.http.web_config:
+        from agent.exporter.server import WebConfigInvalid, load
+
+        try:
+            loaded = load(cfg.http.web_config)
+        except WebConfigInvalid as e:
+            print(f"[http] web_config: {e}", file=sys.stderr)
+            return EXIT_CONFIG
+        tls = loaded.config.tls_server_config
+        users = len(loaded.config.basic_auth_users)
+        mtls = f", client certificates {tls.client_auth_type}" if loaded.ssl and tls.verifies_clients else ""
+        web = (
+            f"; web config {cfg.http.web_config}: OK ({'https' if loaded.ssl else 'http'}{mtls}"
+            f", {users} basic auth user{'s' if users != 1 else ''})"
+        )
+    print(f"# {path or 'built-in defaults'}: OK{web}")
     print(json.dumps(redacted_dump(cfg), indent=2))
     return 0
 
@@ -176,6 +192,7 @@ def _load_plugins() -> None:
         "agent.cli.checkpoint",
         "agent.cli.alerts",
         "agent.cli.report",
+        "agent.cli.webconfig",
         "agent.devtools.demo",
     ):
         try:

@@ -31,3 +31,13 @@ class AgentSection(StrictModel):
 class HttpSection(StrictModel):
     listen: ListenAddress = "0.0.0.0:9477"
     control_socket: str = "/run/training-node-agent/control.sock"
+    web_config: str = Field("", description="exporter-toolkit web-config file: TLS, basic auth, headers")
+    tcp_status: Literal["redacted", "off"] = Field(
+        "redacted", description="/api/v1/status on the TCP port: the network view, or not served"
+    )
+    max_connections: int = Field(64, ge=4, le=10000, description="open connections on the port")
+    header_timeout: Duration = Field(
+        "10s", gt=0, le=300, description="TLS handshake and request head must arrive within this"
+    )
+    idle_timeout: Duration = Field("90s", gt=0, le=3600, description="a kept-alive idle connection is closed")
+    max_header_bytes: int = Field(16384, ge=1024, le=1048576, description="request line plus headers")

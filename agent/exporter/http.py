@@ -1,38 +1,120 @@
 """The read-only TCP face: /metrics, /healthz, /api/v1/status and a landing page.
 
-Nothing here changes state; that is the control socket's job.
+Nothing here changes state; that is the control socket's job. The web config's rules (basic auth,
+rate limit, extra headers) are applied by a middleware from whatever :class:`Access` is current, so
+a reload swaps them between two requests.
 """
 
 from __future__ import annotations
 
+import asyncio
+import gzip
+import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from agent.exporter.auth import BasicAuth, Outcome, TokenBucket, Verdict
+from agent.exporter.guard import ConnectionTable
+
 LANDING = """<!doctype html><html><head><title>training-node-agent</title></head><body>
 <h1>training-node-agent {version}</h1>
 <p>Health agent for GPU training nodes.</p>
 <ul>
-<li><a href="/metrics">/metrics</a> Prometheus exposition (OpenMetrics when asked)</li>
+<li><a href="/metrics">/metrics</a> Prometheus exposition (OpenMetrics when asked, gzip when accepted)</li>
 <li><a href="/healthz">/healthz</a> 200 while sampling progresses, 503 with the reason otherwise</li>
-<li><a href="/api/v1/status">/api/v1/status</a> verdict, notices, collectors and the snapshot</li>
-</ul></body></html>
+{status_item}</ul></body></html>
 """
+STATUS_ITEM = (
+    '<li><a href="/api/v1/status">/api/v1/status</a> verdict, notices, collectors and the snapshot '
+    "(the network view; the control socket has the full one)</li>\n"
+)
+REALM = 'Basic realm="training-node-agent", charset="UTF-8"'
+GZIP_LEVEL = 6  # Go's default, what node_exporter's promhttp uses
+
+
+@dataclass(frozen=True)
+class Access:
+    """The request-level rules of one web config."""
+
+    auth: BasicAuth | None = None
+    limiter: TokenBucket | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    excluded: frozenset[str] = frozenset()
+
+
+Unauthorized = Callable[[web.Request, Verdict], None]
+
+
+def accepts_gzip(header: str) -> bool:
+    """``Accept-Encoding`` names gzip (or ``*``) with a non-zero q-value."""
+    for part in header.split(","):
+        coding, _, params = part.strip().partition(";")
+        if coding.strip().lower() not in ("gzip", "x-gzip", "*"):
+            continue
+        q = params.strip().lower()
+        if q.startswith("q="):
+            try:
+                return float(q[2:]) > 0
+            except ValueError:
+                return False
+        return True
+    return False
+
+
+class Exposition:
+    """Renders the registry, one render per event-loop pass for all requests that wait on it: a
+    burst of concurrent scrapes costs one render, and nobody gets a body older than its request."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self._pending: dict[tuple[str, bool], asyncio.Future[bytes]] = {}
+        self.renders = 0
+
+    async def body(self, accept: str, compressed: bool) -> tuple[bytes, str]:
+        encoder, content_type = choose_encoder(accept)
+        key = (content_type, compressed)
+        fut = self._pending.get(key)
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            self._pending[key] = fut
+            try:
+                await asyncio.sleep(0)  # requests already read in this pass join this render
+                raw = encoder(self.registry)
+                self.renders += 1
+                fut.set_result(gzip.compress(raw, GZIP_LEVEL) if compressed else raw)
+            except BaseException as e:
+                fut.set_exception(e)
+                fut.exception()  # retrieved: the joiners get it, no "never retrieved" warning
+                raise
+            finally:
+                del self._pending[key]
+        return await asyncio.shield(fut), content_type
 
 
 def make_app(
     registry: CollectorRegistry,
     health: Callable[[], str | None],
-    status: Callable[[], dict[str, Any]],
+    status: Callable[[], dict[str, Any]] | None,
     version: str,
+    access: Callable[[], Access] = Access,
+    table: ConnectionTable | None = None,
+    on_unauthorized: Unauthorized | None = None,
+    client_max_size: int = 64 * 1024,
 ) -> web.Application:
+    exposition = Exposition(registry)
+
     async def metrics(request: web.Request) -> web.Response:
-        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-        body = encoder(registry)
-        return web.Response(body=body, headers={"Content-Type": content_type})
+        compressed = accepts_gzip(request.headers.get("Accept-Encoding", ""))
+        body, content_type = await exposition.body(request.headers.get("Accept", ""), compressed)
+        headers = {"Content-Type": content_type, "Vary": "Accept-Encoding"}
+        if compressed:
+            headers["Content-Encoding"] = "gzip"
+        return web.Response(body=body, headers=headers)
 
     async def healthz(_: web.Request) -> web.Response:
         reason = health()
@@ -41,20 +123,62 @@ def make_app(
         return web.json_response({"status": "stalled", "reason": reason}, status=503)
 
     async def api_status(_: web.Request) -> web.Response:
+        assert status is not None
         return web.json_response(status(), dumps=_dumps)
 
     async def landing(_: web.Request) -> web.Response:
-        return web.Response(text=LANDING.format(version=version), content_type="text/html")
+        page = LANDING.format(version=version, status_item=STATUS_ITEM if status else "")
+        return web.Response(text=page, content_type="text/html")
 
-    app = web.Application()
+    @web.middleware
+    async def connection_bounds(request: web.Request, handler: Any) -> web.StreamResponse:
+        if table is None:
+            return await handler(request)
+        table.request_started(request.transport)
+        success = False
+        try:
+            resp = await handler(request)
+            success = resp.status < 400
+            return resp
+        finally:
+            table.request_finished(request.transport, success)
+
+    @web.middleware
+    async def web_config_rules(request: web.Request, handler: Any) -> web.StreamResponse:
+        rules = access()
+        try:
+            resp = await _apply(rules, request, handler, on_unauthorized)
+        except web.HTTPException as e:  # the router's 404/405 get the configured headers too
+            e.headers.update(rules.headers)
+            raise
+        resp.headers.update(rules.headers)
+        return resp
+
+    app = web.Application(middlewares=[connection_bounds, web_config_rules], client_max_size=client_max_size)
+    app["exposition"] = exposition
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
-    app.router.add_get("/api/v1/status", api_status)
+    if status is not None:
+        app.router.add_get("/api/v1/status", api_status)
     app.router.add_get("/", landing)
     return app
 
 
-def _dumps(obj: Any) -> str:
-    import json
+async def _apply(
+    rules: Access, request: web.Request, handler: Any, on_unauthorized: Unauthorized | None
+) -> web.StreamResponse:
+    if rules.limiter is not None and not rules.limiter.allow():
+        return web.Response(status=429, text="Too Many Requests\n", headers={"Retry-After": "1"})
+    if rules.auth is not None and rules.auth.enabled and request.path not in rules.excluded:
+        verdict = await rules.auth.check(request.headers.get("Authorization"))
+        if not verdict.ok:
+            if on_unauthorized is not None:
+                on_unauthorized(request, verdict)
+            if verdict.outcome is Outcome.BUSY:
+                return web.Response(status=429, text="Too Many Requests\n", headers={"Retry-After": "1"})
+            return web.Response(status=401, text="Unauthorized\n", headers={"WWW-Authenticate": REALM})
+    return await handler(request)
 
+
+def _dumps(obj: Any) -> str:
     return json.dumps(obj, default=str)

@@ -1,9 +1,15 @@
-"""The JSON summary of a snapshot served by /api/v1/status and the control socket."""
+"""The JSON summary of a snapshot served by /api/v1/status and the control socket, and the
+network view of the daemon's status.
+
+The control socket (local, mode 0660) answers the full status. The TCP port answers
+:func:`tcp_view` of it: an allowlist, so a field that a new part adds stays off the network until
+it is listed here (docs/security.md lists the same fields; a test keeps the two equal).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, TypeAlias
 
 from agent.snapshot import NodeSnapshot
 
@@ -109,4 +115,167 @@ def summarize(snap: NodeSnapshot) -> dict[str, Any]:
             }
             for p in snap.processes.processes
         ]
+    return out
+
+
+# --- the network view ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Each:
+    """The spec applies to every value of a mapping (its keys are kept) or item of a list."""
+
+    spec: Spec
+
+
+Spec: TypeAlias = "bool | dict[str, Spec] | Each"
+KEEP = True
+
+
+def _fields(*names: str) -> dict[str, Spec]:
+    return dict.fromkeys(names, KEEP)
+
+
+_EPISODE = _fields("event_id", "kind", "provider", "phase", "drill", "deadline", "duration_seconds")
+_RATES = _fields("rx_bytes_per_second", "tx_bytes_per_second", "speed_bytes", "rate_bytes")
+
+# What a network neighbour may read. Left out on purpose: the config path, task errors, collector
+# errors, GPU process PIDs, training processes' PIDs and names, NFS exports, everything about
+# checkpoint discovery (command-line patterns, pid files, cgroups), the request file, the
+# checkpoint targets and acks (paths), the metadata endpoint, token state and raw notices, alert
+# channels' URLs, the spool path, the recent events, and every human-readable "lines" list (they
+# quote all of the above).
+TCP_VIEW: dict[str, Spec] = {
+    **_fields("version", "uptime_seconds", "healthy", "health_reason", "reloads"),
+    "tasks": Each(_fields("running", "restarts")),
+    "http": _fields("scheme"),
+    "snapshot": {
+        **_fields("seq", "timestamp", "driver_version", "nvml_version"),
+        "collectors": Each(_fields("success", "absent", "duration_seconds")),
+        "host": _fields(
+            "cpus",
+            "cpu_busy_ratio",
+            "cpu_iowait_ratio",
+            "cpu_steal_ratio",
+            "load1",
+            "memory_total_bytes",
+            "memory_available_bytes",
+            "pressure_some_avg10",
+        ),
+        "gpus": Each(
+            _fields(
+                "index",
+                "uuid",
+                "model",
+                "up",
+                "pci_bus_id",
+                "utilization_ratio",
+                "memory_utilization_ratio",
+                "memory_used_bytes",
+                "memory_total_bytes",
+                "power_watts",
+                "power_limit_watts",
+                "temperature_celsius",
+                "sm_active_ratio",
+                "tensor_active_ratio",
+                "dram_active_ratio",
+                "sm_clock_hertz",
+                "clocks_event_reasons",
+                "ecc_uncorrected_total",
+                "row_remap_failure",
+                "pcie_rx_bytes_per_second",
+                "pcie_tx_bytes_per_second",
+                "nvlink_rx_bytes_per_second",
+                "nvlink_tx_bytes_per_second",
+                "xid_counts",
+            )
+        ),
+        "disks": Each(_fields("read_bytes_per_second", "busy_ratio")),
+        "nfs": Each(_fields("read_bytes_per_second", "read_ops_per_second", "read_rtt_seconds")),
+        "nics": Each(_RATES),
+        "rdma": Each(_RATES),
+        "training_processes": Each(
+            _fields("cpu_cores", "allowed_cores", "read_bytes_per_second", "descendants")
+        ),
+    },
+    "classifier": _fields(
+        "verdict",
+        "sub_reason",
+        "since",
+        "since_seconds",
+        "reasons",
+        "hint",
+        "health",
+        "scores",
+        "vote",
+        "held",
+        "candidate",
+        "candidate_count",
+        "changes_total",
+        "evaluations",
+        "window_seconds",
+        "window_samples",
+        "published",
+    ),
+    "preemption": {
+        **_fields("provider", "selected_by", "enabled", "instance", "requests"),
+        "active": Each(
+            _fields(
+                "event_id",
+                "provider",
+                "kind",
+                "deadline",
+                "received_at",
+                "seconds_remaining_at_receipt",
+                "remaining_seconds",
+            )
+        ),
+    },
+    "checkpoint": {
+        **_fields("signal", "dry_run"),
+        "targets": Each(_fields("source", "handler")),
+        "active": Each(_EPISODE),
+        "recent": Each(_EPISODE),
+    },
+    "gpu-health": _fields("lost", "throttled", "events"),
+    "alerts": {
+        **_fields("active", "held"),
+        "channels": Each(_fields("type", "state", "queued", "sent", "messages", "failed", "dropped")),
+    },
+}
+
+
+def project(value: Any, spec: Spec) -> Any:
+    """``value`` cut down to what ``spec`` lists; unlisted keys are dropped."""
+    if spec is True:
+        return value
+    if isinstance(spec, Each):
+        if isinstance(value, dict):
+            return {k: project(v, spec.spec) for k, v in value.items()}
+        if isinstance(value, list):
+            return [project(v, spec.spec) for v in value]
+        return None
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            return None
+        return {k: project(value[k], sub) for k, sub in spec.items() if k in value}
+    return None
+
+
+def tcp_view(full: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = project(full, TCP_VIEW)
+    return out
+
+
+def spec_paths(spec: Spec = TCP_VIEW, prefix: str = "") -> list[str]:
+    """Every field the spec shows, as ``snapshot.gpus[].model`` (``[]``: each item or value)."""
+    if spec is True:
+        return [prefix]
+    if isinstance(spec, Each):
+        return spec_paths(spec.spec, prefix + "[]")
+    if not isinstance(spec, dict):
+        return []
+    out: list[str] = []
+    for k, sub in spec.items():
+        out += spec_paths(sub, f"{prefix}.{k}" if prefix else k)
     return out

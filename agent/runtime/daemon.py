@@ -21,15 +21,14 @@ from agent import __version__
 from agent.checkpoint.component import CheckpointComponent
 from agent.classifier.component import ClassifierComponent
 from agent.config import Config, ConfigError, load_config
-from agent.config.types import split_listen
 from agent.core.component import Component, Context, optional
 from agent.core.events import AgentLifecycleEvent, EventBus, event_to_dict
 from agent.core.vocabulary import AgentPhase
 from agent.exporter import SnapshotExporter, make_registry
 from agent.exporter import malformed as malformed_metrics
 from agent.exporter import processes as process_metrics
-from agent.exporter.http import make_app
-from agent.exporter.status import summarize
+from agent.exporter.server import HttpFace, WebConfigInvalid
+from agent.exporter.status import summarize, tcp_view
 from agent.health.collectors import CollectorFailureWatch
 from agent.health.gpu import GpuHealth
 from agent.ledger.component import LedgerComponent
@@ -147,7 +146,7 @@ class Daemon:
         self.started = time.monotonic()
         self.control = ControlServer(cfg.http.control_socket)
         self._stop = asyncio.Event()
-        self._http_runner: web.AppRunner | None = None
+        self.http: HttpFace | None = None
         self.sampler: Sampler | None = None
         self.components: list[Component] = []
         self.recent_events: list[dict[str, Any]] = []
@@ -236,6 +235,7 @@ class Daemon:
             "config": self.config_path,
             "reloads": self.reloads,
             "tasks": {n: vars(s) for sup in (self.lifetime, self.supervisor) for n, s in sup.states.items()},
+            "http": self.http.status() if self.http else None,
             "snapshot": summarize(snap),
         }
         for comp in self.components:
@@ -249,14 +249,13 @@ class Daemon:
         return out
 
     async def _bind(self) -> None:
-        host, port = split_listen(self.cfg.http.listen)
-        app = make_app(self.registry, self.health, self.status, __version__)
-        self._http_runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._http_runner.setup()
+        tcp_status = (lambda: tcp_view(self.status())) if self.cfg.http.tcp_status == "redacted" else None
+        self.http = HttpFace(self.cfg.http, self.registry, self.health, tcp_status, __version__)
         try:
-            await web.TCPSite(self._http_runner, host or None, port, reuse_address=True).start()
+            await self.http.start()
+        except WebConfigInvalid as e:
+            raise StartupError(f"[http] web_config: {e}") from None
         except OSError as e:
-            await self._http_runner.cleanup()
             raise StartupError(f"cannot listen on {self.cfg.http.listen}: {e.strerror or e}") from None
         self.control.route("GET", "/status", self._control_status)
         self.control.route("POST", "/reload", self._control_reload)
@@ -264,19 +263,14 @@ class Daemon:
         try:
             await self.control.start()
         except OSError as e:
-            await self._http_runner.cleanup()
+            await self.http.stop()
             raise StartupError(
                 f"cannot create control socket {self.cfg.http.control_socket}: {e.strerror or e}"
             ) from None
 
     @property
     def bound_port(self) -> int | None:
-        if self._http_runner is None:
-            return None
-        for addr in self._http_runner.addresses:
-            if isinstance(addr, tuple):
-                return int(addr[1])
-        return None
+        return self.http.bound_port if self.http else None
 
     async def _control_status(self, _: web.Request) -> web.Response:
         return web.json_response(self.status(), dumps=_json)
@@ -291,6 +285,15 @@ class Daemon:
     # --- lifecycle ---------------------------------------------------------------------------------
 
     async def reload(self) -> tuple[bool, str]:
+        """SIGHUP and the control socket's reload: agent.toml and the web config, each kept as it
+        runs when its new version is invalid."""
+        ok, msg = await self._reload_config()
+        if self.http is None or not self.cfg.http.web_config:
+            return ok, msg
+        web_ok, web_msg = await self.http.reload()
+        return ok and web_ok, f"{msg}; {web_msg}"
+
+    async def _reload_config(self) -> tuple[bool, str]:
         if self.config_path is None:
             return False, "no config file to reload"
         async with self._reload_lock:
@@ -395,13 +398,14 @@ class Daemon:
             await self._stop_workers(SHUTDOWN_SECONDS - 0.5)
         await self.lifetime.stop(timeout=0.2)
         await self.control.stop()
-        if self._http_runner is not None:
-            await self._http_runner.cleanup()
+        if self.http is not None:
+            await self.http.stop()
         self.notifier.close()
 
 
 class _ComponentMetrics:
-    """Families that components keep themselves (notices, checkpoints, verdicts, alerts)."""
+    """Families that components keep themselves (notices, checkpoints, verdicts, alerts), and the
+    metrics port's own (connections, refusals, web config reloads)."""
 
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
@@ -414,6 +418,8 @@ class _ComponentMetrics:
                     yield from fn()
                 except Exception:
                     log.exception("component metrics failed", component=comp.name)
+        if self._daemon.http is not None:
+            yield from self._daemon.http.metrics()
 
     def describe(self) -> Iterable[Metric]:
         return []
