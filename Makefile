@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 LISTEN ?= 127.0.0.1:9477
 
-.PHONY: run test lint fmt demo lab bench clean fakenvml
+.PHONY: run test lint fmt demo lab bench clean fakenvml client-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,22 @@ $(STAMP): pyproject.toml
 $(TEST_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test,examples]'
 	@touch $@
+
+# A training environment as a user has it: the client package alone (no agent, none of its
+# dependencies) with CPU PyTorch and pinned Lightning, transformers and accelerate. Built once, reused;
+# the client itself is reinstalled (built as a wheel from client/) whenever its sources change.
+CLIENT_VENV := build/client-venv
+CLIENT_PINS := torch==2.13.0 lightning==2.6.6 transformers==5.18.0 accelerate==1.15.0
+$(CLIENT_VENV)/.frameworks:
+	@test -x $(CLIENT_VENV)/bin/python || $(PYTHON) -m venv $(CLIENT_VENV)
+	$(CLIENT_VENV)/bin/pip install -q $(CLIENT_PINS)
+	@# lightning's fsspec[http] and huggingface_hub's CLI pull these in; the client needs neither
+	$(CLIENT_VENV)/bin/pip uninstall -q -y aiohttp pydantic pydantic-core
+	@touch $@
+$(CLIENT_VENV)/.client: $(CLIENT_VENV)/.frameworks client/pyproject.toml $(wildcard client/tna_client/*.py)
+	$(CLIENT_VENV)/bin/pip install -q --no-deps --force-reinstall ./client
+	@touch $@
+client-venv: $(CLIENT_VENV)/.client
 
 FAKE_NVML := build/fakenvml/libnvidia-ml.so.1
 fakenvml: $(FAKE_NVML)
@@ -32,7 +48,7 @@ run: $(STAMP) fakenvml
 
 # as root, the system packages the suite needs (.ci/apt-packages) are installed first; otherwise one
 # line names the missing ones
-test: $(TEST_STAMP) fakenvml
+test: $(TEST_STAMP) fakenvml client-venv
 	@.ci/system-packages
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
 
@@ -46,12 +62,12 @@ lab: $(TEST_STAMP) fakenvml
 	$(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py $(PYTEST_ARGS)
 
 lint: $(TEST_STAMP)
-	$(BIN)/ruff check agent tests bench examples lab
-	$(BIN)/ruff format --check agent tests bench examples lab
+	$(BIN)/ruff check agent client tests bench examples lab
+	$(BIN)/ruff format --check agent client tests bench examples lab
 
 fmt: $(TEST_STAMP)
-	$(BIN)/ruff format agent tests bench examples lab
-	$(BIN)/ruff check --fix agent tests bench examples lab
+	$(BIN)/ruff format agent client tests bench examples lab
+	$(BIN)/ruff check --fix agent client tests bench examples lab
 
 clean:
 	rm -rf $(VENV) build .state .pytest_cache .ruff_cache

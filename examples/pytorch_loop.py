@@ -8,13 +8,13 @@ The agent's config for it ([trainer] in agent.toml):
     discover = ["nvml"]          # the GPU processes: torchrun's workers, never the torchrun agent
     signal = "SIGUSR1"
 
-What makes it safe:
+What makes it safe (tna_client.torch_dist.DistributedCheckpoint does it):
 
-* every rank builds a PreemptionGuard (SIGUSR1 handler + the request file);
+* every rank builds a PreemptionGuard (SIGUSR1 handler + the request file, found by itself);
 * every step all ranks agree on the flag with one all-reduce (MAX): a notice reaches only the
   preempted node, but every node must stop at the same step or the next collective hangs;
-* rank 0 writes the checkpoint to shared storage (NAS/CPFS/OSS), atomically, then acks; the other
-  ranks wait at a barrier so nobody exits before the checkpoint is durable.
+* rank 0 writes the checkpoint to shared storage (NAS/CPFS/OSS), atomically; the other ranks wait at
+  a barrier; rank 0 flushes it to disk and only then acks. Run it again to resume from it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from agent.trainer import PreemptionGuard  # stdlib only; or copy agent/trainer.py next to this file
+from tna_client.torch_dist import DistributedCheckpoint, latest
 
 
 def build():
@@ -36,15 +36,8 @@ def build():
     return model, opt
 
 
-def latest(directory: str) -> str | None:
-    if not os.path.isdir(directory):
-        return None
-    names = sorted(n for n in os.listdir(directory) if n.startswith("step-") and n.endswith(".pt"))
-    return os.path.join(directory, names[-1]) if names else None
-
-
 def save(directory: str, step: int, model, opt) -> str:
-    """Atomic and durable: a half-written file must never be the newest checkpoint."""
+    """Atomic: a half-written file must never be the newest checkpoint."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"step-{step:08d}.pt")
     tmp = path + ".tmp"
@@ -54,14 +47,6 @@ def save(directory: str, step: int, model, opt) -> str:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return path
-
-
-def requested_anywhere(guard: PreemptionGuard) -> bool:
-    """True on every rank as soon as any rank saw the request."""
-    flag = torch.tensor([1 if guard.checkpoint_requested else 0])
-    if dist.is_initialized():
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item())
 
 
 def main() -> int:
@@ -75,18 +60,18 @@ def main() -> int:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     rank = dist.get_rank() if dist.is_initialized() else 0
-    guard = PreemptionGuard(rank=rank)  # signal from $TNA_CHECKPOINT_SIGNAL, default SIGUSR1
+    ckpt = DistributedCheckpoint()  # signal from $TNA_CHECKPOINT_SIGNAL, default SIGUSR1
 
     model, opt = build()
     if dist.is_initialized():
         model = torch.nn.parallel.DistributedDataParallel(model)
     start = 0
-    if (ckpt := latest(args.checkpoint_dir)) is not None:
-        state = torch.load(ckpt, weights_only=True)
+    if (resume := latest(args.checkpoint_dir)) is not None:
+        state = torch.load(resume, weights_only=True)
         (model.module if dist.is_initialized() else model).load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start = state["step"]
-        print(f"rank {rank}: resumed from {ckpt}", flush=True)
+        print(f"rank {rank}: resumed from {resume} at step {start}", flush=True)
     print(f"rank {rank}: training, pid {os.getpid()}", flush=True)
 
     for step in range(start + 1, args.steps + 1):
@@ -98,22 +83,17 @@ def main() -> int:
         opt.step()
         if args.step_seconds:
             time.sleep(args.step_seconds)
-        if not requested_anywhere(guard):
+        if not ckpt.requested():
             continue
-        left = guard.seconds_remaining()
+        left = ckpt.guard.seconds_remaining()
         print(f"rank {rank}: checkpoint requested at step {step} ({left and round(left)} s left)", flush=True)
-        if guard.should_save:
-            t0 = time.monotonic()
-            path = save(args.checkpoint_dir, step, model.module if dist.is_initialized() else model, opt)
-            print(f"rank 0: saved {path} in {time.monotonic() - t0:.2f} s", flush=True)
-        if dist.is_initialized():
-            dist.barrier()  # nobody moves on before the checkpoint is on shared storage
-        if guard.should_save:
-            guard.ack(step=step, path=path)
-        else:
-            guard.reset()
+        net = model.module if dist.is_initialized() else model
+        path = ckpt.checkpoint(step, lambda: save(args.checkpoint_dir, step, net, opt))  # noqa: B023
+        if path:
+            print(f"rank 0: saved {path}, acked {ckpt.acked}", flush=True)
         if not args.keep_going:
             break
+    ckpt.close()
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0

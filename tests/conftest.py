@@ -170,6 +170,8 @@ class AgentProcess:
         http = cfg.setdefault("http", {})
         http.setdefault("listen", f"127.0.0.1:{self.port}")
         http.setdefault("control_socket", str(tmp / "run" / "control.sock"))
+        # never the fixed place trainers look at: several test agents run at once
+        cfg.setdefault("trainer", {}).setdefault("discovery_file", str(tmp / "run" / "agent.json"))
         pre = cfg.setdefault("preemption", {})
         pre.setdefault("provider", "none")  # never the real metadata service
         self.control_socket = str(http["control_socket"])

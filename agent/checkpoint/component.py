@@ -26,6 +26,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from agent.checkpoint.ledger import Episode, Ledger
 from agent.checkpoint.policy import acts_on, plan
+from agent.checkpoint.publish import (
+    agent_identity,
+    discovery_path,
+    publish,
+    trainer_notes,
+    trainers_line,
+    unpublish,
+)
 from agent.checkpoint.report import build_report
 from agent.checkpoint.request import (
     ack_path,
@@ -37,7 +45,7 @@ from agent.checkpoint.request import (
     write_request,
 )
 from agent.checkpoint.signals import Delivery, deliver, handler_state
-from agent.checkpoint.targets import Discovered, Discovery, Target
+from agent.checkpoint.targets import Discovered, Discovery, Target, age_seconds
 from agent.config.trainer import signal_number
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, PreemptionEvent
@@ -88,6 +96,10 @@ class CheckpointComponent:
         self.signum = signal_number(self.tcfg.signal)
         self.procfs = ctx.cfg.agent.procfs
         self.request_file = self.tcfg.request_path(ctx.runtime_dir)
+        self.discovery_file = discovery_path(self.tcfg.discovery_file)
+        self.identity = agent_identity(self.procfs)
+        self.trainers: list[dict[str, Any]] = []  # processes that found the request file (their notes)
+        self._logged_targets: list[str] = []
         self.ledger = Ledger(ctx.state_dir / "checkpoint-ledger.json")
         self.discovery = Discovery(
             list(self.tcfg.discover), self.procfs, ctx.cfg.agent.sysfs, gpu_pids=self._gpu_pids
@@ -147,11 +159,24 @@ class CheckpointComponent:
         await asyncio.gather(*tasks, return_exceptions=True)
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self.ledger.save)
+        if self.discovery_file is not None:
+            unpublish(self.discovery_file, self.identity)
 
     def _load(self) -> None:
         self.ledger.load()
         self.ledger.prune(time.time())
         prepare_dir(self.request_file.parent)
+        if self.discovery_file is not None:
+            try:
+                publish(self.discovery_file, self.request_file, self.identity, self.tcfg.signal)
+                log.info("trainers find this agent through", discovery_file=str(self.discovery_file))
+            except OSError as e:
+                log.error(
+                    "cannot publish the discovery record; trainers need $TNA_CHECKPOINT_REQUEST_FILE",
+                    discovery_file=str(self.discovery_file),
+                    request_file=str(self.request_file),
+                    error=str(e),
+                )
 
     async def _refresh_loop(self) -> None:
         while True:
@@ -163,14 +188,26 @@ class CheckpointComponent:
         handlers = await asyncio.to_thread(
             lambda: {t.pid: handler_state(self.procfs, t.pid, self.signum) for t in found.targets}
         )
-        if [t.describe() for t in found.targets] != [t.describe() for t in self.found.targets]:
-            log.info(
-                "checkpoint targets",
-                targets=[f"{t.describe()} via {t.source}, {handlers.get(t.pid)}" for t in found.targets],
-                problems=list(found.problems),
-            )
+        shown = await asyncio.to_thread(
+            lambda: [
+                f"{t.describe()} via {t.source}, {self._shown(t, handlers.get(t.pid))}" for t in found.targets
+            ]
+        )
+        if shown != self._logged_targets:
+            self._logged_targets = shown
+            log.info("checkpoint targets", targets=shown, problems=list(found.problems))
         self.found, self.handlers = found, handlers
+        self.trainers = await asyncio.to_thread(trainer_notes, self.request_file.parent, self.procfs)
         return found
+
+    def _shown(self, t: Target, state: str | None) -> str:
+        """The handler state for the log: a young process without one is still starting (frameworks
+        install their handler after imports and set-up), not a target that would be killed."""
+        if state == "no-handler":
+            age = age_seconds(self.procfs, t)
+            if age is not None and age < self.tcfg.startup_grace:
+                return f"starting ({age:.0f} s old, no handler yet)"
+        return str(state)
 
     # --- notices -----------------------------------------------------------------------------------
 
@@ -240,6 +277,10 @@ class CheckpointComponent:
                 ep.phase = EpisodeState.REQUESTED
                 self._write_request(ep, EpisodeState.REQUESTED)
                 self.ledger.save()
+            elif ep.phase == EpisodeState.REQUESTED:
+                # resumed after a restart: the file names the agent that is gone, and trainers ignore
+                # such requests; it is ours now (no second signal)
+                self._update_request(ep, EpisodeState.REQUESTED)
             if ep.phase == EpisodeState.REQUESTED:
                 await self._await_ack(ep)
         except asyncio.CancelledError:
@@ -266,6 +307,7 @@ class CheckpointComponent:
             self.ledger.save()
         found = await self._rediscover()
         ep.problems.extend(found.problems)
+        ep.channels["trainers"] = self._trainers_channel()
         if not ep.dry_run:
             # the file goes first: a handler that looks at it right after the signal finds it
             self._write_request(ep, EpisodeState.REQUESTED)
@@ -282,6 +324,7 @@ class CheckpointComponent:
                     self.tcfg.signal,
                     ack_path(self.request_file.parent, ep.event_id),
                     EpisodeState.REQUESTED,
+                    self.identity,
                 )
                 ep.channels["http"] = f"POST {self.tcfg.http_url}: " + await post_request(
                     self.tcfg.http_url, payload, self.tcfg.http_timeout
@@ -342,9 +385,20 @@ class CheckpointComponent:
                 detail=f"{self.tcfg.signal} and {self.request_file}",
             )
 
+    def _trainers_channel(self) -> str:
+        if self.trainers:
+            return trainers_line(self.request_file, self.trainers).split(": ", 1)[1]
+        how = (
+            f"they find it through {self.discovery_file}"
+            if self.discovery_file is not None
+            else "no discovery record is published"
+        )
+        env = f"TNA_CHECKPOINT_REQUEST_FILE={self.request_file}"
+        return f"NO trainer has found {self.request_file} ({how}, or {env})"
+
     def _write_request(self, ep: Episode, state: str) -> None:
         payload = request_payload(
-            ep, self.tcfg.signal, ack_path(self.request_file.parent, ep.event_id), state
+            ep, self.tcfg.signal, ack_path(self.request_file.parent, ep.event_id), state, self.identity
         )
         try:
             prepare_dir(self.request_file.parent)
@@ -623,6 +677,11 @@ class CheckpointComponent:
                 "no training process found"
                 + (f" ({'; '.join(self.found.problems)})" if self.found.problems else "")
             )
+        lines.append(trainers_line(self.request_file, self.trainers))
+        if self.discovery_file is not None:
+            lines.append(f"trainers find it through {self.discovery_file} (or $TNA_CHECKPOINT_REQUEST_FILE)")
+        else:
+            lines.append(f"no discovery record: set TNA_CHECKPOINT_REQUEST_FILE={self.request_file}")
         lines += [f"notice {a['kind']} ({a['event_id']}): {a['line']}" for a in active]
         if recent:
             r = recent[-1]
@@ -632,6 +691,8 @@ class CheckpointComponent:
             "dry_run": self.tcfg.dry_run,
             "discover": list(self.tcfg.discover),
             "request_file": str(self.request_file),
+            "discovery_file": None if self.discovery_file is None else str(self.discovery_file),
+            "trainers": self.trainers,
             "targets": targets,
             "problems": list(self.found.problems),
             "active": active,

@@ -47,6 +47,8 @@ def build_report(ep: Episode, detection_seconds: float, provider: str = "") -> d
         "dry_run": ep.dry_run,
         "phase": ep.phase,
         "deadline_seconds": round(ep.deadline - (ep.requested_at or ep.received_at), 1),
+        "received_at": ep.received_at,  # the notice
+        "requested_at": ep.requested_at,  # the request file written, the signals sent right after
         "targets": ep.deliveries,
         "channels": ep.channels,
         "problems": ep.problems,

@@ -44,10 +44,14 @@ def prepare_dir(directory: Path) -> None:
     os.chmod(directory, 0o1777)
 
 
-def request_payload(ep: Episode, signal_name: str, ack: Path, state: str) -> dict[str, Any]:
+def request_payload(
+    ep: Episode, signal_name: str, ack: Path, state: str, agent: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``agent``: who writes it (``publish.agent_identity``), so a trainer can tell a live request from
+    one left behind by an agent that is gone, or written on another node or before a reboot."""
     now = time.time()
     return {
-        "version": 1,
+        "version": 2,
         "state": state,  # requested | canceled | completed | missed
         "event_id": ep.event_id,
         "kind": ep.kind,
@@ -59,6 +63,7 @@ def request_payload(ep: Episode, signal_name: str, ack: Path, state: str) -> dic
         "signal": signal_name,
         "ack_path": str(ack),
         "drill": ep.drill,
+        "agent": agent or {},
     }
 
 

@@ -42,6 +42,16 @@ def read_pid_stat(procfs: str, pid: int) -> PidStat | None:
     return None if text is None else parse_pid_stat(text).value
 
 
+def age_seconds(procfs: str, target: Target) -> float | None:
+    """How long ago the target started (from its start time and the system's uptime)."""
+    text = read_optional(f"{procfs}/uptime", 256)
+    try:
+        uptime = float((text or "").split()[0])
+    except (IndexError, ValueError):
+        return None
+    return uptime - target.start_time_ticks / os.sysconf("SC_CLK_TCK")
+
+
 def list_pids(procfs: str) -> list[int]:
     try:
         return [int(n) for n in os.listdir(procfs) if n.isdigit()]

@@ -86,6 +86,15 @@ class TrainerSection(StrictModel):
     request_file: str = Field(
         "", description="where the request JSON goes; empty = <runtime_dir>/checkpoint/request.json"
     )
+    discovery_file: str = Field(
+        "",
+        description="where trainers find the agent; empty = the fixed place "
+        "(/run/training-node-agent/agent.json as root, else /tmp/training-node-agent-<uid>/agent.json); "
+        "none = publish nothing",
+    )
+    startup_grace: Duration = Field(
+        "60s", ge=0, description="a younger target without a handler is still starting, not no-handler"
+    )
     http_url: str = Field("", description="also POST the request to this loopback URL; empty = off")
     http_timeout: Duration = Field("2s", gt=0, le=30)
     discover_interval: Duration = Field("10s", ge=0.5, description="how often the target gauge is refreshed")
@@ -115,6 +124,13 @@ class TrainerSection(StrictModel):
     def _request_file(cls, v: str) -> str:
         if v and not v.startswith("/"):
             raise ValueError("must be an absolute path")
+        return v
+
+    @field_validator("discovery_file")
+    @classmethod
+    def _discovery_file(cls, v: str) -> str:
+        if v and v != "none" and not v.startswith("/"):
+            raise ValueError('must be an absolute path, "" (the fixed place) or "none"')
         return v
 
     @field_validator("http_url")

@@ -1,0 +1,76 @@
+"""PyTorch Lightning with training-node-agent: checkpoint on request, stop, resume from it.
+
+    python examples/lightning_train.py --checkpoint-dir /mnt/cpfs/run42            # one process
+    python examples/lightning_train.py --checkpoint-dir /mnt/cpfs/run42 --devices 2   # DDP on CPU
+
+Run it again with the same --checkpoint-dir and it resumes from the acked checkpoint. The model is a
+toy built in code; the two lines that matter are ``AgentCheckpoint`` and ``ckpt_path=``.
+Agent config: ``signal = "SIGUSR1"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import lightning.pytorch as L
+import torch
+
+from tna_client.lightning import AgentCheckpoint, latest_checkpoint
+
+
+class Toy(L.LightningModule):
+    def __init__(self, step_seconds: float) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+        self.step_seconds = step_seconds
+        self.first_step: int | None = None
+
+    def training_step(self, batch, batch_idx):
+        if self.first_step is None:
+            self.first_step = self.trainer.global_step
+            print(f"rank {self.global_rank}: first step at global_step {self.first_step}", flush=True)
+        time.sleep(self.step_seconds)
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def train_dataloader(self):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(256, 8, generator=g)
+        return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), 8)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--checkpoint-dir", required=True, help="shared storage that outlives the instance")
+    p.add_argument("--devices", type=int, default=1)
+    p.add_argument("--max-steps", type=int, default=100_000)
+    p.add_argument("--step-seconds", type=float, default=0.0)
+    args = p.parse_args()
+    torch.manual_seed(0)
+    agent = AgentCheckpoint(args.checkpoint_dir)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=args.devices,
+        strategy="ddp" if args.devices > 1 else "auto",
+        max_steps=args.max_steps,
+        callbacks=[agent],
+        default_root_dir=os.path.join(args.checkpoint_dir, "routine"),
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    resume = latest_checkpoint(args.checkpoint_dir)  # None the first time: start from scratch
+    print(f"rank {trainer.global_rank}: training, pid {os.getpid()}, resume from {resume}", flush=True)
+    trainer.fit(Toy(args.step_seconds), ckpt_path=resume)
+    if agent.last_path:
+        print(f"rank {trainer.global_rank}: stopped at {agent.last_path}, acked {agent.acked}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
