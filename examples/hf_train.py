@@ -16,9 +16,8 @@ import os
 import time
 
 import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments
-
 from tna_client.hf import AgentCheckpointCallback, has_checkpoint
+from transformers import Trainer, TrainerCallback, TrainingArguments
 
 
 class Toy(torch.nn.Module):
@@ -76,7 +75,9 @@ def main() -> int:
         enable_jit_checkpoint=args.jit,
     )
     agent = AgentCheckpointCallback(signal=None if args.jit else "")  # JIT: the Trainer owns SIGTERM
-    trainer = Trainer(model=Toy(), args=targs, train_dataset=Data(), callbacks=[agent, Pace(args.step_seconds)])
+    trainer = Trainer(
+        model=Toy(), args=targs, train_dataset=Data(), callbacks=[agent, Pace(args.step_seconds)]
+    )
     resume = has_checkpoint(args.output_dir)  # None the first time: start from scratch
     print(f"rank {targs.process_index}: training, pid {os.getpid()}, resume from {resume}", flush=True)
     trainer.train(resume_from_checkpoint=resume)

@@ -16,7 +16,6 @@ import time
 
 import lightning.pytorch as L
 import torch
-
 from tna_client.lightning import AgentCheckpoint, latest_checkpoint
 
 

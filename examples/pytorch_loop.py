@@ -25,7 +25,6 @@ import time
 
 import torch
 import torch.distributed as dist
-
 from tna_client.torch_dist import DistributedCheckpoint, latest
 
 

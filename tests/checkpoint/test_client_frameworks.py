@@ -49,7 +49,9 @@ CASES = {
 
 
 def _command(py: Path, case: Case, ckdir: Path, *args: str) -> list[str]:
-    launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] if case.torchrun else []
+    launcher = (
+        ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] if case.torchrun else []
+    )
     return [str(py), *launcher, str(REPO / case.script), case.dir_flag, str(ckdir), *case.extra, *args]
 
 
@@ -87,7 +89,13 @@ def test_framework_checkpoints_acks_stops_and_resumes(agent_factory, tmp_path, n
     env = client_env(TNA_CHECKPOINT_REQUEST_FILE=str(request))
     marker = re.escape(str(ckdir))
     agent = agent_factory(
-        {"trainer": {"discover": [f"cmdline:{marker}"], "request_file": str(request), "discover_interval": "1s"}}
+        {
+            "trainer": {
+                "discover": [f"cmdline:{marker}"],
+                "request_file": str(request),
+                "discover_interval": "1s",
+            }
+        }
     )
     log1 = tmp_path / "run1.log"
     job = _start(_command(py, case, ckdir, "--step-seconds", "0.05"), log1, env, tmp_path)
