@@ -329,10 +329,18 @@ class PreemptionGuard:
         log.error("checkpoint NOT acknowledged to training-node-agent: %s", self.ack_error)
         return False
 
-    def saved(self, step: int | None = None, path: str | None = None, seconds: float | None = None) -> bool:
-        """Tell the agent a checkpoint was saved (periodic saves too; the agent counts the work a
-        preemption would lose from it). Rank 0 only; returns whether the note was written."""
-        if not self.should_save or self.request_file is None:
+    def saved(
+        self,
+        step: int | None = None,
+        path: str | None = None,
+        seconds: float | None = None,
+        force: bool = False,
+    ) -> bool:
+        """Tell the agent a checkpoint is durable (``seconds``: how long saving took), periodic saves
+        too, so its goodput ledger knows what a reclaim would lose and can advise a cadence. Writes
+        ``saved-<pid>-<time_ns>.json`` beside the request file; rank 0 only unless ``force``. Never
+        raises for a missing agent: returns False when the note could not be written."""
+        if not (self.should_save or force) or self.request_file is None:
             return False
         now = time.time()
         body = {

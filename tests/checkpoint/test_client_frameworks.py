@@ -125,8 +125,14 @@ def test_framework_checkpoints_acks_stops_and_resumes(agent_factory, tmp_path, n
     assert ack["via"] == "file" and isinstance(ack["step"], int) and ack["step"] > 0
     assert os.path.exists(ack["path"]), ack
     assert f"stopped at {ack['path']}, acked True" in text, text
-    saved = [json.loads(p.read_text()) for p in request.parent.glob("saved-*.json")]
-    assert any(s["step"] == ack["step"] and s["path"] == ack["path"] for s in saved), saved
+
+    def reported() -> bool:
+        # the note beside the request file, or the goodput ledger's line once it consumed it
+        notes = [json.loads(p.read_text()) for p in request.parent.glob("saved-*.json")]
+        lines = [x for x in agent.log_lines() if x.get("event") == "periodic checkpoint reported"]
+        return any(s.get("step") == ack["step"] and s.get("path") == ack["path"] for s in notes + lines)
+
+    wait_until(reported, timeout=30, what="the saved checkpoint reported to the agent")
 
     # the second run resumes from the acked checkpoint and finishes by itself a few steps later
     log2 = tmp_path / "run2.log"
