@@ -12,7 +12,7 @@ active in every sample, a full default window of 60 one-second samples.
   10 s): classify with its memo (each sample's GPU tally computed once, running sums per device) and,
   once per window length, learning the baselines.
 - *From scratch*: ``classify`` on the window with nothing memoized, plus ``learn``.
-- *Peer*: ``family_rates`` over all five parts for one tick of the same node (the sampler's work
+- *Peer*: each source's rates over all five parts for one tick of the same node (the sampler's work
   that turns counters into the rates the classifier reads).
 
 Goal: <= 1 ms per evaluation. Times are CPU time of the measuring thread (``time.thread_time``), so
@@ -33,23 +33,13 @@ from agent.classifier.samples import sample_from_snapshot
 from agent.classifier.verdict import classify
 from agent.config.classifier import ClassifierSection
 from agent.snapshot import NodeSnapshot
-from agent.snapshot.parts import (
-    CpuTimes,
-    DiskStat,
-    GpuPart,
-    GpuProcess,
-    GpuStats,
-    HostPart,
-    NetworkPart,
-    NfsMount,
-    NicStat,
-    Pressure,
-    ProcessPart,
-    ProcessStat,
-    RdmaPort,
-    StoragePart,
-)
-from agent.snapshot.rates import NodeRates, family_rates
+from agent.snapshot.rates import NodeRates
+from agent.sources import registry
+from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
+from agent.sources.host.part import CpuTimes, HostPart, Pressure
+from agent.sources.network.part import NetworkPart, NicStat, RdmaPort
+from agent.sources.processes.part import ProcessPart, ProcessStat
+from agent.sources.storage.part import DiskStat, NfsMount, StoragePart
 
 
 @dataclass(frozen=True)
@@ -143,10 +133,12 @@ def parts(node: Node, t: float, rnd: random.Random) -> dict[str, object]:
 
 
 def tick_rates(prev: dict[str, object], cur: dict[str, object]) -> NodeRates:
-    fields: dict[str, object] = {"interval_seconds": 1.0}
+    by_source = {}
     for name in cur:
-        fields.update(family_rates(name, prev[name], cur[name], 1.0))
-    return NodeRates(**fields)  # type: ignore[arg-type]
+        fn = registry.source(name).rates
+        if fn is not None:
+            by_source[name] = fn(prev[name], cur[name], 1.0)
+    return NodeRates(1.0, by_source)
 
 
 def bench(node: Node, n: int) -> dict[str, list[float]]:
@@ -160,7 +152,7 @@ def bench(node: Node, n: int) -> dict[str, list[float]]:
             timestamp=1.7e9 + t,
             monotonic=float(t),
             rates=tick_rates(history[t - 1], history[t]),
-            **history[t],  # type: ignore[arg-type]
+            parts=history[t],
         )
         window.append(sample_from_snapshot(snap))
     baselines = learn(window, Baselines())
@@ -178,7 +170,9 @@ def bench(node: Node, n: int) -> dict[str, list[float]]:
     for i in range(10 * (n + 10) + 2):
         t = 61.0 + i
         cur = parts(node, t, rnd)
-        snap = NodeSnapshot(seq=int(t), timestamp=1.7e9 + t, monotonic=t, rates=tick_rates(prev, cur), **cur)  # type: ignore[arg-type]
+        snap = NodeSnapshot(
+            seq=int(t), timestamp=1.7e9 + t, monotonic=t, rates=tick_rates(prev, cur), parts=cur
+        )
         samples.append(sample_from_snapshot(snap))  # ingest is per tick: timed on its own below
         prev = cur
     for s in samples[:60]:
@@ -192,7 +186,7 @@ def bench(node: Node, n: int) -> dict[str, list[float]]:
     for _ in range(20):  # warm caches
         cold()
     prev, cur = history[59], history[60]
-    snap = NodeSnapshot(seq=60, timestamp=0, monotonic=60.0, rates=tick_rates(prev, cur), **cur)  # type: ignore[arg-type]
+    snap = NodeSnapshot(seq=60, timestamp=0, monotonic=60.0, rates=tick_rates(prev, cur), parts=cur)
     return {
         "steady": steady,
         "cold": timed(cold, n),

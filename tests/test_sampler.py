@@ -11,10 +11,10 @@ from agent.core.events import CollectorFailingEvent, EventBus
 from agent.health.collectors import CollectorFailureWatch
 from agent.runtime.supervisor import Supervisor
 from agent.snapshot import sampler as sampler_module
-from agent.snapshot.parts import DiskStat, StoragePart
 from agent.snapshot.sampler import Sampler
 from agent.sources import SourceAbsent
 from agent.sources.host.collector import HostCollector
+from agent.sources.storage.part import DiskStat, StoragePart
 
 
 class Raising:

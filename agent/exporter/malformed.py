@@ -7,8 +7,7 @@ from collections.abc import Iterable
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from agent.snapshot import NodeSnapshot
-
-PARTS = ("storage", "network", "processes")
+from agent.sources import registry
 
 
 def render(snap: NodeSnapshot) -> Iterable[Metric]:
@@ -17,8 +16,9 @@ def render(snap: NodeSnapshot) -> Iterable[Metric]:
         "Lines or files from /proc and /sys skipped because they could not be parsed, since start.",
         labels=["collector"],
     )
-    for name in PARTS:
-        part = getattr(snap, name)
-        if part is not None:
-            fam.add_metric([name], part.malformed_lines_total)
+    for source in registry.sources():
+        # the parts of the sources that parse kernel text count what they skipped
+        total = getattr(snap.parts.get(source.name), "malformed_lines_total", None)
+        if total is not None:
+            fam.add_metric([source.name], total)
     yield fam

@@ -17,8 +17,8 @@ from agent.core.component import Context
 from agent.core.events import GpuFaultEvent
 from agent.core.vocabulary import GpuFault
 from agent.snapshot import NodeSnapshot
-from agent.snapshot.parts import GpuStats
 from agent.sources.gpu.metrics import CLOCKS_EVENT_REASONS
+from agent.sources.gpu.part import GpuStats
 
 THERMAL_REASONS = 0x20 | 0x40  # sw_thermal_slowdown | hw_thermal_slowdown
 POWER_REASONS = 0x4 | 0x80  # sw_power_cap | hw_power_brake_slowdown

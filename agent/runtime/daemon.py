@@ -9,7 +9,6 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from agent.core.events import AgentLifecycleEvent, EventBus, event_to_dict
 from agent.core.vocabulary import AgentPhase
 from agent.exporter import SnapshotExporter, make_registry
 from agent.exporter import malformed as malformed_metrics
-from agent.exporter import processes as process_metrics
 from agent.exporter.server import HttpFace, WebConfigInvalid
 from agent.exporter.status import summarize, tcp_view
 from agent.health.collectors import CollectorFailureWatch
@@ -39,15 +37,7 @@ from agent.runtime.supervisor import Supervisor
 from agent.snapshot import NodeSnapshot
 from agent.snapshot.sampler import Sampler
 from agent.sources import Collector
-from agent.sources.gpu import metrics as gpu_metrics
-from agent.sources.gpu.collector import GpuCollector
-from agent.sources.host import metrics as host_metrics
-from agent.sources.host.collector import HostCollector
-from agent.sources.network import metrics as network_metrics
-from agent.sources.network.collector import NetworkCollector
-from agent.sources.processes.collector import ProcessCollector
-from agent.sources.storage import metrics as storage_metrics
-from agent.sources.storage.collector import StorageCollector
+from agent.sources import registry as sources
 
 log = structlog.get_logger("daemon")
 
@@ -78,38 +68,13 @@ def training_pids(snap: NodeSnapshot, sources: Iterable[PidSource] = ()) -> set[
 def build_collectors(
     cfg: Config, latest: Callable[[], NodeSnapshot] = lambda: _EMPTY, pid_sources: Iterable[PidSource] = ()
 ) -> list[Collector]:
-    collectors: list[Collector] = [HostCollector(cfg.agent.procfs)]
-    if cfg.gpu.enabled:
-        collectors.append(GpuCollector(cfg.gpu.library, cfg.gpu.reinit_backoff_max, cfg.gpu.xid_events))
-    if cfg.storage.enabled:
-        collectors.append(
-            StorageCollector(cfg.agent.procfs, cfg.storage.device_exclude, cfg.storage.mountstats_pid)
-        )
-    if cfg.network.enabled:
-        collectors.append(
-            NetworkCollector(
-                cfg.agent.procfs,
-                cfg.agent.sysfs,
-                cfg.network.device_exclude,
-                cfg.network.capacity,
-                rdma=cfg.network.rdma,
-            )
-        )
-    collectors.append(
-        ProcessCollector(cfg.agent.procfs, cfg.agent.sysfs, lambda: training_pids(latest(), pid_sources))
-    )
-    return collectors
+    """One collector per registered source that the config leaves on."""
+    ctx = sources.BuildContext(cfg, latest, lambda: training_pids(latest(), pid_sources))
+    return sources.build_collectors(ctx)
 
 
 def build_renderers(cfg: Config) -> list[Any]:
-    renderers = [host_metrics.render, process_metrics.render, malformed_metrics.render]
-    if cfg.gpu.enabled:
-        renderers.append(partial(gpu_metrics.render, processes=cfg.gpu.process_metrics))
-    if cfg.storage.enabled:
-        renderers.append(storage_metrics.render)
-    if cfg.network.enabled:
-        renderers.append(network_metrics.render)
-    return renderers
+    return [*sources.renderers(cfg), malformed_metrics.render]
 
 
 def build_components(ctx: Context) -> list[Component]:

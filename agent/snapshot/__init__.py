@@ -3,14 +3,20 @@
 The sampler builds a :class:`NodeSnapshot` every tick from whatever the collectors returned; a collector
 that failed or is stuck leaves its part ``None`` for that tick (its series vanish from /metrics, as
 node_exporter does) and says why in ``collectors``.
+
+Each source's part sits in ``parts`` under the source's name, and reads as an attribute too
+(``snap.gpu``, ``snap.storage``): any registered source's name is one, ``None`` while that source
+has no part. The snapshot itself names no source.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from agent.snapshot.parts import GpuPart, HostPart, NetworkPart, ProcessPart, StoragePart
 from agent.snapshot.rates import NodeRates
+from agent.sources import registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,18 +29,43 @@ class CollectorStatus:
     stuck_seconds: float = 0.0  # how long the current call has been running, 0 if none in flight
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class NodeSnapshot:
     seq: int
     timestamp: float  # wall clock, seconds since the epoch
     monotonic: float
-    host: HostPart | None = None
-    gpu: GpuPart | None = None
-    storage: StoragePart | None = None
-    network: NetworkPart | None = None
-    processes: ProcessPart | None = None
+    parts: Mapping[str, Any] = field(default_factory=dict)  # source name -> its part
     collectors: dict[str, CollectorStatus] = field(default_factory=dict)
     rates: NodeRates = field(default_factory=NodeRates)
+
+    def __init__(
+        self,
+        seq: int,
+        timestamp: float,
+        monotonic: float,
+        parts: Mapping[str, Any] | None = None,
+        collectors: dict[str, CollectorStatus] | None = None,
+        rates: NodeRates | None = None,
+        **named_parts: Any,
+    ) -> None:
+        """``named_parts`` (``gpu=GpuPart(...)``) join ``parts``, for snapshots built by hand."""
+        merged = dict(parts or {})
+        for name, part in named_parts.items():
+            if name not in registry.names():
+                raise TypeError(f"NodeSnapshot has no source named {name!r}")
+            merged[name] = part
+        object.__setattr__(self, "seq", seq)
+        object.__setattr__(self, "timestamp", timestamp)
+        object.__setattr__(self, "monotonic", monotonic)
+        object.__setattr__(self, "parts", {k: v for k, v in merged.items() if v is not None})
+        object.__setattr__(self, "collectors", collectors if collectors is not None else {})
+        object.__setattr__(self, "rates", rates if rates is not None else NodeRates())
+
+    def __getattr__(self, name: str) -> Any:
+        # only called for names that are not fields: a source's part
+        if name.startswith("__") or name not in registry.names():
+            raise AttributeError(f"NodeSnapshot has no attribute or source {name!r}")
+        return self.parts.get(name)
 
 
 __all__ = ["CollectorStatus", "NodeRates", "NodeSnapshot"]

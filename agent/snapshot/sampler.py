@@ -26,12 +26,11 @@ from typing import Any
 import structlog
 
 from agent.snapshot import CollectorStatus, NodeSnapshot
-from agent.snapshot.rates import NodeRates, family_rates
-from agent.sources import Collector, SourceAbsent
+from agent.snapshot.rates import NodeRates
+from agent.sources import Collector, SourceAbsent, registry
 
 log = structlog.get_logger("sampler")
 
-PARTS = ("host", "gpu", "storage", "network", "processes")
 STAGGER = 0.05  # seconds a collector runs alone before the next one is started beside it
 
 Outcome = tuple[Any, BaseException | None, float, float]  # part, exception, monotonic start and end
@@ -57,7 +56,7 @@ class _Slot:
     last_part: Any = None
     last_status: CollectorStatus | None = None
     finished: float = 0.0  # monotonic time the last successful call returned
-    rates: dict[str, object] = field(default_factory=dict)  # this part's fields of NodeRates
+    rates: Any = None  # the rates of its last interval (its source's rates dataclass), None without
     logged_absent: bool = False
     last_error: str | None = None
     failing_since: float | None = None
@@ -109,6 +108,14 @@ class _Batch:
                     self._loop.call_soon_threadsafe(_resolve, self.done)
                 except RuntimeError:  # the loop is closed: the daemon is exiting
                     pass
+
+
+def _rates(source: str, prev: Any, cur: Any, dt: float) -> Any:
+    """The source's rates over the interval from ``prev`` to ``cur``; None without a valid interval."""
+    fn = registry.source(source).rates
+    if fn is None or prev is None or dt <= 0:
+        return None
+    return fn(prev, cur, dt)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -203,7 +210,7 @@ class Sampler:
             running = now - started
             if running > self.timeout:
                 s.last_part = None
-                s.rates = {}
+                s.rates = None
                 s.last_status = CollectorStatus(
                     name, False, running, error=f"timed out after {self.timeout:g}s", stuck_seconds=running
                 )
@@ -215,7 +222,7 @@ class Sampler:
         result, exc, t0, finished = outcome
         duration = finished - t0
         if exc is None:
-            s.rates = family_rates(s.collector.part, s.last_part, result, finished - s.finished)
+            s.rates = _rates(s.collector.part, s.last_part, result, finished - s.finished)
             s.last_part = result
             s.finished = finished
             s.last_status = CollectorStatus(name, True, duration)
@@ -225,14 +232,14 @@ class Sampler:
             s.last_error = None
         elif isinstance(exc, SourceAbsent):
             s.last_part = None
-            s.rates = {}
+            s.rates = None
             s.last_status = CollectorStatus(name, False, duration, error=str(exc), absent=True)
             if not s.logged_absent:
                 log.warning("cannot see source", collector=name, reason=str(exc))
                 s.logged_absent = True
         else:
             s.last_part = None
-            s.rates = {}
+            s.rates = None
             err = f"{type(exc).__name__}: {exc}"[:300]
             s.last_status = CollectorStatus(name, False, duration, error=err)
             self._mark_failing(s, now, err)
@@ -248,24 +255,20 @@ class Sampler:
 
     def _build(self, now: float) -> NodeSnapshot:
         prev = self.latest
-        parts: dict[str, Any] = {p: None for p in PARTS}
+        parts: dict[str, Any] = {}
         statuses: dict[str, CollectorStatus] = {}
-        rate_fields: dict[str, object] = {"interval_seconds": now - prev.monotonic if prev.seq else 0.0}
+        by_source: dict[str, Any] = {}
         for s in self._slots:
             if s.last_status is not None:
                 statuses[s.collector.name] = s.last_status
             if s.last_part is not None:
                 parts[s.collector.part] = s.last_part
-                rate_fields.update(s.rates)
-        rates = NodeRates(**rate_fields)  # type: ignore[arg-type]
+                if s.rates is not None:
+                    by_source[s.collector.part] = s.rates
+        rates = NodeRates(now - prev.monotonic if prev.seq else 0.0, by_source)
         self._seq += 1
         return NodeSnapshot(
-            seq=self._seq,
-            timestamp=time.time(),
-            monotonic=now,
-            collectors=statuses,
-            rates=rates,
-            **parts,
+            seq=self._seq, timestamp=time.time(), monotonic=now, parts=parts, collectors=statuses, rates=rates
         )
 
     def close(self) -> None:

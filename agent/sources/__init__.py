@@ -18,11 +18,11 @@ class SourceAbsent(Exception):
 @runtime_checkable
 class Collector(Protocol):
     name: str
-    # which NodeSnapshot field this collector fills: host | gpu | storage | network | processes
+    # the registered source whose part this collector returns (agent.sources.registry)
     part: str
 
     def collect(self) -> Any:
-        """Return the part (a frozen dataclass from agent.snapshot.parts). Blocking; runs off the loop."""
+        """Return the part (the frozen dataclass in its folder's ``part.py``). Blocking; runs off the loop."""
 
     def close(self) -> None:
         """Release handles (NVML shutdown, file descriptors). Called once on shutdown."""

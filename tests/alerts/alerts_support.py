@@ -15,7 +15,7 @@ from agent.config import Config, parse_config
 from agent.core.component import Context
 from agent.core.events import EventBus
 from agent.snapshot import NodeSnapshot
-from agent.snapshot.parts import GpuPart, GpuStats
+from agent.sources.gpu.part import GpuPart, GpuStats
 
 FAST = {"backoff_initial": "50ms", "backoff_max": "200ms", "flush_timeout": "1s"}
 

@@ -13,20 +13,12 @@ from dataclasses import dataclass, field, replace
 from agent.classifier.engine import Engine, Evaluation
 from agent.config.classifier import ClassifierSection
 from agent.snapshot import NodeSnapshot
-from agent.snapshot.parts import (
-    CpuTimes,
-    GpuPart,
-    GpuProcess,
-    GpuStats,
-    HostPart,
-    NetworkPart,
-    NicStat,
-    ProcessPart,
-    ProcessStat,
-    RdmaPort,
-    StoragePart,
-)
 from agent.snapshot.rates import NodeRates
+from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
+from agent.sources.host.part import CpuTimes, HostPart
+from agent.sources.network.part import NetworkPart, NicStat, RdmaPort
+from agent.sources.processes.part import ProcessPart, ProcessStat
+from agent.sources.storage.part import StoragePart
 
 LIMIT = 400.0
 IDLE = 60.0

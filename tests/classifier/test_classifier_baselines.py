@@ -12,8 +12,8 @@ from classifier_synth import COMPUTE, NETWORK, STORAGE, SYNC, Regime, fast_cfg, 
 from agent.classifier import baselines as store
 from agent.classifier.baselines import Baselines, capacity, idle_power
 from agent.classifier.engine import Engine
-from agent.snapshot.parts import CpuTimes, HostPart, Pressure
-from agent.snapshot.rates import host_rates
+from agent.sources.host.part import CpuTimes, HostPart, Pressure
+from agent.sources.host.rates import host_rates
 
 
 def test_learned_capacities_are_persisted_and_reloaded(tmp_path: Path) -> None:
@@ -117,10 +117,10 @@ def test_psi_rates_come_from_the_total_counters() -> None:
         )
 
     out = host_rates(host(10.0, 4.0), host(10.6, 4.2), 2.0)
-    assert out["pressure_some_ratio"] == {"io": pytest.approx(0.3), "cpu": 0.0}
-    assert out["pressure_full_ratio"] == {"io": pytest.approx(0.1)}
+    assert out.pressure_some_ratio == {"io": pytest.approx(0.3), "cpu": 0.0}
+    assert out.pressure_full_ratio == {"io": pytest.approx(0.1)}
     backwards = host_rates(host(10.0, 4.0), host(9.0, 4.0), 1.0)
-    assert "io" not in backwards["pressure_some_ratio"]
+    assert "io" not in backwards.pressure_some_ratio
 
 
 def test_learning_is_spread_over_evaluations_and_tiles_time() -> None:

@@ -228,7 +228,7 @@ def test_a_tick_without_the_process_collector_is_no_new_job() -> None:
 
     from classifier_synth import snapshot
 
-    from agent.snapshot.parts import ProcessPart
+    from agent.sources.processes.part import ProcessPart
 
     eng = Engine(fast_cfg(warmup="30s"))
     for t in range(1, 40):

@@ -10,17 +10,10 @@ from agent.config import parse_config
 from agent.exporter import SnapshotExporter
 from agent.runtime import daemon
 from agent.snapshot import NodeSnapshot
-from agent.snapshot.parts import (
-    GpuPart,
-    GpuProcess,
-    GpuStats,
-    NetworkPart,
-    NicStat,
-    ProcessPart,
-    ProcessStat,
-    RdmaPort,
-    StoragePart,
-)
+from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
+from agent.sources.network.part import NetworkPart, NicStat, RdmaPort
+from agent.sources.processes.part import ProcessPart, ProcessStat
+from agent.sources.storage.part import StoragePart
 
 
 def _snap(**parts) -> NodeSnapshot:

@@ -15,10 +15,10 @@ from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
 from structlog.testing import capture_logs
 
 from agent.devtools.fake_nvml import FakeNvml, device, write_state
-from agent.snapshot.parts import GpuPart
 from agent.sources import SourceAbsent
 from agent.sources.gpu.collector import GpuCollector
 from agent.sources.gpu.nvml import NvmlDriverError
+from agent.sources.gpu.part import GpuPart
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.devtools.fake_nvml import FakeNvml
 from agent.exporter import SnapshotExporter
 from agent.snapshot import NodeSnapshot
-from agent.snapshot.parts import GpuPart, GpuProcess, GpuStats
 from agent.sources.gpu import metrics as gpu_metrics
 from agent.sources.gpu.collector import GpuCollector
+from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
 
 
 def exposition(part: GpuPart | None, processes: bool = True) -> str:

@@ -10,7 +10,7 @@ from agent.core.component import Context
 from agent.core.events import EventBus, GpuFaultEvent
 from agent.health.gpu import GpuHealth
 from agent.snapshot import NodeSnapshot
-from agent.snapshot.parts import GpuPart, GpuStats
+from agent.sources.gpu.part import GpuPart, GpuStats
 
 
 class Run:

@@ -3,13 +3,17 @@ interface re-created) or is missing gives no rate for that interval, never a neg
 
 from __future__ import annotations
 
+from dataclasses import astuple
 from itertools import pairwise
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.snapshot.parts import DiskStat, NetworkPart, NfsMount, NicStat, RdmaPort, StoragePart
-from agent.snapshot.rates import counter_rate, network_rates, storage_rates
+from agent.snapshot.rates import counter_rate
+from agent.sources.network.part import NetworkPart, NicStat, RdmaPort
+from agent.sources.network.rates import network_rates
+from agent.sources.storage.part import DiskStat, NfsMount, StoragePart
+from agent.sources.storage.rates import storage_rates
 
 
 def disk(name: str, sectors: int, io_ms: int) -> DiskStat:
@@ -36,11 +40,11 @@ def test_storage_rates_and_resets():
         (disk("sda", 3000, 500), disk("sdb", 10, 50)), (nfs("/a", 300, 30, 3.0), nfs("/b", 1, 1, 1))
     )
     r = storage_rates(a, b, 2.0)
-    assert r["disk_read"] == {"sda": 2000 * 512 / 2}
-    assert r["disk_busy_ratio"] == {"sda": 0.25}
-    assert r["nfs_read"] == {"/a": 100.0}
-    assert r["nfs_read_ops"] == {"/a": 10.0}
-    assert r["nfs_read_rtt_seconds"] == {"/a": 0.1}  # 2 s of RTT over 20 READs
+    assert r.disk_read == {"sda": 2000 * 512 / 2}
+    assert r.disk_busy_ratio == {"sda": 0.25}
+    assert r.nfs_read == {"/a": 100.0}
+    assert r.nfs_read_ops == {"/a": 10.0}
+    assert r.nfs_read_rtt_seconds == {"/a": 0.1}  # 2 s of RTT over 20 READs
 
 
 def test_network_rates_resets_and_missing_counters():
@@ -49,11 +53,11 @@ def test_network_rates_resets_and_missing_counters():
     )
     b = NetworkPart((nic("eth0", 300, 50), nic("eth1", 10, 7), nic("ib", None, None)), (port("mlx5_0", 20),))
     r = network_rates(a, b, 1.0)
-    assert r["nic_rx"] == {"eth0": 200.0}
-    assert r["nic_tx"] == {"eth1": 2.0}
-    assert r["rdma_rx"] == {} and r["rdma_tx"] == {}
-    assert r["rdma_xmit_wait"] == {("mlx5_0", 1): 0.0}
-    assert r["rdma_cnp"] == {}  # no congestion counters on this port
+    assert r.nic_rx == {"eth0": 200.0}
+    assert r.nic_tx == {"eth1": 2.0}
+    assert r.rdma_rx == {} and r.rdma_tx == {}
+    assert r.rdma_xmit_wait == {("mlx5_0", 1): 0.0}
+    assert r.rdma_cnp == {}  # no congestion counters on this port
 
 
 @given(
@@ -63,6 +67,6 @@ def test_network_rates_resets_and_missing_counters():
 def test_rates_are_never_negative(values, dt):
     parts = [NetworkPart((nic("eth0", v, v),), (port("p", v, v, v),)) for v in values]
     for a, b in pairwise(parts):
-        for series in network_rates(a, b, dt).values():
+        for series in astuple(network_rates(a, b, dt)):
             assert all(v >= 0 for v in series.values())
     assert counter_rate(5, 4, 1.0) is None and counter_rate(None, 4, 1.0) is None

@@ -13,10 +13,10 @@ from typing import Any
 import pynvml
 import structlog
 
-from agent.snapshot.parts import GpuPart, GpuProcess, GpuStats
 from agent.sources import SourceAbsent
 from agent.sources.gpu.nvml import Device, GpuLost, Nvml, NvmlDriverError, binding
 from agent.sources.gpu.nvml_events import XidWatcher
+from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
 
 log = structlog.get_logger("gpu")
 

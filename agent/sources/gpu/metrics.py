@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from agent.snapshot import NodeSnapshot
-from agent.snapshot.parts import GpuStats
+from agent.sources.gpu.part import GpuStats
 
 LABELS = ["gpu", "uuid", "model"]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import structlog
 
 from agent.core.fsread import read_optional, read_text
-from agent.snapshot.parts import HostPart, Pressure
 from agent.sources.host.parse import parse_loadavg, parse_meminfo, parse_pressure, parse_stat
+from agent.sources.host.part import HostPart, Pressure
 
 log = structlog.get_logger("collector.host")
 

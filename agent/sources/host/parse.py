@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic, NamedTuple, TypeVar
 
-from agent.snapshot.parts import CpuTimes, Pressure
+from agent.sources.host.part import CpuTimes, Pressure
 
 USER_HZ = 100  # fixed at 100 by the kernel ABI for /proc/stat, whatever CONFIG_HZ is
 

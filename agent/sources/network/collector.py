@@ -19,11 +19,11 @@ import structlog
 
 from agent.core.fsread import read_optional
 from agent.core.openfiles import OpenFiles
-from agent.snapshot.parts import NetworkPart, NicStat, RdmaPort
 from agent.sources import SourceAbsent
 from agent.sources.network.infiniband import WANTED, build_port
 from agent.sources.network.netclass import parse_speed
 from agent.sources.network.netdev import parse_net_dev
+from agent.sources.network.part import NetworkPart, NicStat, RdmaPort
 
 LAYOUT_REFRESH_SECONDS = 60.0
 _COUNTER_DIRS = ("counters", "counters_ext", "hw_counters")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from agent.snapshot.parts import RdmaPort
 from agent.sources.host.parse import Parsed
+from agent.sources.network.part import RdmaPort
 
 WORD_BYTES = 4
 _RATE = re.compile(r"^\s*(\d{1,9}(?:\.\d{1,9})?)\s*([GMT])b/sec\b")

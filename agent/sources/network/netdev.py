@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.snapshot.parts import NicStat
 from agent.sources.host.parse import Parsed, counters
+from agent.sources.network.part import NicStat
 
 FIELDS = 16  # 8 receive columns, then 8 transmit columns
 

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from agent.core.fsread import read_attr, read_optional
 from agent.core.openfiles import OpenFiles
-from agent.snapshot.parts import ProcessPart, ProcessStat
 from agent.sources.host.parse import USER_HZ
 from agent.sources.processes.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
+from agent.sources.processes.part import ProcessPart, ProcessStat
 from agent.sources.processes.procpid import PidStat, parse_cpus_allowed, parse_pid_io, parse_pid_stat
 
 RESCAN_SECONDS = 30.0

@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 
 from agent.core.fsread import read_optional
-from agent.snapshot.parts import NfsMount, StoragePart
 from agent.sources import SourceAbsent
 from agent.sources.storage.diskstats import parse_diskstats
 from agent.sources.storage.mountstats import parse_mountstats
+from agent.sources.storage.part import NfsMount, StoragePart
 
 
 def visible_mounts(mounts: list[NfsMount]) -> tuple[NfsMount, ...]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.snapshot.parts import DiskStat
 from agent.sources.host.parse import Parsed, counters
+from agent.sources.storage.part import DiskStat
 
 MIN_FIELDS = 14
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-from agent.snapshot.parts import NfsMount
 from agent.sources.host.parse import Parsed, counters
+from agent.sources.storage.part import NfsMount
 
 NFS_TYPES = frozenset({"nfs", "nfs4"})
 _DEVICE = re.compile(r"(\S+) mounted on (\S+) with fstype (\S+)(?: statvers=(\S+))?")  # after "device "

@@ -1,0 +1,33 @@
+"""The processes source's snapshot part: the followed training processes.
+
+Counters are cumulative raw values as the kernel or driver reports them, converted to base units
+(bytes, seconds); ``None`` always means "not available on this node", never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessStat:
+    """A training process together with its live descendants (data-loader workers)."""
+
+    pid: int
+    start_time_ticks: int  # field 22 of /proc/<pid>/stat, identifies the process across pid reuse
+    comm: str
+    # utime+stime of the process and its live descendants, plus their reaped children's
+    # (cutime+cstime), so data-loader workers restarting every epoch don't make it go backwards
+    cpu_seconds: float
+    read_bytes: int | None  # /proc/<pid>/io read_bytes (block layer and NFS), summed over the tree
+    rchar: int | None  # /proc/<pid>/io rchar: covers FUSE (ossfs) and page-cache reads too
+    allowed_cores: float  # min(cpuset size, cgroup cpu quota)
+    threads: int = 1
+    descendants: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessPart:
+    processes: tuple[ProcessStat, ...]
+    malformed_lines: int = 0  # in this read
+    malformed_lines_total: int = 0  # since the agent started

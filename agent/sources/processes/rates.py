@@ -1,0 +1,32 @@
+"""The processes source's per-second rates, per training process tree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from operator import attrgetter
+
+from agent.snapshot.rates import pairs, rates
+from agent.sources.processes.part import ProcessPart
+
+_PROC_KEY = attrgetter("pid", "start_time_ticks")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRates:
+    process_cpu_cores: dict[int, float] = field(default_factory=dict)  # pid -> cores used (tree)
+    process_read: dict[int, float] = field(default_factory=dict)  # pid -> bytes/s (rchar, tree)
+    # pid -> bytes/s fetched from storage (read_bytes, tree): counts mmap'd datasets that rchar misses
+    process_storage_read: dict[int, float] = field(default_factory=dict)
+
+
+def process_rates(prev: ProcessPart, cur: ProcessPart, dt: float) -> ProcessRates:
+    # keyed by (pid, start time) so a reused pid never yields a rate against another process
+    procs = pairs(prev.processes, cur.processes, _PROC_KEY)
+    cpu = rates(procs, attrgetter("cpu_seconds"), dt)
+    read = rates(procs, attrgetter("rchar"), dt)
+    storage = rates(procs, attrgetter("read_bytes"), dt)
+    return ProcessRates(
+        process_cpu_cores={pid: r for (pid, _), r in cpu.items()},
+        process_read={pid: r for (pid, _), r in read.items()},
+        process_storage_read={pid: r for (pid, _), r in storage.items()},
+    )

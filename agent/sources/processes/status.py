@@ -1,0 +1,31 @@
+"""The processes source's keys of the status JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.core.projection import Each, Spec, fields
+from agent.snapshot.summary import rounded
+from agent.sources.processes.part import ProcessPart
+from agent.sources.processes.rates import ProcessRates
+
+# the training processes' PIDs and names stay off the network
+TCP_VIEW: dict[str, Spec] = {
+    "training_processes": Each(fields("cpu_cores", "allowed_cores", "read_bytes_per_second", "descendants"))
+}
+
+
+def summary(part: ProcessPart, r: ProcessRates) -> dict[str, Any]:
+    return {
+        "training_processes": [
+            {
+                "pid": p.pid,
+                "comm": p.comm,
+                "cpu_cores": rounded(r.process_cpu_cores.get(p.pid)),
+                "allowed_cores": p.allowed_cores,
+                "read_bytes_per_second": rounded(r.process_read.get(p.pid), 1),
+                "descendants": p.descendants,
+            }
+            for p in part.processes
+        ]
+    }

@@ -1,0 +1,85 @@
+"""A source is a folder: this one (toy.py beside this test) registers itself, and the real daemon,
+run in this process, shows it in the snapshot, on /metrics and in the status, with no other file
+knowing it exists."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import sys
+
+import aiohttp
+import pytest
+from conftest import free_port, unix_get
+
+from agent.cli.status_view import render_status
+from agent.config import parse_config
+from agent.runtime.daemon import Daemon
+from agent.sources import registry
+
+
+@pytest.fixture
+def toy():
+    module = importlib.import_module("toy")
+    yield module
+    registry.unregister("toy")
+    sys.modules.pop("toy", None)
+
+
+async def test_a_toy_source_reaches_snapshot_metrics_and_status(toy, tmp_path):
+    port = free_port()
+    cfg = parse_config(
+        {
+            "agent": {
+                "interval": "100ms",
+                "state_dir": str(tmp_path / "state"),
+                "runtime_dir": str(tmp_path / "run"),
+                "procfs": "/proc",
+            },
+            "http": {"listen": f"127.0.0.1:{port}", "control_socket": str(tmp_path / "run" / "control.sock")},
+            "gpu": {"enabled": False},
+            "preemption": {"provider": "none"},
+        }
+    )
+    daemon = Daemon(cfg, None)
+    run = asyncio.create_task(daemon.run())
+    try:
+        for _ in range(300):  # 30 s at most, on a loaded machine
+            snap = daemon._latest()
+            if snap.toy is not None and snap.rates.toy_calls:
+                break
+            await asyncio.sleep(0.1)
+        assert isinstance(snap.toy, toy.ToyPart) and snap.toy.mood == "cheerful on /proc"
+        assert snap.parts["toy"] is snap.toy and snap.collectors["toy"].success
+        (rate,) = snap.rates.toy_calls.values()
+        assert rate > 0  # two consecutive parts made a rate
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/metrics") as r:
+                metrics = await r.text()
+            async with http.get(f"http://127.0.0.1:{port}/api/v1/status") as r:
+                network_view = json.loads(await r.text())
+        code, body = await asyncio.to_thread(unix_get, str(tmp_path / "run" / "control.sock"), "/status")
+        assert code == 200
+        status = json.loads(body)
+        assert 'training_node_toy_calls_total{mood="cheerful on /proc"}' in metrics
+        assert "training_node_toy_calls_per_second{" in metrics
+        assert 'training_node_collector_success{collector="toy"} 1.0' in metrics
+        assert status["snapshot"]["toy"]["mood"] == "cheerful on /proc"
+        assert status["snapshot"]["toy"]["calls"] >= 2
+        assert network_view["snapshot"]["toy"] == {"calls": network_view["snapshot"]["toy"]["calls"]}
+        text = render_status(status)
+        assert "[toy] cheerful on /proc" in text
+        # the built-in sources are still there, in their order, before the toy
+        assert text.index("[host]") < text.index("[toy]")
+    finally:
+        daemon._stop.set()
+        assert await asyncio.wait_for(run, 10) == 0
+
+
+def test_without_registration_there_is_no_toy():
+    from agent.snapshot import NodeSnapshot
+
+    assert "toy" not in registry.names()
+    with pytest.raises(AttributeError):
+        _ = NodeSnapshot(seq=1, timestamp=0.0, monotonic=0.0).toy
