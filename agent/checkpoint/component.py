@@ -25,7 +25,7 @@ from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from agent.checkpoint.ledger import Episode, Ledger
-from agent.checkpoint.policy import acts_on, plan
+from agent.checkpoint.policy import Plan, acts_on, moved_earlier, plan
 from agent.checkpoint.publish import (
     agent_identity,
     discovery_path,
@@ -227,6 +227,9 @@ class CheckpointComponent:
                 if task is not None:
                     task.cancel()
                 del self.ledger.episodes[ev.event_id]
+            elif known.open and ev.deadline and ev.deadline.timestamp() < known.deadline - 1:
+                self._deadline_moved_earlier(known, ev.deadline)
+                return
             else:
                 log.debug("notice already handled", event_id=ev.event_id, phase=known.phase)
                 return
@@ -259,6 +262,33 @@ class CheckpointComponent:
                 deadline=p.deadline.isoformat(),
             )
         self._start(ep)
+
+    def _deadline_moved_earlier(self, ep: Episode, deadline: datetime) -> None:
+        """The same notice with an earlier deadline, after the request went out: the episode's ack
+        window and escalation follow the new deadline; no second request, no second signal."""
+        current = Plan(
+            act_at=_dt(ep.act_at),
+            deadline=_dt(ep.deadline),
+            escalate_at=_dt(ep.escalate_at) if ep.escalate_at is not None else None,
+        )
+        p = moved_earlier(current, deadline, datetime.now(UTC), self.tcfg.escalate_before)
+        ep.deadline = p.deadline.timestamp()
+        if not ep.escalated:
+            ep.escalate_at = p.escalate_at.timestamp() if p.escalate_at else None
+        ep.problems.append(f"the cloud moved the deadline earlier, to {p.deadline.isoformat()}")
+        self.ledger.save()
+        if ep.phase == EpisodeState.REQUESTED and not ep.dry_run:
+            # the trainer sees the new deadline; the same event id tells it this is no new request
+            self._write_request(ep, "requested")
+        log.warning(
+            "checkpoint deadline moved earlier",
+            event_id=ep.event_id,
+            phase=ep.phase,
+            deadline=p.deadline.isoformat(),
+            seconds_left=round(ep.deadline - time.time(), 1),
+            escalate_at=p.escalate_at.isoformat() if p.escalate_at and not ep.escalated else None,
+        )
+        self._wake.set()  # the ack wait looks at the new deadline and escalation time now
 
     def _start(self, ep: Episode) -> None:
         self._done.setdefault(ep.event_id, asyncio.get_running_loop().create_future())

@@ -39,3 +39,14 @@ def plan(
     if escalate_before > 0:
         escalate_at = max(act_at, deadline - timedelta(seconds=escalate_before))
     return Plan(act_at=act_at, deadline=deadline, escalate_at=escalate_at)
+
+
+def moved_earlier(current: Plan, new_deadline: datetime, now: datetime, escalate_before: float) -> Plan:
+    """The cloud moved the deadline of a notice already acted on earlier. The request stands (never
+    a second one, never a second signal); the ack must come before the new deadline, and the final
+    SIGTERM moves up with it, to now if its time has already come."""
+    deadline = min(current.deadline, new_deadline)
+    escalate_at = None
+    if escalate_before > 0:
+        escalate_at = max(now, deadline - timedelta(seconds=escalate_before))
+    return Plan(act_at=current.act_at, deadline=deadline, escalate_at=escalate_at)

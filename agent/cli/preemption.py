@@ -53,6 +53,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
         help="spot-termination (default), spot-stop, ...",
     )
     p.add_argument(
+        "--notice-moving",
+        action="store_true",
+        help="recompute the notice's time on every read: request time + --notice-seconds (what "
+        "amazon-ec2-metadata-mock does by default)",
+    )
+    p.add_argument(
         "--maintenance",
         action="append",
         default=[],
@@ -98,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
             for kind, seconds in args.maintenance:
                 state.add_maintenance(kind, seconds)
             if args.notice_after is not None:
-                state.add_notice(args.notice_kind, args.notice_seconds, after=args.notice_after)
+                state.add_notice(
+                    args.notice_kind, args.notice_seconds, after=args.notice_after, moving=args.notice_moving
+                )
         except ValueError as e:
             print(f"metadata-sim: {e}", file=sys.stderr)
             await sim.close()

@@ -167,7 +167,7 @@ class AwsSim(CloudSim):
             n = self.state.active_notice((NoticeKind.REBALANCE_RECOMMENDATION,))
             if n is None:
                 return not_found()
-            return as_json({"noticeTime": n.time_text or rfc3339(n.announced_at or n.deadline)})
+            return as_json({"noticeTime": n.time_text or rfc3339(n.issued_at)})
         if path == aws.SCHEDULED_PATH:
             events = []
             for m in self.state.maintenance_listed():

@@ -57,11 +57,23 @@ class SimEvent:
     announced_monotonic: float | None = None
     ended_wall: float | None = None
     ended_monotonic: float | None = None
+    # recomputed on every read, like amazon-ec2-metadata-mock's default spot mode: the deadline is the
+    # time of the request + ``seconds``, and a rebalance's noticeTime the time of the request
+    moving: bool = False
 
     @property
     def deadline(self) -> datetime:
+        if self.moving:
+            return datetime.now(UTC) + timedelta(seconds=self.seconds)
         start = self.announced_at or datetime.fromtimestamp(self.announce_at_wall, UTC)
         return start + timedelta(seconds=self.seconds)
+
+    @property
+    def issued_at(self) -> datetime:
+        """When the cloud says it issued the notice (AWS rebalance ``noticeTime``)."""
+        if self.moving:
+            return datetime.now(UTC)
+        return self.announced_at or self.deadline
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +85,7 @@ class SimEvent:
             "seconds": self.seconds,
             "deadline": self.deadline.isoformat(),
             "time_text": self.time_text,
+            "moving": self.moving,
             "code": self.code,
             "resources": self.resources,
             "announce_at_wall": self.announce_at_wall,
@@ -171,6 +184,7 @@ class SimState:
         after: float = 0,
         time_text: str | None = None,
         resources: list[str] | None = None,
+        moving: bool = False,
     ) -> SimEvent:
         if kind not in self.cloud.notice_kinds:
             raise ValueError(
@@ -185,6 +199,7 @@ class SimState:
             announce_at_wall=time.time() + after,
             time_text=time_text,
             resources=resources,
+            moving=moving,
         )
         return self._schedule(ev, after)
 
@@ -346,6 +361,17 @@ class SimState:
         self.tokens.clear()
         return n
 
+    def shift(self, seconds: float) -> list[str]:
+        """Move the deadline of every pending and active event by ``seconds`` (negative: earlier),
+        as a service restarted with another clock or schedule would serve it."""
+        moved = [ev.id for ev in self.events if ev.state in ("pending", "active")]
+        for ev in self.events:
+            if ev.id in moved:
+                ev.seconds += seconds
+        if moved:
+            self._bump()
+        return moved
+
     def reset(self) -> None:
         for h in self._timers:
             h.cancel()
@@ -391,9 +417,8 @@ class Simulator:
         self.runner: web.AppRunner | None = None
         self.host = "127.0.0.1"
         self.port = 0
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self.app = app
+        self.restarts = 0
+        self._restarting: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -401,10 +426,10 @@ class Simulator:
         return f"http://{host}:{self.port}"
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        app = web.Application()  # a new one each start: an application is not set up twice
+        app.router.add_route("*", "/{tail:.*}", self._handle)
         # a client that goes away cancels its handler: GCP long-polls must not pile up
-        self.runner = web.AppRunner(
-            self.app, access_log=None, handle_signals=False, handler_cancellation=True
-        )
+        self.runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, port, reuse_address=True)
         await site.start()
@@ -416,10 +441,31 @@ class Simulator:
         return self.port
 
     async def close(self) -> None:
+        if self._restarting is not None:
+            self._restarting.cancel()
         self.state.close()
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None
+
+    async def restart(self, down: float = 0.0, shift: float = 0.0) -> None:
+        """Stop serving (connections refused), wait ``down`` seconds, and serve again on the same
+        port with every deadline moved by ``shift`` seconds: a metadata service restarting, maybe
+        with an earlier time for the same notice."""
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
+        self.state.shift(shift)
+        await asyncio.sleep(down)
+        await self.start(self.host, self.port)
+        self.restarts += 1
+
+    def restart_soon(self, down: float, shift: float) -> None:
+        async def later() -> None:
+            await asyncio.sleep(0.05)  # the control request's answer goes out first
+            await self.restart(down, shift)
+
+        self._restarting = asyncio.ensure_future(later())
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.path.startswith("/_sim/"):
@@ -543,8 +589,15 @@ class Simulator:
                 after=_float(body, "after", 0),
                 time_text=_opt_str(body, "time"),
                 resources=_opt_list(body, "resources"),
+                moving=bool(body.get("moving", False)),
             )
             return as_json(ev.as_dict())
+        if path == "/restart":
+            if self._restarting is not None and not self._restarting.done():
+                raise ValueError("a restart is under way")
+            down, shift = _float(body, "down", 0, 0, 3600), _float(body, "shift", 0, -86400, 86400)
+            self.restart_soon(down, shift)
+            return as_json({"restarting": True, "down": down, "shift": shift})
         if path == "/maintenance":
             ev = state.add_maintenance(
                 kind=str(body.get("kind", "reboot")),

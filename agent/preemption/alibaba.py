@@ -31,7 +31,6 @@ from agent.preemption.provider import (
     first_time,
     parse_iso_time,
     parse_json,
-    stable_id,
 )
 
 SPOT_PATH = "/latest/meta-data/instance/spot/termination-time"
@@ -197,7 +196,7 @@ class AlibabaProvider(Provider):
         if spot.warning:
             reading.warnings.append(f"spot termination-time: {spot.warning}")
         kind = NoticeKind.SPOT_TERMINATION
-        reading.add(kind, stable_id(self.name, kind, spot.text), spot.time, spot.text)
+        reading.add(kind, None, spot.time, spot.text)  # the body is the time: no id in it
         return reading
 
     async def read_events(self) -> Reading:
@@ -205,10 +204,9 @@ class AlibabaProvider(Provider):
         reading = self.reading()
         for ev in events or []:
             kind = maintenance_kind(ev.code)
-            event_id = ev.event_id or stable_id(self.name, kind, f"{ev.code}|{ev.not_before_text}")
             ended = (ev.status or "").lower() in ENDED
             problem = ev.time_problem or (None if ev.not_before_text else "no NotBefore time")
-            reading.add(kind, event_id, ev.not_before, ev.raw, withdrawn=ended, time_problem=problem)
+            reading.add(kind, ev.event_id, ev.not_before, ev.raw, withdrawn=ended, time_problem=problem)
         return reading
 
     async def identity(self) -> InstanceIdentityEvent:

@@ -34,7 +34,6 @@ from agent.preemption.provider import (
     parse_iso_time,
     parse_json,
     parse_json_object,
-    stable_id,
 )
 
 ACTION_PATH = "/latest/meta-data/spot/instance-action"
@@ -93,7 +92,7 @@ def parse_instance_action(body: str) -> InstanceAction:
 
 @dataclass(frozen=True, slots=True)
 class Rebalance:
-    notice_time: str  # when the recommendation was issued: its identity, not a deadline
+    notice_time: str  # when the recommendation was issued: neither a deadline nor an identity
     raw: str
 
 
@@ -107,7 +106,7 @@ def parse_rebalance(body: str) -> Rebalance:
 @dataclass(frozen=True, slots=True)
 class ScheduledEvent:
     code: str
-    event_id: str
+    event_id: str | None  # AWS always gives one; None: the tracker knows it by its kind
     state: str
     description: str
     not_before: datetime | None
@@ -135,7 +134,7 @@ def parse_scheduled_events(body: str) -> list[ScheduledEvent]:
             state = description[1:].split("]", 1)[0].lower()
         not_before, problem = first_time(str(item.get("NotBefore") or ""), parse_aws_time, parse_iso_time)
         raw = json.dumps(item, sort_keys=True)
-        event_id = str(item.get("EventId") or stable_id("aws", code, raw))
+        event_id = str(item["EventId"]) if item.get("EventId") else None
         out.append(ScheduledEvent(code, event_id, state or "active", description, not_before, problem, raw))
     return out
 
@@ -174,9 +173,8 @@ class AwsProvider(Provider):
         kind = ACTION_KINDS.get(act.action, NoticeKind.SPOT_TERMINATION)
         if act.action not in ACTION_KINDS:
             reading.warnings.append(f"unknown spot action {act.action!r}; treated as termination")
-        reading.add(
-            kind, stable_id(self.name, kind, act.raw), act.time, act.raw, time_problem=act.time_problem
-        )
+        # no id from AWS, and "time" may move between reads: the tracker knows it by its kind
+        reading.add(kind, None, act.time, act.raw, time_problem=act.time_problem)
         return reading
 
     async def read_rebalance(self) -> Reading:
@@ -184,7 +182,8 @@ class AwsProvider(Provider):
         reading = self.reading()
         if rebalance is not None:
             kind = NoticeKind.REBALANCE_RECOMMENDATION
-            reading.add(kind, stable_id(self.name, kind, rebalance.notice_time), None, rebalance.raw)
+            # noticeTime is not an id either: mocks (and a restarted service) serve a new one per read
+            reading.add(kind, None, None, rebalance.raw)
         return reading
 
     async def read_scheduled(self) -> Reading:

@@ -15,12 +15,10 @@ GCE gives no deadline: preemption leaves about 30 s, a maintenance event about 6
 from __future__ import annotations
 
 import re
-from datetime import datetime
-from typing import Any
 
-from agent.core.events import InstanceIdentityEvent, PreemptionEvent
+from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import NoticeKind
-from agent.preemption.provider import BodyFormatError, Provider, Reading, Source, first_line, stable_id
+from agent.preemption.provider import BodyFormatError, Provider, Reading, Source, first_line
 
 PREFIX = "/computeMetadata/v1/"
 PREEMPTED_PATH = PREFIX + "instance/preempted"
@@ -67,10 +65,6 @@ class GcpProvider(Provider):
     )
     headers = HEADERS
 
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self._occurrence: dict[str, tuple[str, str]] = {}  # path -> (value, event id)
-
     def sources(self) -> list[Source]:
         long_poll = self.cfg.gcp_long_poll
         return [
@@ -87,32 +81,15 @@ class GcpProvider(Provider):
         ]
 
     def _to_reading(self, path: str, value: bool | str | None) -> Reading:
-        """``value``: parse_preempted's or parse_maintenance_event's answer (None: nothing, or 404)."""
+        """``value``: parse_preempted's or parse_maintenance_event's answer (None: nothing, or 404).
+        GCE gives no event id and the same value comes back at every maintenance: the tracker knows
+        the notice by its source and kind while the value stays."""
         reading = self.reading()
         if value is True:
-            value = "TRUE"
-            kind = NoticeKind.SPOT_TERMINATION
+            reading.add(NoticeKind.SPOT_TERMINATION, None, None, "TRUE")
         elif isinstance(value, str):
-            kind = MAINTENANCE_KINDS.get(value, NoticeKind.MAINTENANCE_OTHER)
-        else:
-            self._occurrence.pop(path, None)
-            return reading
-        reading.add(kind, self._occurrence_id(path, kind, value, reading.received_at), None, value)
+            reading.add(MAINTENANCE_KINDS.get(value, NoticeKind.MAINTENANCE_OTHER), None, None, value)
         return reading
-
-    def _occurrence_id(self, path: str, kind: str, value: str, seen: datetime) -> str:
-        """GCE gives no event id and the same value comes back at every maintenance: the id is the
-        value plus the time this occurrence was first seen, kept while the value stays."""
-        current = self._occurrence.get(path)
-        if current is None or current[0] != value:
-            current = (value, stable_id(self.name, kind, f"{value}@{seen.isoformat()}"))
-            self._occurrence[path] = current
-        return current[1]
-
-    def adopt(self, source: str, event: PreemptionEvent) -> None:
-        path = {"preempted": PREEMPTED_PATH, "maintenance": MAINTENANCE_PATH}.get(source)
-        if path is not None and event.raw:
-            self._occurrence[path] = (event.raw, event.event_id)
 
     async def _read(self, path: str, _: None) -> Reading:
         return self._to_reading(path, await self.fetch(path, PARSERS[path]))

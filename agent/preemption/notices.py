@@ -6,6 +6,13 @@ completed, or that stays absent for ``withdraw_after`` successful reads in a row
 withdrawn; a notice whose deadline moves earlier is announced again with the same ``event_id``. A
 read that failed says nothing about presence, so errors never withdraw anything.
 
+A notice's identity is what the cloud means by one event. Where the cloud gives an id (Azure,
+AWS and Alibaba maintenance ``EventId``) that is it. Where it gives none (spot and rebalance
+notices, GCE's values), there is at most one notice of a kind per source at a time, so the
+identity is the source and the kind on this instance, and the id is minted when the notice is first
+seen: never derived from the body, whose time field may move on every read (AWS's own
+amazon-ec2-metadata-mock recomputes it per request). A moved deadline updates the notice in place.
+
 :class:`NoticeStore` keeps the active notices in ``<state_dir>/preemption-notices.json`` (atomic
 write) so a restart during a notice does not announce it again as new.
 """
@@ -30,6 +37,20 @@ log = structlog.get_logger("preemption.notices")
 EARLIER_BY = 1.0  # seconds a deadline must move earlier to be announced again
 
 
+def notice_key(source: str, event: PreemptionEvent) -> str:
+    """The identity the tracker keeps: the cloud's event id, or the source and kind when it gives none
+    (a reading's notice without an id has ``event_id == ""``)."""
+    return event.event_id or f"{source}/{event.kind}"
+
+
+def minted_id(event: PreemptionEvent, instance: str | None) -> str:
+    """``aws-spot-termination-i-0abc-20260101T120000Z``: the instance and kind, and when this
+    occurrence was first seen (a stopped or hibernated spot instance can be reclaimed again later,
+    and the checkpoint ledger must not take that for the old notice)."""
+    seen = event.received_at.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return "-".join(p for p in (event.provider, event.kind, instance, seen) if p)
+
+
 @dataclass
 class ActiveNotice:
     event: PreemptionEvent  # as last announced
@@ -37,15 +58,21 @@ class ActiveNotice:
     last_seen: datetime
     misses: int = 0
     deadline: datetime | None = None  # the cloud's latest word (may be later than the announced one)
+    key: str = ""  # see notice_key
 
 
 class NoticeTracker:
     def __init__(self, withdraw_after: int = 3) -> None:
         self.withdraw_after = withdraw_after
-        self.active: dict[str, ActiveNotice] = {}
+        self.active: dict[str, ActiveNotice] = {}  # by notice_key
+        self.instance: str | None = None  # the instance id once known: part of minted ids
 
-    def restore(self, source: str, event: PreemptionEvent) -> None:
-        self.active[event.event_id] = ActiveNotice(event, source, event.received_at, deadline=event.deadline)
+    def restore(self, source: str, event: PreemptionEvent, key: str | None = None) -> None:
+        key = key or event.event_id
+        self.active[key] = ActiveNotice(event, source, event.received_at, deadline=event.deadline, key=key)
+
+    def find(self, event_id: str) -> ActiveNotice | None:
+        return next((n for n in self.active.values() if n.event.event_id == event_id), None)
 
     def observe(
         self, source: str, seen: list[PreemptionEvent], withdraw_after: int | None = None
@@ -54,15 +81,18 @@ class NoticeTracker:
         out: list[PreemptionEvent] = []
         present: set[str] = set()
         for ev in seen:
-            current = self.active.get(ev.event_id)
+            key = notice_key(source, ev)
+            current = self.active.get(key)
             if ev.withdrawn:
                 if current is not None:
-                    del self.active[ev.event_id]
+                    del self.active[key]
                     out.append(_withdrawn(current.event, ev.received_at, ev.raw))
                 continue
-            present.add(ev.event_id)
+            present.add(key)
             if current is None:
-                self.active[ev.event_id] = ActiveNotice(ev, source, ev.received_at, deadline=ev.deadline)
+                if not ev.event_id:
+                    ev = replace(ev, event_id=minted_id(ev, self.instance))
+                self.active[key] = ActiveNotice(ev, source, ev.received_at, deadline=ev.deadline, key=key)
                 out.append(ev)
                 continue
             current.misses = 0
@@ -74,17 +104,17 @@ class NoticeTracker:
                 and announced is not None
                 and (announced - ev.deadline).total_seconds() > EARLIER_BY
             ):
-                # moved earlier: acting on the old deadline would be late
-                current.event = replace(ev, replayed=False)
+                # moved earlier: acting on the old deadline would be late. The same notice, said again
+                current.event = replace(ev, event_id=current.event.event_id, replayed=False)
                 out.append(current.event)
         limit = withdraw_after or self.withdraw_after
         now = seen[0].received_at if seen else datetime.now(UTC)
-        for event_id, notice in list(self.active.items()):
-            if notice.source != source or event_id in present:
+        for key, notice in list(self.active.items()):
+            if notice.source != source or key in present:
                 continue
             notice.misses += 1
             if notice.misses >= limit:
-                del self.active[event_id]
+                del self.active[key]
                 out.append(_withdrawn(notice.event, now, ""))
         return out
 
@@ -125,9 +155,10 @@ class NoticeStore:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def load(self, provider: str) -> list[tuple[str, PreemptionEvent]]:
-        """Active notices saved by an earlier run for ``provider``. An unreadable file is kept aside
-        as ``*.corrupt`` (nothing is silently lost) and the watcher starts empty."""
+    def load(self, provider: str) -> list[tuple[str, PreemptionEvent, str]]:
+        """Active notices (source, event, identity key) saved by an earlier run for ``provider``.
+        An unreadable file is kept aside as ``*.corrupt`` (nothing is silently lost) and the watcher
+        starts empty."""
         try:
             doc = json.loads(self.path.read_text())
         except FileNotFoundError:
@@ -141,7 +172,11 @@ class NoticeStore:
             if doc.get("provider") != provider:
                 log.info("saved notices are for another provider; ignoring them", saved=doc.get("provider"))
                 return []
-            return [(str(item["source"]), event_from_json(item["event"])) for item in doc["active"]]
+            return [
+                (str(item["source"]), ev, str(item.get("key") or ev.event_id))
+                for item in doc["active"]
+                if (ev := event_from_json(item["event"]))
+            ]
         except (AttributeError, KeyError, TypeError, ValueError) as e:
             self._set_aside(f"unexpected content: {e}")
             return []
@@ -159,6 +194,8 @@ class NoticeStore:
             "version": VERSION,
             "provider": provider,
             "saved_at": datetime.now(UTC).isoformat(),
-            "active": [{"source": n.source, "event": event_to_json(n.event)} for n in active.values()],
+            "active": [
+                {"source": n.source, "key": n.key, "event": event_to_json(n.event)} for n in active.values()
+            ],
         }
         write_atomic(self.path, json.dumps(doc, indent=1).encode())

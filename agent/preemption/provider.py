@@ -1,5 +1,5 @@
 """What every cloud module shares: the shape of a notice source, the errors a read can end in,
-RFC 3339 parsing, stable ids and the plausibility window for deadlines.
+RFC 3339 parsing and the plausibility window for deadlines.
 
 A provider module (alibaba.py, aws.py ...) holds pure parsers (body text in, typed values out) and a
 :class:`Provider` subclass that reads its cloud's paths through a :class:`MetadataClient` and turns the
@@ -8,7 +8,6 @@ parsed values into :class:`~agent.core.events.PreemptionEvent` objects.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -106,13 +105,6 @@ def parse_json_object(body: str, what: str) -> dict[str, Any]:
     return doc
 
 
-def stable_id(provider: str, kind: str, payload: str) -> str:
-    """An id that is the same every time the cloud serves the same payload (for notices the cloud
-    gives no id of its own)."""
-    digest = hashlib.sha256(f"{provider}\0{kind}\0{payload.strip()}".encode()).hexdigest()[:16]
-    return f"{provider}-{kind}-{digest}"
-
-
 PAST_LIMIT = timedelta(days=1)
 
 
@@ -130,23 +122,26 @@ class Reading:
     def add(
         self,
         kind: str,
-        event_id: str,
+        event_id: str | None,
         deadline: datetime | None,
         raw: str,
         *,
         withdrawn: bool = False,
         time_problem: str | None = None,
     ) -> None:
-        """Record one notice. A deadline outside [now - 1 day, now + max_deadline_ahead] is dropped
-        (the notice stays, "deadline unknown" means act now) and said in a warning; so is a
-        ``time_problem``, unless the notice is withdrawn (its time no longer matters)."""
+        """Record one notice. ``event_id`` is the cloud's own id; None where it gives none (spot and
+        rebalance notices): the tracker then knows the notice by its source and kind. A deadline
+        outside [now - 1 day, now + max_deadline_ahead] is dropped (the notice stays, "deadline
+        unknown" means act now) and said in a warning; so is a ``time_problem``, unless the notice
+        is withdrawn (its time no longer matters)."""
+        what = f"{kind} {event_id}" if event_id else kind
         if time_problem and not withdrawn:
-            self.warnings.append(f"{kind} {event_id}: {time_problem}; deadline unknown")
+            self.warnings.append(f"{what}: {time_problem}; deadline unknown")
         if deadline is not None and not withdrawn:  # ended events may lie far in the past
             ahead = (deadline - self.received_at).total_seconds()
             if ahead > self.max_ahead or -ahead > PAST_LIMIT.total_seconds():
                 self.warnings.append(
-                    f"{kind} {event_id}: implausible deadline {deadline.isoformat()} "
+                    f"{what}: implausible deadline {deadline.isoformat()} "
                     f"({ahead:+.0f} s from now); deadline unknown"
                 )
                 deadline = None
@@ -154,7 +149,7 @@ class Reading:
             PreemptionEvent(
                 provider=self.provider,
                 kind=kind,
-                event_id=event_id,
+                event_id=event_id or "",
                 deadline=deadline,
                 received_at=self.received_at,
                 raw=raw[:4000],
@@ -200,9 +195,6 @@ class Provider:
 
     def sources(self) -> list[Source]:
         raise NotImplementedError
-
-    def adopt(self, source: str, event: PreemptionEvent) -> None:
-        """A notice restored after a restart, for providers that make up event ids themselves."""
 
     async def identity(self) -> InstanceIdentityEvent:
         raise NotImplementedError

@@ -18,7 +18,6 @@ from agent.preemption.provider import (
     Source,
     TimeFormatError,
     parse_iso_time,
-    stable_id,
 )
 
 SPOT_PATH = "/latest/meta-data/spot/termination-time"
@@ -66,7 +65,7 @@ class TencentProvider(Provider):
         reading = self.reading()
         if spot is not None:
             kind = NoticeKind.SPOT_TERMINATION
-            reading.add(kind, stable_id(self.name, kind, spot.text), spot.time, spot.text)
+            reading.add(kind, None, spot.time, spot.text)  # the body is the time: no id in it
         return reading
 
     async def identity(self) -> InstanceIdentityEvent:

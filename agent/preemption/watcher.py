@@ -83,11 +83,11 @@ class PreemptionWatcher:
         self.acks: dict[str, str] = {}
         self.provider: Provider | None = None
         self.client: MetadataClient | None = None
-        self._replay: list[tuple[str, PreemptionEvent]] = []
+        self._replay: list[tuple[str, PreemptionEvent, str]] = []
         if cls is not None:
             self._replay = self.store.load(self.provider_name)
-            for source, ev in self._replay:
-                self.tracker.restore(source, ev)
+            for source, ev, key in self._replay:
+                self.tracker.restore(source, ev, key)
         wants_acks = self.provider_name == "azure" and self.cfg.azure_ack
         self._ack_q = ctx.bus.subscribe("preemption-azure-ack", (CheckpointEvent,)) if wants_acks else None
 
@@ -97,7 +97,7 @@ class PreemptionWatcher:
         if self.provider_cls is None:
             log.info("preemption watcher off: no metadata request will be sent", reason=self.selected_by)
             return
-        for source, ev in self._replay:
+        for source, ev, _ in self._replay:
             log.info("notice still active from before the restart", event_id=ev.event_id, kind=ev.kind)
             self._publish(replace(ev, replayed=True), source)
         self._replay = []
@@ -117,8 +117,6 @@ class PreemptionWatcher:
                 allow_tokenless=self.cfg.allow_tokenless_fallback,
             )
             self.provider = self.provider_cls(self.client, self.cfg)
-            for notice in self.tracker.active.values():
-                self.provider.adopt(notice.source, notice.event)
             log.info(
                 "watching for preemption notices",
                 provider=self.provider_name,
@@ -275,6 +273,7 @@ class PreemptionWatcher:
                     log.warning("cannot read the instance identity yet", error=f"{type(e).__name__}: {e}")
                 await asyncio.sleep(min(self.cfg.backoff_max, self.cfg.poll_interval * 2**errors))
         self.instance = ident
+        self.tracker.instance = ident.instance_id
         self.ctx.bus.publish(ident)
         log.info(
             "instance identity",
@@ -297,7 +296,7 @@ class PreemptionWatcher:
     async def ack(self, event_id: str) -> str:
         """Approve an active Azure event now (StartRequests); returns what happened, in words.
         Called after a confirmed checkpoint when ``azure_ack = true``, or over the control socket."""
-        notice = self.tracker.active.get(event_id)
+        notice = self.tracker.find(event_id)
         if not isinstance(self.provider, AzureProvider):
             return "not acknowledged: the provider is not azure"
         if notice is None:

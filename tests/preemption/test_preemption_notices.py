@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from datetime import UTC, datetime, timedelta
 
 from agent.core.events import PreemptionEvent
@@ -81,6 +82,53 @@ def test_deadline_moved_earlier_is_announced_again_later_is_not():
     assert len(again) == 1 and again[0].deadline == T0 + timedelta(seconds=3600) and not again[0].withdrawn
 
 
+def test_a_notice_without_an_id_is_one_notice_however_its_time_moves():
+    """amazon-ec2-metadata-mock serves "time" = request time + 2 min on every read."""
+    rng = random.Random(12)
+    t = NoticeTracker(withdraw_after=2)
+    t.instance = "i-0abc"
+    first = t.observe("spot", [ev("", deadline_s=120.0)])
+    assert [e.event_id for e in first] == ["alibaba-spot-termination-i-0abc-20260101T120000Z"]
+    for i in range(1, 200):  # later every read, by a random step: nothing to say
+        assert t.observe("spot", [ev("", deadline_s=120.0 + i + rng.random(), at_s=i)]) == []
+    assert [n.event.event_id for n in t.active.values()] == [first[0].event_id]
+    # the service restarts with an earlier time: the same notice again, never a second one
+    again = t.observe("spot", [ev("", deadline_s=60.0, at_s=200)])
+    assert [(e.event_id, e.deadline) for e in again] == [(first[0].event_id, T0 + timedelta(seconds=60))]
+    assert not again[0].withdrawn and len(t.active) == 1
+
+
+def test_a_notice_without_an_id_gone_and_back_is_a_new_occurrence():
+    # a stopped spot instance can be started and reclaimed again: a new notice, a new id
+    t = NoticeTracker(withdraw_after=1)
+    [a] = t.observe("spot", [ev("", kind="spot-stop")])
+    [gone] = t.observe("spot", [])
+    [b] = t.observe("spot", [ev("", kind="spot-stop", at_s=3600)])
+    assert gone.withdrawn and gone.event_id == a.event_id
+    assert b.event_id != a.event_id and not b.withdrawn
+
+
+def test_kinds_and_sources_without_ids_are_told_apart():
+    t = NoticeTracker(withdraw_after=3)
+    out = t.observe("spot", [ev("", kind="spot-termination")])
+    out += t.observe("rebalance", [ev("", kind="rebalance-recommendation", deadline_s=None)])
+    out += t.observe("maintenance", [ev("", kind="maintenance-reboot"), ev("m-1", kind="maintenance-reboot")])
+    assert len({e.event_id for e in out}) == 4 and all(e.event_id for e in out)
+
+
+def test_a_minted_id_survives_a_restart(tmp_path):
+    store = NoticeStore(tmp_path / "n.json")
+    t = NoticeTracker()
+    [a] = t.observe("spot", [ev("")])
+    store.save("aws", t.active)
+    t2 = NoticeTracker()
+    for source, e, key in store.load("aws"):
+        t2.restore(source, e, key)
+    assert t2.observe("spot", [ev("", deadline_s=301.5, at_s=30)]) == []
+    [earlier] = t2.observe("spot", [ev("", deadline_s=200, at_s=31)])
+    assert earlier.event_id == a.event_id and t2.find(a.event_id) is not None
+
+
 def test_store_round_trip_and_restore(tmp_path):
     store = NoticeStore(tmp_path / "n.json")
     t = NoticeTracker()
@@ -88,13 +136,13 @@ def test_store_round_trip_and_restore(tmp_path):
     t.observe("maintenance", [ev("m", "maintenance-reboot", None)])
     store.save("alibaba", t.active)
     loaded = store.load("alibaba")
-    assert sorted((s, e.event_id, e.deadline) for s, e in loaded) == [
+    assert sorted((s, e.event_id, e.deadline) for s, e, _ in loaded) == [
         ("maintenance", "m", None),
         ("spot", "a", T0 + timedelta(seconds=300)),
     ]
     t2 = NoticeTracker()
-    for source, e in loaded:
-        t2.restore(source, e)
+    for source, e, key in loaded:
+        t2.restore(source, e, key)
     assert t2.observe("spot", [ev("a", at_s=50)]) == []  # not new after the restart
     assert store.load("aws") == []  # another provider's notices are not ours
     assert not list(tmp_path.glob(".n.json.*")), "temp files left behind"

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.preemption import alibaba, aws, azure, gcp, tencent
-from agent.preemption.provider import BodyFormatError, Reading, TimeFormatError, parse_iso_time, stable_id
+from agent.preemption.provider import BodyFormatError, Reading, TimeFormatError, parse_iso_time
 
 
 def utc(*args: int) -> datetime:
@@ -305,13 +305,6 @@ def test_azure_scheduled_events():
 
 
 # --- shared ------------------------------------------------------------------------------------------
-
-
-def test_stable_id_is_stable_and_distinct():
-    a = stable_id("alibaba", "spot-termination", "2015-01-05T18:02:00Z")
-    assert a == stable_id("alibaba", "spot-termination", " 2015-01-05T18:02:00Z\n")
-    assert a != stable_id("alibaba", "spot-termination", "2015-01-05T18:03:00Z")
-    assert a != stable_id("tencent", "spot-termination", "2015-01-05T18:02:00Z")
 
 
 def test_reading_drops_implausible_deadlines_but_keeps_the_notice():
