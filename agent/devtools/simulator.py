@@ -428,8 +428,11 @@ class Simulator:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         app = web.Application()  # a new one each start: an application is not set up twice
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        # a client that goes away cancels its handler: GCP long-polls must not pile up
-        self.runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
+        # a client that goes away cancels its handler: GCP long-polls must not pile up; and a stop (a
+        # restart) drops the requests in flight, as a service going down does, instead of answering them
+        self.runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, handler_cancellation=True, shutdown_timeout=0.1
+        )
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, port, reuse_address=True)
         await site.start()

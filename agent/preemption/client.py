@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,26 +60,35 @@ class RequestCounter:
         return sum(self.counts.values())
 
 
-class RateLimiter:
-    """A token bucket over every request of the watcher (Alibaba throttles heavy metadata use)."""
+SLACK_SECONDS = 0.05
 
-    def __init__(self, rate: float, burst: float | None = None) -> None:
+
+class RateLimiter:
+    """At most ``rate`` requests in any one-second window over every request of the watcher (Alibaba
+    throttles heavy metadata use): a sliding window, so the burst after an outage, when every source
+    retries and GCP's long-polls and the identity reads start again, stays inside the budget too (a
+    token bucket would allow its burst on top of the rate). A rate under 1 means one request per
+    ``1 / rate`` seconds."""
+
+    def __init__(self, rate: float) -> None:
         self.rate = rate
-        self.burst = burst if burst is not None else max(1.0, rate)
-        self._tokens = self.burst
-        self._stamp = time.monotonic()
+        self.count = max(1, int(rate))
+        # ``count`` requests per ``window`` seconds, plus a little: a request that waited longer for its
+        # connection (the first after an outage) must not land inside the next one's window at the service
+        self.window = self.count / rate + SLACK_SECONDS
+        self._sent: deque[float] = deque()
         self._lock = asyncio.Lock()
 
     async def acquire(self) -> None:
         async with self._lock:
             while True:
                 now = time.monotonic()
-                self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
-                self._stamp = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
+                while self._sent and self._sent[0] <= now - self.window:
+                    self._sent.popleft()
+                if len(self._sent) < self.count:
+                    self._sent.append(now)
                     return
-                await asyncio.sleep((1 - self._tokens) / self.rate)
+                await asyncio.sleep(self._sent[0] + self.window - now)
 
 
 def _outcome_for(status: int) -> str:

@@ -4,7 +4,8 @@ de-duplicated :class:`~agent.core.events.PreemptionEvent` per notice (and one wh
 Each source of the provider runs its own loop on a fixed cadence (``poll_interval`` with jitter for
 spot notices, ``maintenance_interval`` for maintenance lists, GCP's long-poll when enabled). All
 requests share one budget of ``max_requests_per_second``. A failing read backs off exponentially up to
-``backoff_max``, is counted and shown in status, and never withdraws a notice or stops the loop.
+``backoff_max`` (a few seconds: a spot notice leaves two minutes), is counted and shown in status, and
+never withdraws a notice or stops the loop.
 """
 
 from __future__ import annotations
@@ -141,11 +142,14 @@ class PreemptionWatcher:
     def _interval(self, src: Source) -> float:
         return self.cfg.maintenance_interval if src.cadence == "slow" else self.cfg.poll_interval
 
-    def _backoff(self, src: Source, errors: int) -> float:
-        interval = self._interval(src)
+    def _backoff(self, errors: int) -> float:
+        """The wait after ``errors`` failed reads in a row: poll_interval, doubling, never more than
+        max(poll_interval, backoff_max). A failure means the state is unknown, so the slow sources too
+        retry on this schedule: a notice present when the service returns is seen within that cap
+        plus one round trip. The jitter only shortens the wait, so the cap holds."""
+        cap = max(self.cfg.poll_interval, self.cfg.backoff_max)
         grown = self.cfg.poll_interval * 2 ** min(errors - 1, 16)
-        delay = min(max(self.cfg.backoff_max, interval), max(interval, grown))
-        return delay * random.uniform(0.8, 1.2)
+        return min(cap, grown) * random.uniform(0.8, 1.0)
 
     async def _run_source(self, src: Source) -> None:
         st = self.sources.setdefault(
@@ -169,13 +173,13 @@ class PreemptionWatcher:
                 outcome = e.outcome
                 etag = None  # re-read plainly after a failure: no change may be missed
                 self._failed(st, f"{outcome}: {e}")
-                next_at = loop.time() + self._backoff(src, st.errors)
+                next_at = loop.time() + self._backoff(st.errors)
                 continue
             except Exception as e:  # a bug in a parser must not end the watch
                 log.exception("preemption source failed unexpectedly", source=src.name)
                 etag = None
                 self._failed(st, f"internal error: {type(e).__name__}: {e}")
-                next_at = loop.time() + self._backoff(src, st.errors)
+                next_at = loop.time() + self._backoff(st.errors)
                 continue
             self._succeeded(st)
             self._handle(src, reading)
