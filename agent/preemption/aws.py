@@ -15,16 +15,14 @@ Paths (base ``http://169.254.169.254``), every read with ``X-aws-ec2-metadata-to
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import NoticeKind
 from agent.preemption.client import TokenScheme
 from agent.preemption.provider import (
-    MONTHS,
     BodyFormatError,
     Provider,
     Reading,
@@ -34,6 +32,7 @@ from agent.preemption.provider import (
     parse_iso_time,
     parse_json,
     parse_json_object,
+    parse_rfc1123,
 )
 
 ACTION_PATH = "/latest/meta-data/spot/instance-action"
@@ -54,20 +53,11 @@ CODE_KINDS = {
     "instance-retirement": NoticeKind.MAINTENANCE_RETIREMENT,
     "instance-stop": NoticeKind.MAINTENANCE_STOP,
 }
-_AWS_TIME = re.compile(r"^(\d{1,2}) ([A-Z][a-z]{2}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) (GMT|UTC)$")
 
 
 def parse_aws_time(text: str) -> datetime:
-    """``21 Jan 2019 09:00:43 GMT`` (Go's ``2 Jan 2006 15:04:05 GMT``) -> aware UTC datetime."""
-    m = _AWS_TIME.match(text.strip())
-    if not m or m.group(2) not in MONTHS:
-        raise TimeFormatError(f'not an AWS event time like "21 Jan 2019 09:00:43 GMT": {text.strip()[:80]!r}')
-    day, mon, year = int(m.group(1)), MONTHS[m.group(2)], int(m.group(3))
-    hh, mm, ss = int(m.group(4)), int(m.group(5)), int(m.group(6))
-    try:
-        return datetime(year, mon, day, hh, mm, ss, tzinfo=UTC)
-    except ValueError as e:
-        raise TimeFormatError(f"impossible time {text.strip()!r}: {e}") from None
+    """``21 Jan 2019 09:00:43 GMT`` (Go's ``2 Jan 2006 15:04:05 GMT``): RFC 1123 without the day name."""
+    return parse_rfc1123(text, weekday=False)
 
 
 @dataclass(frozen=True, slots=True)

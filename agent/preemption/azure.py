@@ -15,25 +15,26 @@ the checkpoint helper reports the checkpoint completed.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import NoticeKind
 from agent.preemption.provider import (
-    MONTHS,
     BodyFormatError,
     Provider,
     Reading,
     Source,
-    TimeFormatError,
     first_time,
     parse_iso_time,
     parse_json,
     parse_json_object,
+    parse_rfc1123,
 )
+
+if TYPE_CHECKING:
+    from agent.config.preemption import PreemptionSection
 
 EVENTS_PATH = "/metadata/scheduledevents"
 COMPUTE_PATH = "/metadata/instance/compute"
@@ -46,25 +47,6 @@ TYPE_KINDS = {
     "Redeploy": NoticeKind.MAINTENANCE_REDEPLOY,
     "Freeze": NoticeKind.MAINTENANCE_FREEZE,
 }
-_RFC1123 = re.compile(
-    r"^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d{1,2}) ([A-Z][a-z]{2}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) (GMT|UTC)$"
-)
-
-
-def parse_rfc1123(text: str) -> datetime:
-    """``Mon, 19 Sep 2016 18:29:47 GMT`` -> aware UTC datetime."""
-    m = _RFC1123.match(text.strip())
-    if not m or m.group(2) not in MONTHS:
-        raise TimeFormatError(
-            f'not an RFC 1123 time like "Mon, 19 Sep 2016 18:29:47 GMT": {text.strip()[:80]!r}'
-        )
-    try:
-        return datetime(
-            int(m.group(3)), MONTHS[m.group(2)], int(m.group(1)),
-            int(m.group(4)), int(m.group(5)), int(m.group(6)), tzinfo=UTC,
-        )  # fmt: skip
-    except ValueError as e:
-        raise TimeFormatError(f"impossible time {text.strip()!r}: {e}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +120,7 @@ class AzureProvider(Provider):
         NoticeKind.MAINTENANCE_OTHER,
     )
     headers = HEADERS
+    can_acknowledge = True
     vm_name: str | None = None
     incarnation: int | None = None
 
@@ -164,7 +147,11 @@ class AzureProvider(Provider):
             )
         return reading
 
-    async def ack(self, event_id: str) -> None:
+    @classmethod
+    def acknowledges_after_checkpoint(cls, cfg: PreemptionSection) -> bool:
+        return cfg.azure_ack
+
+    async def acknowledge(self, event_id: str) -> None:
         """Approve ``event_id`` now (StartRequests). Raises MetadataError when the service refuses."""
         await self.client.request(
             "POST", EVENTS_PATH, params=self._params, json_body={"StartRequests": [{"EventId": event_id}]}

@@ -8,6 +8,7 @@ parsed values into :class:`~agent.core.events.PreemptionEvent` objects.
 
 from __future__ import annotations
 
+import email.utils
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -40,15 +41,13 @@ class TimeFormatError(ValueError):
     """A time string that does not match the format the cloud documents."""
 
 
-MONTHS = {
-    m: i
-    for i, m in enumerate(
-        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1
-    )
-}
-
-_RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:?\d{2})?$"
+# The shapes the clouds document; the standard library reads the values. fromisoformat alone would
+# take more than RFC 3339 (week dates, ordinal days, a missing zone), parsedate more than RFC 1123
+# (unknown zones, two-digit years), so each format is matched strictly first.
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:?\d{2})?$")
+_RFC1123 = re.compile(
+    r"^(?:(Mon|Tue|Wed|Thu|Fri|Sat|Sun), )?\d{1,2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4}"
+    r" \d{2}:\d{2}:\d{2} (GMT|UTC)$"
 )
 
 
@@ -57,26 +56,36 @@ def parse_iso_time(text: str, assume: timezone | None = None) -> datetime:
 
     A time without a zone is refused unless ``assume`` names the zone the cloud documents for it
     (Tencent's ``2018-08-18 12:05:33`` is UTC+8)."""
-    m = _RFC3339.match(text.strip())
+    t = text.strip()
+    m = _RFC3339.match(t)
     if not m:
-        raise TimeFormatError(f"not an RFC 3339 time: {text.strip()[:80]!r}")
-    year, mon, day, hh, mm, ss = (int(g) for g in m.groups()[:6])
-    frac, zone = m.group(7), m.group(8)
-    if zone is None:
-        if assume is None:
-            raise TimeFormatError(f"time without a zone: {text.strip()!r}")
-        tz: timezone = assume
-    elif zone in ("Z", "z"):
-        tz = UTC
-    else:
-        sign = 1 if zone[0] == "+" else -1
-        digits = zone[1:].replace(":", "")
-        tz = timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
-    micro = int((frac[1:] + "000000")[:6]) if frac else 0
+        raise TimeFormatError(f"not an RFC 3339 time: {t[:80]!r}")
+    frac = m.group(1)
+    if frac and len(frac) > 7:  # fromisoformat reads 1-6 digits; RFC 3339 allows more: truncate
+        t = t.replace(frac, frac[:7], 1)
     try:
-        return datetime(year, mon, day, hh, mm, ss, micro, tzinfo=tz).astimezone(UTC)
-    except (ValueError, OverflowError) as e:
-        raise TimeFormatError(f"impossible time {text.strip()!r}: {e}") from None
+        when = datetime.fromisoformat(t.upper())  # 3.11 reads "Z"; "z" and "t" are RFC 3339 too
+    except ValueError as e:
+        raise TimeFormatError(f"impossible time {t!r}: {e}") from None
+    if when.tzinfo is None:
+        if assume is None:
+            raise TimeFormatError(f"time without a zone: {t!r}")
+        when = when.replace(tzinfo=assume)
+    return when.astimezone(UTC)
+
+
+def parse_rfc1123(text: str, weekday: bool = True) -> datetime:
+    """``Mon, 19 Sep 2016 18:29:47 GMT`` -> aware UTC datetime. With ``weekday=False`` the day name is
+    left out, as AWS writes it (Go's ``2 Jan 2006 15:04:05 GMT``)."""
+    t = text.strip()
+    m = _RFC1123.match(t)
+    example = "Mon, 19 Sep 2016 18:29:47 GMT" if weekday else "21 Jan 2019 09:00:43 GMT"
+    if not m or (m.group(1) is None) == weekday:
+        raise TimeFormatError(f"not a time like {example!r}: {t[:80]!r}")
+    try:
+        return email.utils.parsedate_to_datetime(t).astimezone(UTC)
+    except (ValueError, TypeError) as e:
+        raise TimeFormatError(f"impossible time {t!r}: {e}") from None
 
 
 def first_time(text: str, *parsers: Callable[[str], datetime]) -> tuple[datetime | None, str | None]:
@@ -184,6 +193,8 @@ class Provider:
     kinds: ClassVar[tuple[str, ...]]
     token: ClassVar[TokenScheme | None] = None  # session-token scheme, if the cloud has one
     headers: ClassVar[dict[str, str]] = {}  # sent with every request
+    # whether the node can tell the cloud "ready, go ahead" before the deadline (Azure's StartRequests)
+    can_acknowledge: ClassVar[bool] = False
 
     def __init__(self, client: MetadataClient, cfg: PreemptionSection) -> None:
         self.client = client
@@ -198,6 +209,16 @@ class Provider:
 
     async def identity(self) -> InstanceIdentityEvent:
         raise NotImplementedError
+
+    @classmethod
+    def acknowledges_after_checkpoint(cls, cfg: PreemptionSection) -> bool:
+        """Whether a confirmed checkpoint should acknowledge the notice at once (config decides)."""
+        return False
+
+    async def acknowledge(self, event_id: str) -> None:
+        """Approve ``event_id`` now; only where :attr:`can_acknowledge`. Raises MetadataError when the
+        service refuses."""
+        raise NotImplementedError(f"{self.name} notices cannot be acknowledged")
 
     async def identity_from_paths(self, paths: dict[str, str]) -> InstanceIdentityEvent:
         """One plain-text path per identity field (Alibaba, Tencent)."""

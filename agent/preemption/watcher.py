@@ -26,7 +26,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
 from agent.core.vocabulary import CheckpointPhase
-from agent.preemption.azure import AzureProvider
 from agent.preemption.client import MetadataClient, RateLimiter, RequestCounter
 from agent.preemption.clouds import PROVIDERS
 from agent.preemption.detect import detect
@@ -89,8 +88,8 @@ class PreemptionWatcher:
             self._replay = self.store.load(self.provider_name)
             for source, ev, key in self._replay:
                 self.tracker.restore(source, ev, key)
-        wants_acks = self.provider_name == "azure" and self.cfg.azure_ack
-        self._ack_q = ctx.bus.subscribe("preemption-azure-ack", (CheckpointEvent,)) if wants_acks else None
+        wants_acks = cls is not None and cls.can_acknowledge and cls.acknowledges_after_checkpoint(self.cfg)
+        self._ack_q = ctx.bus.subscribe("preemption-ack", (CheckpointEvent,)) if wants_acks else None
 
     # --- the loops ---------------------------------------------------------------------------------
 
@@ -288,7 +287,7 @@ class PreemptionWatcher:
             zone=ident.zone,
         )
 
-    # --- Azure acknowledgement ---------------------------------------------------------------------
+    # --- acknowledgement (clouds that take one: the provider's can_acknowledge) -----------------------
 
     async def _run_acks(self) -> None:
         assert self._ack_q is not None
@@ -298,24 +297,28 @@ class PreemptionWatcher:
                 await self.ack(ev.event_id)
 
     async def ack(self, event_id: str) -> str:
-        """Approve an active Azure event now (StartRequests); returns what happened, in words.
-        Called after a confirmed checkpoint when ``azure_ack = true``, or over the control socket."""
+        """Approve an active notice now, where the cloud takes an early approval; returns what
+        happened, in words. Called after a confirmed checkpoint when the provider says so (its
+        ``acknowledges_after_checkpoint``), or over the control socket."""
         notice = self.tracker.find(event_id)
-        if not isinstance(self.provider, AzureProvider):
-            return "not acknowledged: the provider is not azure"
+        if self.provider is None or not self.provider.can_acknowledge:
+            return f"not acknowledged: {self.provider_name} notices take no acknowledgement"
         if notice is None:
             return f"not acknowledged: no active notice {event_id}"
         if event_id in self.acks and self.acks[event_id].startswith("acknowledged"):
             return self.acks[event_id]
         try:
-            await self.provider.ack(event_id)
+            await self.provider.acknowledge(event_id)
         except MetadataError as e:
             self.acks[event_id] = f"failed: {e}"
-            log.error("azure StartRequests failed", event_id=event_id, error=str(e))
+            log.error("acknowledgement failed", provider=self.provider_name, event_id=event_id, error=str(e))
         else:
             self.acks[event_id] = f"acknowledged at {_iso(time.time())}"
             log.warning(
-                "azure event approved early (StartRequests)", event_id=event_id, kind=notice.event.kind
+                "notice approved early",
+                provider=self.provider_name,
+                event_id=event_id,
+                kind=notice.event.kind,
             )
         return self.acks[event_id]
 
@@ -328,7 +331,8 @@ class PreemptionWatcher:
             result = await self.ack(event_id)
             return web.json_response({"event_id": event_id, "result": result})
 
-        return [("POST", "/preemption/ack", ack)] if self.provider_name == "azure" else []
+        acknowledges = self.provider_cls is not None and self.provider_cls.can_acknowledge
+        return [("POST", "/preemption/ack", ack)] if acknowledges else []
 
     # --- faces -------------------------------------------------------------------------------------
 
@@ -349,7 +353,7 @@ class PreemptionWatcher:
                     "seconds_remaining_at_receipt": ev.seconds_remaining,
                     "remaining_seconds": round((deadline - now).total_seconds(), 1) if deadline else None,
                     "raw": ev.raw[:500],
-                    **({"azure_ack": self.acks[ev.event_id]} if ev.event_id in self.acks else {}),
+                    **({f"{ev.provider}_ack": self.acks[ev.event_id]} if ev.event_id in self.acks else {}),
                 }
             )
         return out
