@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import agent.cli.plainlogs  # noqa: F401  (first: structlog must not pick up rich; see there)
 from agent import __version__
 from agent.config import DEFAULT_PATH, Config, ConfigError, load_config, redacted_dump
 
@@ -193,6 +194,7 @@ def _load_plugins() -> None:
         "agent.cli.alerts",
         "agent.cli.report",
         "agent.cli.webconfig",
+        "agent.cli.top",
         "agent.devtools.demo",
     ):
         try:

@@ -7,6 +7,7 @@ metrics port. The CLI's ``status``, ``drill`` and ``ack`` commands are clients o
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from pathlib import Path
@@ -69,12 +70,20 @@ class ControlServer:
             os.unlink(self.path)
 
 
+_START = "start it: systemctl start training-node-agent"
+_JOIN = (
+    "run as root or join the training-node-agent group "
+    "(sudo usermod -aG training-node-agent $USER, then log in again)"
+)
+
+
 async def control_request(
     socket_path: str, method: str, path: str, payload: Any = None, timeout: float = 30.0
 ) -> tuple[int, Any]:
-    """One request to a running agent; raises ``ConnectionError`` with a readable reason."""
+    """One request to a running agent; raises ``ConnectionError`` with one line that says what is
+    wrong and how to fix it."""
     if not os.path.exists(socket_path):
-        raise ConnectionError(f"no agent control socket at {socket_path} (is the agent running?)")
+        raise ConnectionError(f"no agent control socket at {socket_path}: is the agent running? ({_START})")
     conn = aiohttp.UnixConnector(path=socket_path)
     try:
         async with (
@@ -87,8 +96,14 @@ async def control_request(
             except json.JSONDecodeError:
                 return resp.status, text
     except aiohttp.ClientConnectorError as e:
-        raise ConnectionError(f"cannot connect to {socket_path}: {e.os_error.strerror or e}") from None
-    except PermissionError:
-        raise ConnectionError(
-            f"permission denied on {socket_path} (run as root or the agent's group)"
-        ) from None
+        raise ConnectionError(_connect_error(socket_path, e.os_error)) from None
+    except PermissionError as e:
+        raise ConnectionError(_connect_error(socket_path, e)) from None
+
+
+def _connect_error(path: str, e: OSError) -> str:
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied on {path}: {_JOIN}"
+    if e.errno == errno.ECONNREFUSED:
+        return f"nothing listens on {path} (a stale socket: the agent is not running; {_START})"
+    return f"cannot connect to {path}: {e.strerror or e}"

@@ -1,0 +1,240 @@
+"""The lower panels of ``top``: inputs (with the client-side history behind their sparklines),
+trainer, preemption and goodput. Each is a pure function of the status and the view."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from rich.text import Text
+
+from agent.classifier.baselines import Baselines, capacity
+from agent.cli.topparts import View, ago, bar, bytes_rate, countdown, pct, section, sparkline
+from agent.config.classifier import ClassifierSection
+
+HISTORY = 60  # one sample a second: the last minute
+
+
+class History:
+    """The last minute of each input's throughput, kept by the client: the agent serves
+    only the latest snapshot, and one sample per refresh is all a sparkline needs."""
+
+    def __init__(self, size: int = HISTORY) -> None:
+        self.size = size
+        self.series: dict[str, deque[float]] = {}
+        self._seq: int | None = None
+
+    def get(self, key: str) -> Sequence[float]:
+        return self.series.get(key, ())
+
+    def record(self, st: dict[str, Any]) -> None:
+        snap = st.get("snapshot") or {}
+        if snap.get("seq") is not None and snap.get("seq") == self._seq:
+            return  # the agent has not sampled since the last refresh
+        self._seq = snap.get("seq")
+        for key, value in input_values(snap):
+            q = self.series.setdefault(key, deque(maxlen=self.size))
+            q.append(value)
+
+
+def input_values(snap: dict[str, Any]) -> Iterable[tuple[str, float]]:
+    for name, d in (snap.get("disks") or {}).items():
+        yield f"disks:{name}", d.get("read_bytes_per_second") or 0.0
+    for name, d in (snap.get("nfs") or {}).items():
+        yield f"nfs:{name}", d.get("read_bytes_per_second") or 0.0
+    for kind in ("nics", "rdma"):
+        for name, d in (snap.get(kind) or {}).items():
+            yield (
+                f"{kind}:{name}",
+                max(d.get("rx_bytes_per_second") or 0.0, d.get("tx_bytes_per_second") or 0.0),
+            )
+
+
+_KINDS = (("disks", "disk", "disk"), ("nfs", "nfs", "nfs"), ("nics", "nic", "nic"), ("rdma", "rdma", "rdma"))
+
+
+def inputs(
+    st: dict[str, Any], hist: History, cfg: ClassifierSection, learned: Baselines, w: int
+) -> list[Text]:
+    snap = st.get("snapshot") or {}
+    rows: list[tuple[float, Text]] = []
+    nw = 12 if w < 100 else 20
+    spark = max(0, min(HISTORY, w - nw - 54))
+    for key, kind, cap_kind in _KINDS:
+        for name, d in (snap.get(key) or {}).items():
+            link = d.get("speed_bytes") or d.get("rate_bytes")
+            cap, _ = capacity(cap_kind, name, learned, cfg, link)
+            if kind in ("disk", "nfs"):
+                now = d.get("read_bytes_per_second") or 0.0
+                rate = f"read {bytes_rate(now)}"
+            else:
+                rx, tx = d.get("rx_bytes_per_second") or 0.0, d.get("tx_bytes_per_second") or 0.0
+                now = max(rx, tx)  # a full-duplex link: each direction has the whole capacity
+                rate = f"rx {bytes_rate(rx)} tx {bytes_rate(tx)}"
+            t = Text(f"{kind:<4} {_short(name, nw):<{nw}} ")
+            t.append(f"{rate:<26}")
+            t.append(f" of {bytes_rate(cap)}" if cap else " of ?      ", style="dim")
+            t.append(" ")
+            t.append_text(bar(now / cap if cap else None, 6, "cyan"))
+            series = hist.get(f"{key}:{name}")
+            if spark and series:
+                t.append(" " + sparkline(series, spark, cap), style="cyan")
+            if kind == "nfs":
+                t.append_text(_rtt(d.get("read_rtt_seconds"), learned.nfs_rtt.get(name)))
+            rows.append((now, t))
+    if not rows:
+        return [Text("inputs: none (storage and network collectors off or nothing found)", style="dim")]
+    # the busiest first: on a short screen the idle loop devices are what goes
+    rows.sort(key=lambda r: -r[0])
+    return [Text("inputs  (last minute →)", style="bold"), *(t for _, t in rows)]
+
+
+def _rtt(rtt: float | None, base: float | None) -> Text:
+    if rtt is None:
+        return Text("")
+    t = Text(f"  rtt {rtt * 1000:.1f} ms")
+    if base:
+        t.append(f" (base {base * 1000:.1f} ms)", style="dim")
+        if rtt > 3 * base:
+            t.stylize("bold red", 0, len(t))
+    return t
+
+
+def _short(name: str, n: int) -> str:
+    return name if len(name) <= n else "…" + name[-(n - 1) :]
+
+
+def trainer(st: dict[str, Any], view: View) -> list[Text]:
+    snap = st.get("snapshot") or {}
+    procs = snap.get("training_processes") or []
+    ck = section(st, "checkpoint")
+    out = [Text("trainer", style="bold")]
+    for p in procs:
+        cores, allowed = p.get("cpu_cores"), p.get("allowed_cores")
+        t = Text(f"  pid {p['pid']} {p.get('comm') or '?'}  {p.get('descendants', 0)} workers  cpu ")
+        t.append_text(bar(cores / allowed if cores is not None and allowed else None, 6, "cyan"))
+        t.append(f" {_num(cores)}/{_num(allowed)} cores")
+        if p.get("read_bytes_per_second"):
+            t.append(f"  read {bytes_rate(p['read_bytes_per_second'])}", style="dim")
+        out.append(t)
+    handlers = {t["pid"]: t.get("handler") for t in ck.get("targets") or []}
+    if not procs and not handlers:
+        problems = "; ".join(ck.get("problems") or [])
+        out.append(Text(f"  no training process found{f' ({problems})' if problems else ''}", style="dim"))
+    if ck:
+        t = Text(f"  checkpoint {ck.get('signal', '?')}")
+        if ck.get("dry_run"):
+            t.append(" DRY RUN", style="bold yellow")
+        for pid, h in handlers.items():
+            ok = h in ("handler", "harmless")
+            t.append(f"  pid {pid} ")
+            t.append("handler ready" if h == "handler" else str(h), style="green" if ok else "bold red")
+        if view.request_file is not None:
+            t.append("  request file " + ("present" if view.request_file else "none"))
+        out.append(t)
+        recent = ck.get("recent") or []
+        if recent:
+            r = recent[-1]
+            out.append(Text(f"  last ack: {r['kind']}{' drill' if r.get('drill') else ''} {r.get('line')}"))
+    return out
+
+
+def preemption(st: dict[str, Any], view: View) -> list[Text]:
+    pre = section(st, "preemption") or None
+    ck = section(st, "checkpoint")
+    if pre is None:
+        return [Text("preemption: off", style="dim")]
+    if not pre.get("enabled"):
+        head = Text(f"preemption off (provider none, {pre.get('selected_by', '?')})", style="dim")
+    else:
+        head = Text.assemble(("preemption ", "bold"), f"{pre.get('provider')}")
+        failing = [s for s in (pre.get("sources") or {}).values() if s.get("errors")]
+        head.append(
+            "  metadata FAILING" if failing else "  metadata ok", style="bold red" if failing else "green"
+        )
+    out = [head]
+    episodes = {e["event_id"]: e for e in ck.get("active") or []}
+    for n in pre.get("active") or []:
+        t = Text.assemble(("  NOTICE ", "bold red"), f"{n['kind']} ")
+        t.append_text(_deadline(n.get("deadline"), view.now, "bold white on red"))
+        t.append(f"  {n.get('event_id')}", style="dim")
+        out.append(t)
+        ep = episodes.pop(n.get("event_id"), None)
+        if ep:
+            out.append(_episode(ep))
+    for ep in episodes.values():  # drills (and notices the watcher no longer lists)
+        drill = ep.get("drill")
+        t = Text("  ")
+        t.append(" DRILL " if drill else "NOTICE", style="bold black on magenta" if drill else "bold red")
+        t.append(f" {ep['kind']} ")
+        if drill:
+            t.append_text(_deadline(ep.get("deadline"), view.now, "bold magenta", "a drill: no real notice"))
+        else:
+            t.append_text(_deadline(ep.get("deadline"), view.now, "bold white on red"))
+            t.append(f"  {ep.get('event_id')}", style="dim")
+        out.append(t)
+        out.append(_episode(ep))
+    if len(out) == 1 and pre.get("enabled"):
+        out.append(Text("  no notice", style="green"))
+    return out
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def _deadline(iso: str | None, now: float, style: str, note: str = "") -> Text:
+    """The countdown first (the one thing that must show on 80 columns), then ``note``, then the
+    deadline's local clock time."""
+    t = Text()
+    try:
+        when = datetime.fromisoformat(iso) if iso else None
+    except ValueError:
+        return Text(f"deadline {iso}")
+    if when is None:
+        t.append(" deadline unknown: act now ", style=style)
+    else:
+        left = when.timestamp() - now
+        t.append(
+            f" {countdown(left)} left " if left >= 0 else f" passed {countdown(-left)} ago ", style=style
+        )
+    if note:
+        t.append(f"  {note}", style="bold")
+    if when is not None:
+        t.append(f"  deadline {when.astimezone().strftime('%H:%M:%S')}", style="dim")
+    return t
+
+
+def _episode(ep: dict[str, Any]) -> Text:
+    t = Text(f"    checkpoint {ep.get('phase')}: {ep.get('line')}")
+    if ep.get("targets"):
+        t.append("  " + "; ".join(ep["targets"]), style="dim")
+    return t
+
+
+def goodput(g: Any) -> list[Text]:
+    if not isinstance(g, dict):
+        return []
+    if "error" in g:
+        return [Text(f"goodput: {g['error']}", style="red")]
+    ratio = g.get("ratio")
+    head = Text.assemble(("goodput ", "bold"), pct(ratio).strip())
+    if g.get("since"):
+        head.append(f"  since {g['since']}", style="dim")
+    if g.get("window_seconds"):
+        head.append(f"  window {ago(g['window_seconds'])}", style="dim")
+    for key in ("cost", "cadence"):
+        if isinstance(g.get(key), str | int | float):
+            head.append(f"  {key} {g[key]}", style="dim")
+    out = [head]
+    buckets = g.get("buckets") or {}
+    total = sum(v for v in buckets.values() if isinstance(v, int | float)) or 0
+    if total:
+        t = Text("  ")
+        for name, secs in sorted(buckets.items(), key=lambda kv: -kv[1]):
+            t.append(f"{name} {secs / total * 100:.0f}% ({ago(secs)})  ")
+        out.append(t)
+    out += [Text(f"  {line}", style="dim") for line in g.get("lines") or []]
+    return out
