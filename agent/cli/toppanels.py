@@ -156,12 +156,14 @@ def preemption(st: dict[str, Any], view: View) -> list[Text]:
         )
     out = [head]
     episodes = {e["event_id"]: e for e in ck.get("active") or []}
+    finished = {e["event_id"]: e for e in ck.get("recent") or [] if "event_id" in e}
     for n in pre.get("active") or []:
         t = Text.assemble(("  NOTICE ", "bold red"), f"{n['kind']} ")
         t.append_text(_deadline(n.get("deadline"), view.now, "bold white on red"))
         t.append(f"  {n.get('event_id')}", style="dim")
         out.append(t)
-        ep = episodes.pop(n.get("event_id"), None)
+        # its checkpoint episode, running or (once acknowledged) finished
+        ep = episodes.pop(n.get("event_id"), None) or finished.get(n.get("event_id"))
         if ep:
             out.append(_episode(ep))
     for ep in episodes.values():  # drills (and notices the watcher no longer lists)

@@ -49,8 +49,9 @@ def screen(st: dict[str, Any], hist: History, cfg: ClassifierSection, view: View
         gpus[0].append("  (detail needs a taller terminal)", style="dim")
     top: list[tuple[list[Text], int]] = [(head, 1), (_verdict(st, cfg), verdict_min), (gpus, len(gpus))]
     left = [(inputs(st, hist, cfg, learned, w if w < WIDE else w // 2 - 1), 2)]
+    notices = preemption(st, view)
     right = [
-        (preemption(st, view), 2),
+        (notices, len(notices)),  # a notice, its countdown and its checkpoint: all of it, always
         (trainer(st, view), 2),
         (goodput(st.get("goodput")), 1),
     ]

@@ -45,7 +45,19 @@ def compute(i: int, pid: int | None = None) -> dict:
 
 class Scenario:
     def __init__(self, tmp: Path) -> None:
-        self.trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        # the toy trainer with a checkpoint handler: it saves (2 s), acknowledges and trains on
+        request = tmp / "run" / "checkpoint" / "request.json"
+        cmd = [sys.executable, "-m", "agent.devtools.demo_trainer", "--checkpoint-dir", str(tmp / "ckpt")]
+        cmd += [
+            "--request-file",
+            str(request),
+            "--keep-going",
+            "--save-seconds",
+            "2",
+            "--print-every",
+            "100000",
+        ]
+        self.trainer = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         self.nvml = FakeNvml(
             tmp / "nvml.json", gpus=[compute(i, self.trainer.pid if i == 0 else None) for i in range(GPUS)]
         )
@@ -59,7 +71,7 @@ class Scenario:
                     "poll_interval": "200ms",
                     "maintenance_interval": "1s",
                 },
-                "trainer": {"discover": ["nvml"], "dry_run": True},
+                "trainer": {"discover": ["nvml"]},
                 # a verdict within seconds; two confirmations so a change is seen pending first
                 "classifier": {"window": "2s", "evaluate_every": "1s", "confirmations": 2, "warmup": "0s"},
             },
@@ -162,6 +174,10 @@ def test_top_in_tmux_follows_compute_spinning_and_a_notice(tmp_path: Path, scena
             line = next(ln for ln in coloured.splitlines() if "NOTICE" in ln)
             # the countdown cell sits in a red background (SGR 41), whatever else styles it
             assert re.search(r"\x1b\[(?:[0-9;]*;)?41(?:;[0-9;]*)?m\s*\d\d:\d\d left", line), repr(line)
+        # the trainer's side of the handshake: its handler, the request, its ack, under the notice
+        for p in panes:
+            screen = p.wait_for(lambda s: "checkpoint completed: completed in" in s, 30, "the ack")
+            assert "handler ready" in screen and "request file present" in screen, screen
         later = panes[0].wait_for(
             lambda s: (
                 (m := COUNTDOWN.search(s)) is not None and int(m.group(1)) * 60 + int(m.group(2)) < left
