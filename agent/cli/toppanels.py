@@ -61,7 +61,6 @@ def inputs(
     snap = st.get("snapshot") or {}
     rows: list[tuple[float, Text]] = []
     nw = 12 if w < 100 else 20
-    spark = max(0, min(HISTORY, w - nw - 54))
     for key, kind, cap_kind in _KINDS:
         for name, d in (snap.get(key) or {}).items():
             link = d.get("speed_bytes") or d.get("rate_bytes")
@@ -75,14 +74,15 @@ def inputs(
                 rate = f"rx {bytes_rate(rx)} tx {bytes_rate(tx)}"
             t = Text(f"{kind:<4} {_short(name, nw):<{nw}} ")
             t.append(f"{rate:<26}")
-            t.append(f" of {bytes_rate(cap)}" if cap else " of ?      ", style="dim")
+            t.append(f" of {bytes_rate(cap) if cap else '?':<10}", style="dim")
             t.append(" ")
             t.append_text(bar(now / cap if cap else None, 6, "cyan"))
-            series = hist.get(f"{key}:{name}")
-            if spark and series:
-                t.append(" " + sparkline(series, spark, cap), style="cyan")
             if kind == "nfs":
                 t.append_text(_rtt(d.get("read_rtt_seconds"), learned.nfs_rtt.get(name)))
+            series = hist.get(f"{key}:{name}")
+            spark = min(HISTORY, w - t.cell_len - 1)  # the last minute, or as much of it as fits
+            if spark >= 4 and series:
+                t.append(" " + sparkline(series, spark, cap), style="cyan")
             rows.append((now, t))
     if not rows:
         return [Text("inputs: none (storage and network collectors off or nothing found)", style="dim")]

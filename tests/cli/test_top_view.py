@@ -239,6 +239,13 @@ def test_sparklines_keep_the_last_minute_scaled_to_capacity() -> None:
     line = sparkline(series, 30, top=series[-1])
     assert len(line) == 30 and line[-1] == "█" and list(line) == sorted(line)  # rising, unicode blocks order
     assert sparkline(series, 30, top=series[-1] * 10)[-1] in "▁▂"  # against a big capacity it is low
+    st_ = {"snapshot": {"seq": 1, "nics": {"eth0": {"rx_bytes_per_second": series[-1], "speed_bytes": 1e8}}}}
+    for width in (80, 120, 200):
+        row = next(
+            t.plain for t in screen(st_, hist, CFG, View(width, 24, NOW)) if t.plain.startswith("nic ")
+        )
+        spark = row.split("│")[0].rstrip().rsplit(" ", 1)[-1]  # from 160 columns a panel sits beside it
+        assert len(spark) >= 4 and set(spark) <= set("▁▂▃▄▅▆▇█ ") and len(row) <= width, row
 
 
 @settings(max_examples=300, deadline=None)
