@@ -157,6 +157,10 @@ async def _live(sock: str, cfg: ClassifierSection, first: dict[str, Any], interv
                 except ConnectionError as e:
                     error = f"agent unreachable, retrying: {e}"
                 next_fetch = time.monotonic() + interval
+            # the terminal's own size, not COLUMNS/LINES (which rich prefers): those are often stale
+            # (readline exports them once, at 80x24 without a terminal), and this view follows resizes
+            with contextlib.suppress(OSError):
+                console.size = os.get_terminal_size(sys.stdout.fileno())
             size = console.size
             view = View(size.width, size.height, time.time(), detail, helping, error, _request_file(st))
             live.update(Group(*screen(st, hist, cfg, view)), refresh=True)

@@ -217,26 +217,29 @@ def _episode(ep: dict[str, Any]) -> Text:
 
 
 def goodput(g: Any) -> list[Text]:
+    """The ledger's share of GPU time per bucket (agent.ledger); its own lines add money, the top
+    remedy, the checkpoint cadence and what a reclaim would lose."""
     if not isinstance(g, dict):
         return []
     if "error" in g:
         return [Text(f"goodput: {g['error']}", style="red")]
     ratio = g.get("ratio")
-    head = Text.assemble(("goodput ", "bold"), pct(ratio).strip())
+    head = Text.assemble(("goodput ", "bold"), (pct(ratio).strip(), "bold"), " ")
+    head.append_text(bar(ratio, 10, "green"))
+    if g.get("window_seconds") is not None:
+        head.append(f"  over {ago(g['window_seconds'])}", style="dim")
     if g.get("since"):
-        head.append(f"  since {g['since']}", style="dim")
-    if g.get("window_seconds"):
-        head.append(f"  window {ago(g['window_seconds'])}", style="dim")
-    for key in ("cost", "cadence"):
-        if isinstance(g.get(key), str | int | float):
-            head.append(f"  {key} {g[key]}", style="dim")
+        head.append(f" since {g['since']}", style="dim")
     out = [head]
-    buckets = g.get("buckets") or {}
-    total = sum(v for v in buckets.values() if isinstance(v, int | float)) or 0
+    buckets = {k: v for k, v in (g.get("buckets") or {}).items() if isinstance(v, int | float) and v > 0}
+    total = sum(buckets.values())
     if total:
-        t = Text("  ")
-        for name, secs in sorted(buckets.items(), key=lambda kv: -kv[1]):
-            t.append(f"{name} {secs / total * 100:.0f}% ({ago(secs)})  ")
-        out.append(t)
-    out += [Text(f"  {line}", style="dim") for line in g.get("lines") or []]
+        shares = sorted(buckets.items(), key=lambda kv: -kv[1])
+        out.append(Text("  " + "  ".join(f"{k} {v / total:.0%} ({ago(v)})" for k, v in shares)))
+    # its first lines say the ratio and the shares again: the rest is what the numbers above lack
+    out += [
+        Text(f"  {line}", style="dim")
+        for line in g.get("lines") or []
+        if not line.startswith(("goodput", "  "))
+    ]
     return out

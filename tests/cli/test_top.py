@@ -143,7 +143,15 @@ def test_top_in_tmux_follows_compute_spinning_and_a_notice(tmp_path: Path, scena
             for m in gpu_rows(screen).values():
                 assert m.group(3) == "98" and m.group(6) == "80" and m.group(7) is None, m.group(0)
             assert "GPU health ok" in screen
+            # it lays out for the pane's own size: never wider, and the wide panes are used
+            longest = max(len(line.rstrip()) for line in screen.splitlines())
+            assert longest <= p.width and (p.width <= 80 or longest > 100), f"{longest}\n{screen}"
+            assert ("│" in screen) == (p.width >= 160), screen  # side by side from 160 columns
             assert "preemption alibaba" in screen and "no notice" in screen, screen
+            if p.height >= 40:  # the goodput ledger's section (the lowest part, on the taller screens)
+                p.wait_for(
+                    lambda s: re.search(r"(^|│)goodput \d+% ", s, re.M) and "productive" in s, 30, "goodput"
+                )
         first = panes[0].capture()
 
         # 2. spinning: utilization stays, real work drops; the verdict changes to sync-wait

@@ -157,15 +157,21 @@ def status(seed: int, notice: bool = True, drill: bool = False, goodput: bool = 
             ],
         },
     }
-    if goodput:
+    if goodput:  # the shape agent.ledger's status has
         st_["goodput"] = {
-            "since": "2026-12-01T07:00:00+00:00",
-            "window_seconds": 3600,
+            "since": "2026-12-01T07:00:00Z",
+            "window_seconds": 3600.0,
             "ratio": 0.873,
-            "buckets": {"productive": 3143.0, "data-wait": 300.0, "checkpoint": 157.0},
-            "cost": 12.5,
-            "cadence": "every 10 min",
-            "lines": ["goodput 87.3% over the last hour"],
+            "gpu_seconds": 3600.0,
+            "buckets": {"productive": 3143.0, "data-storage": 300.0, "checkpoint": 157.0, "idle": 0.0},
+            "cost": {"currency": "USD", "total": 12.5, "wasted": 1.59},
+            "cadence": {"interval_seconds": 600},
+            "lines": [
+                "goodput 87.3% over 1 h (1.00 GPU-h)",
+                "  productive 87%, data-storage 8%, checkpoint 4%",
+                "cost 12.50 USD, wasted 1.59",
+                "cadence: checkpoint every 10 min",
+            ],
         }
     return st_
 
@@ -212,8 +218,9 @@ def test_a_pipe_frame_has_everything() -> None:
     snap = st_["snapshot"]
     for name in [*snap["disks"], *snap["nics"], *snap["rdma"]]:
         assert name in out
-    assert "goodput 87%" in out and "productive 87%" in out and "goodput 87.3% over the last hour" in out
-    assert "cost 12.5" in out and "cadence every 10 min" in out
+    assert "goodput 87%" in out and "productive 87% (52m23s)" in out and "idle" not in out
+    assert "cost 12.50 USD, wasted 1.59" in out and "cadence: checkpoint every 10 min" in out
+    assert "87.3% over" not in out  # the ledger's own ratio line is not said twice
 
 
 def test_the_countdown_is_the_deadline_minus_now() -> None:
