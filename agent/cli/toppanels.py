@@ -228,6 +228,8 @@ def goodput(g: Any) -> list[Text]:
     head.append_text(bar(ratio, 10, "green"))
     if g.get("window_seconds") is not None:
         head.append(f"  over {ago(g['window_seconds'])}", style="dim")
+    if g.get("gpu_seconds"):  # the buckets are GPU-seconds: 8 GPUs book 8 of them each second
+        head.append(f" ({g['gpu_seconds'] / 3600:.2f} GPU-h)", style="dim")
     if g.get("since"):
         head.append(f" since {g['since']}", style="dim")
     out = [head]
@@ -235,7 +237,7 @@ def goodput(g: Any) -> list[Text]:
     total = sum(buckets.values())
     if total:
         shares = sorted(buckets.items(), key=lambda kv: -kv[1])
-        out.append(Text("  " + "  ".join(f"{k} {v / total:.0%} ({ago(v)})" for k, v in shares)))
+        out.append(Text("  " + "  ".join(f"{k} {v / total:.0%}" for k, v in shares)))
     # its first lines say the ratio and the shares again: the rest is what the numbers above lack
     out += [
         Text(f"  {line}", style="dim")

@@ -218,7 +218,12 @@ def test_a_pipe_frame_has_everything() -> None:
     snap = st_["snapshot"]
     for name in [*snap["disks"], *snap["nics"], *snap["rdma"]]:
         assert name in out
-    assert "goodput 87%" in out and "productive 87% (52m23s)" in out and "idle" not in out
+    assert (
+        "goodput 87%" in out
+        and "productive 87%  data-storage 8%  checkpoint 4%" in out
+        and "(1.00 GPU-h)" in out
+        and "idle" not in out
+    )
     assert "cost 12.50 USD, wasted 1.59" in out and "cadence: checkpoint every 10 min" in out
     assert "87.3% over" not in out  # the ledger's own ratio line is not said twice
 
