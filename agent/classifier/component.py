@@ -25,7 +25,8 @@ from agent.snapshot import NodeSnapshot
 log = structlog.get_logger("classifier")
 
 
-def _ago(seconds: float) -> str:
+def ago(seconds: float) -> str:
+    """`2m13s`: how long a verdict has held (also the durations of `training-node-agent top`)."""
     s = int(seconds)
     if s < 60:
         return f"{s}s"
@@ -107,7 +108,7 @@ class ClassifierComponent:
         if cur is None:
             return "verdict pending"
         held = e.last.held if e.last else None
-        text = f"{cur.label} for {_ago(time.monotonic() - (e.since_mono or time.monotonic()))}"
+        text = f"{cur.label} for {ago(time.monotonic() - (e.since_mono or time.monotonic()))}"
         if cur.verdict not in (Verdict.IDLE, Verdict.MIXED) and len(cur.reasons) > 1:
             text += f": {cur.reasons[1]}"
         return text + (f" ({held})" if held else "")
@@ -146,7 +147,7 @@ class ClassifierComponent:
         if cur is None:
             why = st["held"] or "waiting for the first evaluation"
             return [f"verdict: pending ({why}; window {st['window_samples']} samples)"]
-        lines = [f"verdict: {cur.label.upper()} for {_ago(st['since_seconds'] or 0)}"]
+        lines = [f"verdict: {cur.label.upper()} for {ago(st['since_seconds'] or 0)}"]
         if st["held"]:
             lines[0] += f"  (held: {st['held']})"
         lines += [f"  - {r}" for r in cur.reasons]

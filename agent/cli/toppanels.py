@@ -11,7 +11,8 @@ from typing import Any
 from rich.text import Text
 
 from agent.classifier.baselines import Baselines, capacity
-from agent.cli.topparts import View, ago, bar, bytes_rate, countdown, pct, section, sparkline
+from agent.classifier.component import ago
+from agent.cli.topparts import View, bar, bytes_rate, countdown, pct, section, sparkline
 from agent.config.classifier import ClassifierSection
 
 HISTORY = 60  # one sample a second: the last minute

@@ -90,15 +90,6 @@ def bytes_rate(v: float | None) -> str:
     return f"{v:.1f} TB/s"
 
 
-def ago(seconds: float) -> str:
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
 def countdown(seconds: float) -> str:
     """``04:51``: whole seconds, rounded up (the deadline has not come while it shows 00:01)."""
     s = max(0, math.ceil(seconds))

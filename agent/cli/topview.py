@@ -13,8 +13,9 @@ from typing import Any
 from rich.text import Text
 
 from agent.classifier.baselines import Baselines, idle_power
+from agent.classifier.component import ago
 from agent.cli.toppanels import History, goodput, inputs, preemption, trainer
-from agent.cli.topparts import View, ago, bar, bytes_rate, fit, pct, section, side_by_side, throttle_names
+from agent.cli.topparts import View, bar, bytes_rate, fit, pct, section, side_by_side, throttle_names
 from agent.config.classifier import ClassifierSection
 
 WIDE = 160  # from this width the inputs and the trainer/preemption part sit side by side
