@@ -107,6 +107,8 @@ def top_script(tmp: Path, name: str, agent: AgentProcess) -> Path:
     cmd = shlex.join([sys.executable, "-m", "agent", "top", "--config", str(agent.config_path)])
     script = tmp / f"{name}.sh"
     script.write_text(
+        # a trap (not an ignore: top must get Ctrl-C) keeps the script going when top is interrupted
+        "trap 'echo INTERRUPTED' INT\n"
         f"cd {shlex.quote(str(REPO))}\n"
         f"export PYTHONPATH={shlex.quote(os.environ.get('PYTHONPATH', ''))}\n"
         f"stty -g > {tmp / name}.before\n"
@@ -227,6 +229,25 @@ def test_keys_help_and_gpu_detail(tmp_path: Path, scenario: Scenario) -> None:
         p.wait_for(lambda s: len(gpu_rows(s)) == GPUS and "00000000:18:00.0" not in s, 10, "detail off")
         p.keys("q")
         assert "EXIT=0" in p.wait_for(lambda s: "EXIT=" in s, 15, "top to exit")
+    finally:
+        p.close()
+
+
+def test_the_agent_going_away_is_said_and_outlived(tmp_path: Path, scenario: Scenario) -> None:
+    tmux = need_binary("tmux", "tmux")
+    p = TmuxPane(tmux, "topgone", 100, 30, top_script(tmp_path, "topgone", scenario.agent))
+    try:
+        p.wait_for(lambda s: len(gpu_rows(s)) == GPUS, 60, "the GPU rows")
+        scenario.agent.stop()
+        screen = p.wait_for(lambda s: "agent unreachable, retrying" in s, 20, "the unreachable note")
+        assert len(gpu_rows(screen)) == GPUS  # the last screen stays
+        scenario.agent.start()
+        p.wait_for(lambda s: "agent unreachable" not in s and len(gpu_rows(s)) == GPUS, 30, "the new agent")
+        p.keys("C-c")  # Ctrl-C ends it too, and the terminal comes back all the same
+        screen = p.wait_for(lambda s: "EXIT=" in s, 15, "top to exit")
+        assert "EXIT=130" in screen and "training-node-agent top" not in screen, screen
+        after = wait_until(lambda: (tmp_path / "topgone.after").exists(), 10, what="stty after")
+        assert after and (tmp_path / "topgone.after").read_text() == (tmp_path / "topgone.before").read_text()
     finally:
         p.close()
 
