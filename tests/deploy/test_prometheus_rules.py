@@ -40,6 +40,32 @@ def test_rule_unit_tests_pass(promtool: str) -> None:
     assert "SUCCESS" in r.stdout
 
 
+def test_long_window_rule_tests_pass(promtool: str) -> None:
+    """The goodput and cost rules over a day and the interruption rate over 30 days."""
+    r = _promtool(promtool, "test", "rules", "rules_test_long.yml")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS" in r.stdout
+
+
+def test_goodput_rules_are_tested() -> None:
+    """Every goodput, cost and interruption recording rule appears in a unit test, itself or through a
+    tested rule built on it."""
+    doc = yaml.safe_load((PROM / "rules.yml").read_text())
+    exprs = {r["record"]: r["expr"] for g in doc["groups"] for r in g["rules"] if "record" in r}
+    ours = [
+        r for r in exprs if any(k in r for k in ("goodput", "cost", "mtbi", "gpu_hours:1d", "gpu_seconds"))
+    ]
+    text = (PROM / "rules_test.yml").read_text() + (PROM / "rules_test_long.yml").read_text()
+    covered = {r for r in exprs if f"expr: {r}\n" in text or f"expr: {r}{{" in text}
+    while True:
+        more = {r for r in exprs if r not in covered and any(r in exprs[c] for c in covered)}
+        if not more:
+            break
+        covered |= more
+    assert len(ours) >= 10
+    assert not [r for r in ours if r not in covered], "recording rules without a unit test"
+
+
 def test_every_alert_rule_is_shown_firing() -> None:
     """Each alert rule (a name may have several, told apart by their labels) has a unit test where it
     fires, so every alert gets input series."""
