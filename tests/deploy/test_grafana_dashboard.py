@@ -96,7 +96,16 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
 def test_layout_covers_node_and_fleet_views() -> None:
     d = dashboard()
     rows = [p["title"] for p in d["panels"] if p["type"] == "row"]
-    for topic in ("Fleet", "GPUs", "storage and NFS", "NIC and RDMA", "verdict", "preemption", "checkpoints"):
+    for topic in (
+        "Fleet",
+        "GPUs",
+        "storage and NFS",
+        "NIC and RDMA",
+        "verdict",
+        "preemption",
+        "checkpoints",
+        "goodput and cost",
+    ):
         assert any(topic in r for r in rows), topic
     panels = [p for p in all_panels(d) if p["type"] != "row"]
     exprs = {p["title"]: " ".join(t["expr"] for t in p["targets"]) for p in panels}
@@ -105,6 +114,9 @@ def test_layout_covers_node_and_fleet_views() -> None:
     assert any("training_job_class:training_node_verdict_gpu_hours:share" in e for e in exprs.values())
     assert any("training_node_preemption_notice" in e for e in exprs.values())
     assert any("training_node_checkpoint_deadline_missed_total" in e for e in exprs.values())
+    assert any("training_job:training_node_goodput:ratio1h" in e for e in exprs.values())
+    assert any("instance_type:training_node_goodput:ratio1h" in e for e in exprs.values())
+    assert any("training_job:training_node_cost:1d" in e for e in exprs.values())
     ids = [p["id"] for p in all_panels(d)]
     assert len(ids) == len(set(ids))
     for p in all_panels(d):

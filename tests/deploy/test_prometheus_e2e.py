@@ -301,6 +301,7 @@ def test_dashboard_queries_run_on_the_live_data(stack, transcript: Transcript) -
     prom.wait(
         lambda: prom.query("training_job_class:training_node_verdict_gpu_hours:share1h"), 30, "GPU-hour share"
     )
+    prom.wait(lambda: prom.query("training_job:training_node_goodput:ratio1h"), 30, "fleet goodput")
     empty = []
     ran = 0
     for where, expr in queries(dashboard()):
@@ -323,6 +324,10 @@ def test_dashboard_queries_run_on_the_live_data(stack, transcript: Transcript) -
         "'NIC throughput'",
         "'RDMA throughput'",  # the live agent's RDMA ports come from tests/fixtures' sysfs
         "'Collectors'",
+        "'Goodput per job (last hour)'",
+        "'Goodput per instance type (last hour)'",
+        "'GPU-seconds per bucket on $instance'",
+        "'Checkpoint cadence on $instance'",
     ):
         assert not any(must in w for w in empty), f"{must} shows no data"
     nodes = prom.api("label/instance/values", **{"match[]": "training_node_build_info"})
