@@ -125,7 +125,7 @@ def test_daemon_books_every_gpu_second_prices_it_and_continues_after_a_restart(
         grown = sum(after["totals"].values()) - sum(before["totals"].values())
         booked = after["observed_seconds"] - before["observed_seconds"]
         # nothing twice: what was added is exactly the new run's booked time, less than the wall time
-        assert grown == pytest.approx(2 * booked, rel=1e-6)
+        assert grown == pytest.approx(2 * booked, abs=0.02)  # status rounds each bucket to 1 ms
         assert booked < across
 
 
