@@ -17,7 +17,6 @@ import signal
 import sys
 import termios
 import time
-import tty
 from typing import TYPE_CHECKING, Any
 
 from agent.cli.main import _add_config, control_socket_path, register, resolve_config
@@ -109,6 +108,8 @@ class _Keys:
 
     def __enter__(self) -> _Keys:
         if self.fd is not None:
+            import tty  # here: the daemon loads this module (the CLI registry) and never needs it
+
             self._saved = termios.tcgetattr(self.fd)
             tty.setcbreak(self.fd)
             self.loop.add_reader(self.fd, self._read)
