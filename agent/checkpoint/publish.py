@@ -18,12 +18,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import structlog
 from tna_client.discovery import discovery_file_for
 from tna_client.node import identity as process_identity
 from tna_client.node import pid_namespace, start_ticks
 
 from agent.core.fsread import read_optional
 from agent.runtime.statefile import write_atomic
+
+log = structlog.get_logger("checkpoint")
 
 MAX_NOTES = 256  # trainer notes read per look; a directory flooded by a runaway job stays cheap
 NOTE_PREFIX = "trainer-"
@@ -109,3 +112,19 @@ def trainers_line(request_file: Path, trainers: list[dict[str, Any]]) -> str:
         f"pid {t['pid']}" + (f" (rank {t['rank']})" if t["rank"] is not None else "") for t in trainers
     )
     return f"request file {request_file}: found by {who}"
+
+
+def publish_logged(
+    discovery_file: Path, request_file: Path, identity: dict[str, Any], signal_name: str
+) -> None:
+    """:func:`publish`, saying where trainers look, or why they cannot find the agent that way."""
+    try:
+        publish(discovery_file, request_file, identity, signal_name)
+        log.info("trainers find this agent through", discovery_file=str(discovery_file))
+    except OSError as e:
+        log.error(
+            "cannot publish the discovery record; trainers need $TNA_CHECKPOINT_REQUEST_FILE",
+            discovery_file=str(discovery_file),
+            request_file=str(request_file),
+            error=str(e),
+        )

@@ -1,0 +1,137 @@
+"""The checkpoint action's control-socket handlers: ack, drill and report."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from aiohttp import web
+
+from agent.checkpoint.request import clean_ack
+from agent.core.events import PreemptionEvent
+from agent.core.vocabulary import Cloud, EpisodeState, NoticeKind
+
+if TYPE_CHECKING:
+    from agent.checkpoint.component import CheckpointComponent
+
+log = structlog.get_logger("checkpoint")
+
+_KIND = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
+
+
+def routes(c: CheckpointComponent) -> list[tuple[str, str, Any]]:
+    async def on_ack(request: web.Request) -> web.Response:
+        return await ack(c, request)
+
+    async def on_drill(request: web.Request) -> web.Response:
+        return await drill(c, request)
+
+    async def on_report(request: web.Request) -> web.Response:
+        return await report(c, request)
+
+    return [
+        ("POST", "/checkpoint/ack", on_ack),
+        ("POST", "/checkpoint/drill", on_drill),
+        ("GET", "/checkpoint/report", on_report),
+    ]
+
+
+async def ack(c: CheckpointComponent, request: web.Request) -> web.Response:
+    body = await _json_body(request)
+    event_id = body.get("event_id")
+    if event_id is None:
+        pending = c._open_requested()
+        if not pending:
+            return web.json_response({"error": "no checkpoint request is open"}, status=404)
+        event_id = pending[-1].event_id
+    ep = c.ledger.episodes.get(str(event_id))
+    if ep is None:
+        return web.json_response({"error": f"unknown event {event_id!r}"}, status=404)
+    if ep.phase == EpisodeState.COMPLETED:
+        return web.json_response({"error": "already acknowledged", "event_id": ep.event_id}, status=409)
+    if ep.phase != EpisodeState.REQUESTED:
+        return web.json_response(
+            {"error": f"event {ep.event_id} is {ep.phase}; nothing to acknowledge"}, status=409
+        )
+    c._control_acks[ep.event_id] = clean_ack(body, via="control socket")
+    c._wake.set()
+    fut = c._done.get(ep.event_id)
+    if fut is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(fut), 5)
+    return web.json_response(
+        {
+            "ok": ep.phase == EpisodeState.COMPLETED,
+            "event_id": ep.event_id,
+            "phase": ep.phase,
+            "duration_seconds": ep.duration,
+            "before_deadline": ep.phase == EpisodeState.COMPLETED,
+        }
+    )
+
+
+async def drill(c: CheckpointComponent, request: web.Request) -> web.Response:
+    body = await _json_body(request)
+    kind = str(body.get("kind", NoticeKind.SPOT_TERMINATION))
+    if not _KIND.match(kind):
+        raise ValueError(f"kind must look like spot-termination or maintenance-reboot, got {kind!r}")
+    deadline = float(body.get("deadline_seconds", 300))
+    if not 1 <= deadline <= 86400:
+        raise ValueError("deadline_seconds must be between 1 and 86400")
+    wait = float(body.get("wait_seconds", deadline))
+    now = datetime.now(UTC)
+    event_id = f"drill-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+    if body.get("dry_run"):
+        c._force_dry.add(event_id)
+    done = asyncio.get_running_loop().create_future()
+    c._done[event_id] = done
+    log.info("drill started", event_id=event_id, kind=kind, deadline_seconds=deadline)
+    c.ctx.bus.publish(
+        PreemptionEvent(
+            provider=Cloud.DRILL,
+            kind=kind,
+            event_id=event_id,
+            deadline=now + timedelta(seconds=deadline),
+            received_at=now,
+            raw="synthetic notice from training-node-agent drill",
+            drill=True,
+        )
+    )
+    with contextlib.suppress(TimeoutError):
+        # a little past the wait, so that a deadline at the same moment is recorded as missed
+        await asyncio.wait_for(asyncio.shield(done), max(0.5, wait) + 1.0)
+    c._force_dry.discard(event_id)
+    ep = c.ledger.episodes.get(event_id)
+    if ep is None:
+        return web.json_response({"error": "the drill notice was not picked up"}, status=500)
+    if ep.open:
+        c._cancel(event_id, f"drill stopped waiting after {wait:.0f} s")
+    return web.json_response(c.report(ep))
+
+
+async def report(c: CheckpointComponent, request: web.Request) -> web.Response:
+    event_id = request.query.get("event_id")
+    if event_id:
+        ep = c.ledger.episodes.get(event_id)
+    else:
+        eps = sorted(c.ledger.episodes.values(), key=lambda e: e.requested_at or e.received_at)
+        ep = eps[-1] if eps else None
+    if ep is None:
+        return web.json_response({"error": "no checkpoint episode yet"}, status=404)
+    return web.json_response(c.report(ep))
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    if not request.can_read_body:
+        return {}
+    body = await request.json()
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise ValueError("expected a JSON object")
+    return body
