@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -121,6 +122,11 @@ def run_cli(
     )
 
 
+def toml_key(k: str) -> str:
+    """A bare key where TOML allows one, else quoted ("ecs.gn8v.48xlarge" is one key, not three)."""
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+
+
 def toml_value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -131,7 +137,7 @@ def toml_value(v: object) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
     raise TypeError(v)
 
 

@@ -99,6 +99,13 @@ class LedgerComponent:
             return None, None
         return hourly_price(self.cost_cfg, self.instance_type, self.market)
 
+    @property
+    def priced(self) -> bool:
+        """A price is known (or was: money already booked stays shown). No price, no cost series."""
+        return (
+            self.prices()[0] is not None or any(self.ledger.book.cost) or any(self.ledger.book.unsettled()[1])
+        )
+
     def on_snapshot(self, snap: NodeSnapshot) -> None:
         prev, self._prev = self._prev, snap.monotonic
         if prev is None or snap.monotonic <= prev:
@@ -213,7 +220,8 @@ class LedgerComponent:
         seconds, cost, first = self.ledger.book.since(now - window)
         since = max(now - window, first) if first != float("inf") else now
         extra = None
-        if self.cost_cfg.enabled:
+        priced = self.priced
+        if priced:
             hourly, on_demand = self.prices()
             extra = {
                 "instance_hour_price": hourly,
@@ -222,9 +230,7 @@ class LedgerComponent:
                 "instance_type": self.instance_type,
                 "spot_saving": round(self.ledger.saving, 4),
             }
-        s = summarize(
-            seconds, cost if self.cost_cfg.enabled else None, since, now, self.cost_cfg.currency, extra
-        )
+        s = summarize(seconds, cost if priced else None, since, now, self.cost_cfg.currency, extra)
         advice = self.ledger.advice(now, self.cfg.mtbi, self.cfg.sparse_factor)
         cost_known, _ = self.ledger.checkpoint_cost()
         why = "no checkpoint time measured yet" if cost_known is None else "no interruption rate known yet"
@@ -301,7 +307,7 @@ class LedgerComponent:
                 "Productive share of the GPU-seconds over [goodput] window.",
                 value=s["ratio"],
             )
-        if self.cost_cfg.enabled:
+        if self.priced:
             cur = self.cost_cfg.currency
             cost = CounterMetricFamily(
                 "training_node_cost", "Money per ledger bucket, settled.", labels=["bucket", "currency"]

@@ -6,19 +6,15 @@ The run's transcript goes to bench/out/prometheus_e2e.txt (and to stdout with ``
 from __future__ import annotations
 
 import json
-import subprocess
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from conftest import REPO, free_port, need_binary, wait_until
+from conftest import REPO, need_binary, wait_until
 from grafana_queries import dashboard, queries
 from live_agent import LiveAgent, live_agent
+from prom_support import Alertmanager, PrometheusServer, Transcript, inventory_target
 
 PROM = REPO / "configs" / "prometheus"
 TRANSCRIPT = REPO / "bench" / "out" / "prometheus_e2e.txt"
@@ -26,159 +22,9 @@ INSTANCE_ID = "i-e2e0a1b2c3d4e5f6"
 TRAINING_JOB = "llama-e2e"
 
 
-class Transcript:
-    def __init__(self) -> None:
-        self.t0 = time.monotonic()
-        self.lines: list[str] = []
-
-    def __call__(self, line: str) -> None:
-        self.lines.append(f"[{time.monotonic() - self.t0:6.2f}s] {line}")
-
-    def save(self) -> None:
-        TRANSCRIPT.parent.mkdir(parents=True, exist_ok=True)
-        TRANSCRIPT.write_text("\n".join(self.lines) + "\n")
-        print("\n" + "\n".join(self.lines))
-
-
-class Alertmanager:
-    """``prometheus-alertmanager`` on loopback, clustering off, one receiver that keeps alerts."""
-
-    def __init__(self, tmp: Path, log: Transcript) -> None:
-        binary = need_binary("prometheus-alertmanager", "prometheus-alertmanager")
-        config = tmp / "alertmanager.yml"
-        route = {"receiver": "keep", "group_by": ["alertname", "instance"], "group_wait": "0s"}
-        config.write_text(yaml.safe_dump({"route": route, "receivers": [{"name": "keep"}]}))
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = tmp / "alertmanager.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.path={tmp / 'am'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--cluster.listen-address=",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_until(lambda: self._get("/-/ready") is not None, 30, 0.2, "Alertmanager ready", self.log)
-        log(f"alertmanager ready on {self.url}")
-
-    def _get(self, path: str) -> Any:
-        assert self.proc.poll() is None, self.log()
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=2) as r:
-                body = r.read()
-        except OSError:
-            return None
-        return json.loads(body) if path.startswith("/api/") else body
-
-    def alerts(self) -> list[dict[str, Any]]:
-        return self._get("/api/v2/alerts") or []
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-5000:]
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        self._log.close()
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-class PrometheusServer:
-    """``prometheus`` on loopback with configs/prometheus/scrape.yml and rules.yml, 1 s intervals."""
-
-    def __init__(self, tmp: Path, agent_port: int, alertmanager: Alertmanager, log: Transcript) -> None:
-        binary = need_binary("prometheus", "prometheus")
-        config = yaml.safe_load((PROM / "scrape.yml").read_text())
-        config["global"].update(scrape_interval="1s", evaluation_interval="1s")
-        config["rule_files"] = [str(PROM / "rules.yml")]
-        am = {"static_configs": [{"targets": [f"127.0.0.1:{alertmanager.port}"]}]}
-        config["alerting"] = {"alertmanagers": [am]}
-        (job,) = config["scrape_configs"]
-        job.update(scrape_interval="1s", scrape_timeout="1s")
-        (sd,) = job["file_sd_configs"]
-        targets = tmp / "targets"
-        targets.mkdir()
-        sd["files"] = [str(targets / "*.json")]
-        # what the fleet inventory writes: the node's address and its instance metadata
-        target = {
-            "targets": [f"127.0.0.1:{agent_port}"],
-            "labels": {
-                "__meta_ecs_instance_id": INSTANCE_ID,
-                "__meta_ecs_instance_type": "ecs.gn7i-c8g1.2xlarge",
-                "__meta_ecs_zone_id": "cn-hangzhou-i",
-                "__meta_ecs_tag_training_job": TRAINING_JOB,
-            },
-        }
-        (targets / "gpu-nodes.json").write_text(json.dumps([target]))
-        self.config_path = tmp / "prometheus.yml"
-        self.config_path.write_text(yaml.safe_dump(config))
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = tmp / "prometheus.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115
-        version = subprocess.run([binary, "--version"], capture_output=True, text=True)
-        log(f"{(version.stdout or version.stderr).splitlines()[0]}")
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={self.config_path}",
-                f"--storage.tsdb.path={tmp / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--web.enable-lifecycle",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        self.wait(lambda: self._ready(), 30, "Prometheus ready")
-        log(f"prometheus ready on {self.url} (scrape and evaluation interval 1s)")
-
-    def _ready(self) -> bool:
-        assert self.proc.poll() is None, self.log()
-        try:
-            with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-5000:]
-
-    def api(self, path: str, **params: str) -> Any:
-        url = f"{self.url}/api/v1/{path}"
-        if params:
-            url += "?" + urllib.parse.urlencode(params)
-        with urllib.request.urlopen(url, timeout=10) as r:
-            body = json.loads(r.read())
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        return self.api("query", query=expr)["result"]
-
-    def wait(self, pred, timeout: float, what: str):
-        return wait_until(pred, timeout, 0.2, what, self.log)
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        self._log.close()
-
-
 @pytest.fixture(scope="module")
 def transcript() -> Iterator[Transcript]:
-    t = Transcript()
+    t = Transcript(TRANSCRIPT)
     yield t
     t.save()
 
@@ -196,7 +42,10 @@ def stack(
         )
         am = Alertmanager(tmp, transcript)
         try:
-            prom = PrometheusServer(tmp, live.agent.port, am, transcript)
+            target = inventory_target(
+                live.agent.port, INSTANCE_ID, "ecs.gn7i-c8g1.2xlarge", "cn-hangzhou-i", TRAINING_JOB
+            )
+            prom = PrometheusServer(tmp, [target], am, transcript)
             try:
                 yield live, prom, am
             finally:

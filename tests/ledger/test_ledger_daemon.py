@@ -129,9 +129,14 @@ def test_daemon_books_every_gpu_second_prices_it_and_continues_after_a_restart(
         assert booked < across
 
 
-def test_no_price_means_no_cost_series(agent_factory, tmp_path) -> None:
+@pytest.mark.parametrize(
+    "cost",
+    [{}, {"instance_type": "ecs.gn7i-c8g1.2xlarge", "prices": {"ecs.gn8v.48xlarge": {"on_demand": 200.0}}}],
+    ids=["no-price", "no-price-for-this-type"],
+)
+def test_no_price_means_no_cost_series(agent_factory, tmp_path, cost) -> None:
     with trainer_on_gpus(tmp_path, gpus=1) as (_proc, _nvml, env):
-        agent = agent_factory({"goodput": GOODPUT}, env=env)
+        agent = agent_factory({"goodput": GOODPUT, "cost": cost}, env=env)
         agent.wait_for(lambda: goodput(agent)["gpu_seconds"] > 1, what="GPU-seconds booked")
         text = agent.metrics()
         assert "training_node_gpu_seconds_total" in text
