@@ -58,6 +58,16 @@ def pressures(f: Features | None) -> Pressures:
     return Pressures(f.storage_pressure, f.cpu_pressure, f.network_pressure, f.network_pressure_spin)
 
 
+def next_digest(now: float, at: str, timezone: str) -> float:
+    """The next ``HH:MM`` in ``timezone`` strictly after ``now`` (unix seconds)."""
+    tz = ZoneInfo(timezone)
+    hh, mm = (int(x) for x in at.split(":"))
+    due = datetime.fromtimestamp(now, tz).replace(hour=hh, minute=mm, second=0, microsecond=0)
+    if due.timestamp() <= now:
+        due = (due + timedelta(days=1)).replace(hour=hh, minute=mm)
+    return due.timestamp()
+
+
 class LedgerComponent:
     name = "goodput"
 
@@ -188,13 +198,7 @@ class LedgerComponent:
     # --- the digest --------------------------------------------------------------------------------
 
     def _next_digest(self, now: float) -> float:
-        tz = ZoneInfo(self.ctx.cfg.alerts.timezone)
-        hh, mm = (int(x) for x in self.cfg.digest_at.split(":"))
-        local = datetime.fromtimestamp(now, tz)
-        due = local.replace(hour=hh, minute=mm, second=0, microsecond=0)
-        if due.timestamp() <= now:
-            due += timedelta(days=1)
-        return due.timestamp()
+        return next_digest(now, self.cfg.digest_at, self.ctx.cfg.alerts.timezone)
 
     def publish_digest(self, now: float, since: float = 86400.0) -> GoodputDigestEvent:
         s = self.summary(now, since)
