@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 from agent.sources.network.infiniband import build_port, parse_counter, parse_rate
 from agent.sources.network.netclass import parse_speed
 from agent.sources.network.netdev import parse_net_dev
-from agent.sources.processes.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
+from agent.sources.processes.cgroup import (
+    parse_blkio_bytes,
+    parse_cfs_quota,
+    parse_cpu_max,
+    parse_io_stat,
+    parse_proc_cgroup,
+)
 from agent.sources.processes.procpid import parse_cpus_allowed, parse_pid_io, parse_pid_stat
 from agent.sources.storage.diskstats import parse_diskstats
 from agent.sources.storage.mountstats import parse_mountstats
@@ -82,6 +88,8 @@ TEXT_PARSERS = [
     parse_cpus_allowed,
     parse_proc_cgroup,
     parse_cpu_max,
+    parse_io_stat,
+    parse_blkio_bytes,
 ]
 
 

@@ -1,4 +1,5 @@
-"""/proc/<pid>/cgroup and the CPU quota files of cgroup v2 (``cpu.max``) and v1 (``cpu.cfs_*``)."""
+"""/proc/<pid>/cgroup, the CPU quota files of cgroup v2 (``cpu.max``) and v1 (``cpu.cfs_*``), and the
+read counters of v2 (``io.stat``) and v1 (``blkio.throttle.io_service_bytes``)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,42 @@ def parse_cfs_quota(quota_text: str, period_text: str) -> Parsed[float | None]:
     if quota == 0 or period <= 0:
         return Parsed(None, 1)
     return Parsed(quota / period, 0)
+
+
+def parse_io_stat(text: str) -> Parsed[int | None]:
+    """cgroup v2 ``io.stat``: one line per device, ``8:0 rbytes=1459200 wbytes=314773504 rios=192 ...``
+    -> the bytes read from every block device together; None when it lists no device."""
+    total: int | None = None
+    bad = 0
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if ":" not in fields[0]:
+            bad += 1
+            continue
+        keys = dict(f.partition("=")[::2] for f in fields[1:])
+        value = keys.get("rbytes")
+        if value is None or not value.isdigit():
+            bad += 1
+            continue
+        total = (total or 0) + int(value)
+    return Parsed(total, bad)
+
+
+def parse_blkio_bytes(text: str) -> Parsed[int | None]:
+    """cgroup v1 ``blkio.throttle.io_service_bytes[_recursive]``: ``8:0 Read 3387547648`` (also Write,
+    Sync, Async, Discard, Total per device) and a last ``Total N`` -> the Read bytes of every device
+    together; None when it lists no device."""
+    total: int | None = None
+    bad = 0
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields or fields[0] == "Total":
+            continue
+        if len(fields) != 3 or ":" not in fields[0] or not fields[2].isdigit():
+            bad += 1
+            continue
+        if fields[1] == "Read":
+            total = (total or 0) + int(fields[2])
+    return Parsed(total, bad)

@@ -26,12 +26,17 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import structlog
+
 from agent.core.fsread import read_attr, read_optional
 from agent.core.openfiles import OpenFiles
 from agent.sources.host.parse import USER_HZ
 from agent.sources.processes.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
 from agent.sources.processes.part import ProcessPart, ProcessStat
 from agent.sources.processes.procpid import PidStat, parse_cpus_allowed, parse_pid_io, parse_pid_stat
+from agent.sources.processes.readcounters import CgroupReads, unreadable
+
+log = structlog.get_logger("processes")
 
 RESCAN_SECONDS = 30.0
 TREE_SECONDS = 5.0  # how often each tree's shape is walked again: a new worker shows up within this
@@ -58,6 +63,10 @@ class ProcessCollector:
         self._shape_at = -TREE_SECONDS
         self._bad = 0
         self._files = OpenFiles()  # the tree members' stat and io files
+        self._cgroups = CgroupReads(self.proc, self.cgroup_root)
+        # (pid, start time) -> why its /proc/<pid>/io cannot be read (not tried again while it lives)
+        self._denied: dict[tuple[int, int], str] = {}
+        self._said: set[tuple[int, int]] = set()  # trees whose missing read counters were logged
 
     # --- reading one process -------------------------------------------------------------------
 
@@ -70,10 +79,17 @@ class ProcessCollector:
         self._bad += p.malformed
         return p.value
 
-    def _io(self, pid: int) -> dict[str, int] | None:
-        text = self._files.read(f"{self._procdir}/{pid}/io")
+    def _io(self, st: PidStat) -> dict[str, int] | None:
+        key = (st.pid, st.start_time)
+        if key in self._denied:
+            return None
+        path = f"{self._procdir}/{st.pid}/io"
+        text = self._files.read(path)
         if text is None:
-            return None  # gone, or no ptrace access to it
+            why = unreadable(path)  # None: the process is gone
+            if why is not None:
+                self._denied[key] = why
+            return None
         p = parse_pid_io(text)
         self._bad += p.malformed
         return p.value
@@ -213,6 +229,11 @@ class ProcessCollector:
         live = {(p.pid, p.start_time_ticks) for p in out}
         for key in self._quota.keys() - live:
             del self._quota[key]
+        members = {(m.pid, m.start_time) for t in trees for m in t}
+        for key in self._denied.keys() - members:
+            del self._denied[key]
+        self._said &= live
+        self._bad += self._cgroups.take_malformed()
         self.malformed_total += self._bad
         return ProcessPart(tuple(out), malformed_lines=self._bad, malformed_lines_total=self.malformed_total)
 
@@ -224,13 +245,19 @@ class ProcessCollector:
         for st in tree:  # one pass: this runs for every data-loader worker every tick
             cpu_ticks += st.cpu_ticks
             threads += st.threads
-            io = self._io(st.pid)
+            io = self._io(st)
             if io is None:
                 continue
             if (v := io.get("read_bytes")) is not None:
                 read_bytes = (read_bytes or 0) + v
             if (v := io.get("rchar")) is not None:
                 rchar = (rchar or 0) + v
+        problem = next((why for m in tree if (why := self._denied.get((m.pid, m.start_time)))), None)
+        cgroup = None
+        if problem is not None:
+            read_bytes = rchar = None  # a sum over part of the tree would look like a slowdown
+            cgroup = self._cgroups.read(root.pid)
+            self._say_once(root, problem, cgroup)
         return ProcessStat(
             pid=root.pid,
             start_time_ticks=root.start_time,
@@ -241,6 +268,23 @@ class ProcessCollector:
             allowed_cores=self._allowed_cores(root),
             threads=threads,
             descendants=len(tree) - 1,
+            io_problem=problem,
+            cgroup_read_bytes=cgroup[0] if cgroup else None,
+            cgroup=cgroup[1] if cgroup else None,
+        )
+
+    def _say_once(self, root: PidStat, problem: str, cgroup: tuple[int, str] | None) -> None:
+        key = (root.pid, root.start_time)
+        if key in self._said:
+            return
+        self._said.add(key)
+        log.warning(
+            "read counters of a training process are unreadable",
+            pid=root.pid,
+            comm=root.comm,
+            problem=problem,
+            instead=f"its cgroup's block reads ({cgroup[1]})" if cgroup else "nothing: no cgroup io counters",
+            series="training_node_process_read_bytes_total and _storage_read_bytes_total absent",
         )
 
     def close(self) -> None:

@@ -30,6 +30,12 @@ def render(snap: NodeSnapshot) -> Iterable[Metric]:
         "Bytes the process tree caused to be fetched from block devices or NFS (read_bytes).",
         labels=LABELS,
     )
+    cgroup = CounterMetricFamily(
+        "training_node_process_cgroup_read_bytes",
+        "Where /proc/<pid>/io is unreadable (another user's trainer): bytes read from block devices by "
+        "every process in the trainer's cgroup (io.stat rbytes, v1 blkio Read); NFS is not in it.",
+        labels=[*LABELS, "cgroup"],
+    )
     cores = GaugeMetricFamily(
         "training_node_process_allowed_cores",
         "CPUs the training process may use: min(affinity list, cgroup CPU quota).",
@@ -48,7 +54,9 @@ def render(snap: NodeSnapshot) -> Iterable[Metric]:
             rchar.add_metric(lv, p.rchar)
         if p.read_bytes is not None:
             storage.add_metric(lv, p.read_bytes)
+        if p.cgroup_read_bytes is not None and p.cgroup is not None:
+            cgroup.add_metric([*lv, p.cgroup], p.cgroup_read_bytes)
         cores.add_metric(lv, p.allowed_cores)
         desc.add_metric(lv, p.descendants)
         threads.add_metric(lv, p.threads)
-    yield from (cpu, rchar, storage, cores, desc, threads)
+    yield from (cpu, rchar, storage, cgroup, cores, desc, threads)

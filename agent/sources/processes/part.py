@@ -24,6 +24,11 @@ class ProcessStat:
     allowed_cores: float  # min(cpuset size, cgroup cpu quota)
     threads: int = 1
     descendants: int = 0
+    # where read_bytes and rchar are None because /proc/<pid>/io is unreadable: why, and the read
+    # bytes of the trainer's cgroup (every process in it, block devices only) with that cgroup
+    io_problem: str | None = None
+    cgroup_read_bytes: int | None = None
+    cgroup: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

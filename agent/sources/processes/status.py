@@ -6,7 +6,7 @@ from typing import Any
 
 from agent.core.projection import Each, Spec, fields
 from agent.snapshot.summary import rounded
-from agent.sources.processes.part import ProcessPart
+from agent.sources.processes.part import ProcessPart, ProcessStat
 from agent.sources.processes.rates import ProcessRates
 
 # the training processes' PIDs and names stay off the network
@@ -25,7 +25,17 @@ def summary(part: ProcessPart, r: ProcessRates) -> dict[str, Any]:
                 "allowed_cores": p.allowed_cores,
                 "read_bytes_per_second": rounded(r.process_read.get(p.pid), 1),
                 "descendants": p.descendants,
+                "read_counters": _read_counters(p),
             }
             for p in part.processes
         ]
     }
+
+
+def _read_counters(p: ProcessStat) -> str:
+    """Where the read series come from, and why they are absent where they are."""
+    if p.io_problem is None:
+        return "/proc/<pid>/io"
+    if p.cgroup is not None:
+        return f"cgroup {p.cgroup} only (block devices, the whole cgroup): {p.io_problem}"
+    return f"none: {p.io_problem}"

@@ -1,0 +1,161 @@
+"""A trainer owned by another user: /proc/<pid>/io is unreadable to the agent (the unit runs it as its
+own user with CAP_KILL only). Nothing goes missing silently: the collector says why, once, in the log
+and in status, and takes the trainer's read bytes from its cgroup where the kernel keeps them.
+
+Real processes: the trainer runs as root reading a file (O_DIRECT where the file system allows it,
+so every read reaches the block layer) inside a cgroup this test makes; the collector runs in a
+subprocess as an unprivileged uid (setpriv), as the unit's user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, need_binary, need_root
+
+from agent.sources.processes.cgroup import parse_blkio_bytes, parse_io_stat
+from agent.sources.processes.part import ProcessStat
+from agent.sources.processes.readcounters import CgroupReads
+from agent.sources.processes.status import _read_counters
+
+AGENT_UID = 64991  # no such user needed: the kernel checks the number
+CGROUP = "tna-reliability-unreadable-io"
+
+TRAINER = r"""
+import mmap, os, sys, time
+buf = mmap.mmap(-1, 1 << 20)
+try:
+    fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT); direct = True
+except OSError:  # tmpfs and friends: no direct I/O
+    fd = os.open(sys.argv[1], os.O_RDONLY); direct = False
+print("ready", int(direct), flush=True)
+end = time.time() + 90
+while time.time() < end:
+    os.lseek(fd, 0, 0)
+    while os.readv(fd, [buf]) > 0:
+        pass
+    time.sleep(0.2)  # ~20 MB/s: enough to count, gentle on a shared disk
+"""
+
+COLLECT = r"""
+import dataclasses, json, sys, time
+from agent.sources.processes.collector import ProcessCollector
+from agent.sources.processes.status import _read_counters
+pid = int(sys.argv[1])
+c = ProcessCollector("/proc", "/sys", lambda: [pid])
+out = []
+for _ in range(3):
+    [p] = c.collect().processes
+    out.append({**dataclasses.asdict(p), "status": _read_counters(p)})
+    time.sleep(1.0)
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+def _cgroup_dir() -> tuple[Path, str] | None:
+    """A cgroup of our own with read counters: v1 blkio, or v2 with the io controller enabled."""
+    v1 = Path("/sys/fs/cgroup/blkio")
+    if (v1 / "blkio.throttle.io_service_bytes").exists():
+        return v1 / CGROUP, f"blkio:/{CGROUP}"
+    v2 = Path("/sys/fs/cgroup")
+    if "io" in (v2 / "cgroup.subtree_control").read_text(errors="replace").split():
+        return v2 / CGROUP, f"v2:/{CGROUP}"
+    return None
+
+
+@pytest.fixture
+def trainer(tmp_path):
+    need_root("a trainer owned by root, a collector as another uid, a cgroup of its own")
+    data = tmp_path / "dataset.bin"
+    data.write_bytes(os.urandom(4 << 20))
+    os.chmod(tmp_path, 0o755)
+    proc = subprocess.Popen([sys.executable, "-c", TRAINER, str(data)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    direct = proc.stdout.readline().split()[1] == "1"
+    where = _cgroup_dir()
+    if where is not None:
+        where[0].mkdir(exist_ok=True)
+        (where[0] / "cgroup.procs").write_text(str(proc.pid))
+    yield proc.pid, direct, where[1] if where else None
+    proc.kill()
+    proc.wait()
+    if where is not None:
+        for _ in range(50):  # the cgroup empties a moment after its last process is reaped
+            try:
+                where[0].rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def _collect_as(pid: int, uid: int | None) -> list[dict]:
+    cmd = [sys.executable, "-c", COLLECT, str(pid)]
+    if uid is not None:
+        setpriv = need_binary("setpriv", "util-linux")
+        cmd = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
+    results = json.loads(line.removeprefix("RESULT "))
+    said = out.stdout.count("read counters of a training process are unreadable")
+    for r in results:
+        r["said"] = said
+    return results
+
+
+def test_another_users_trainer_is_said_once_and_read_from_its_cgroup(trainer):
+    pid, direct, cgroup = trainer
+    as_root = _collect_as(pid, None)
+    assert as_root[-1]["read_bytes"] is not None and as_root[-1]["io_problem"] is None  # the control
+    assert as_root[-1]["status"] == "/proc/<pid>/io" and as_root[0]["said"] == 0
+
+    seen = _collect_as(pid, AGENT_UID)
+    first, last = seen[0], seen[-1]
+    assert last["cpu_seconds"] > 0, "the CPU series stay: /proc/<pid>/stat is world-readable"
+    for r in seen:
+        assert r["read_bytes"] is None and r["rchar"] is None
+        assert f"/proc/{pid}/io: permission denied" in r["io_problem"]
+        assert f"uid 0's, the agent runs as uid {AGENT_UID}" in r["io_problem"]
+    assert first["said"] == 1, "said once, not every tick"
+    if cgroup is None:
+        assert last["cgroup"] is None and last["status"].startswith("none: ")
+        return
+    assert last["cgroup"] == cgroup and last["status"].startswith(f"cgroup {cgroup} only")
+    if direct:  # every read reached the block layer: the cgroup counted them
+        assert last["cgroup_read_bytes"] - first["cgroup_read_bytes"] >= 4 << 20
+
+
+def test_cgroup_counters_from_the_nearest_cgroup_that_keeps_them(tmp_path):
+    proc, cg = tmp_path / "proc", tmp_path / "cgroup"
+    (proc / "7").mkdir(parents=True)
+    (proc / "7" / "cgroup").write_text("12:blkio:/job/rank0\n0::/kubepods/pod1/ctr\n")
+    (cg / "kubepods" / "pod1" / "ctr").mkdir(parents=True)
+    # io enabled for the pod only, not below it: the pod's counter, and said so in the label
+    (cg / "kubepods" / "pod1" / "io.stat").write_text("8:0 rbytes=100 wbytes=1\n259:0 rbytes=23 wbytes=0\n")
+    reads = CgroupReads(proc, cg)
+    assert reads.read(7) == (123, "v2:/kubepods/pod1")
+    (cg / "kubepods" / "pod1" / "io.stat").unlink()
+    assert reads.read(7) is None, "never the root cgroup (the whole node), never a guess"
+    (cg / "blkio" / "job" / "rank0").mkdir(parents=True)
+    (cg / "blkio" / "job" / "rank0" / "blkio.throttle.io_service_bytes").write_text(
+        "8:0 Read 4096\n8:0 Write 7\n8:16 Read 1\nTotal 4104\n"
+    )
+    assert reads.read(7) == (4097, "blkio:/job/rank0")
+    stat = ProcessStat(7, 1, "python", 1.0, None, None, 2.0, io_problem="denied", cgroup="v2:/a")
+    assert _read_counters(stat) == "cgroup v2:/a only (block devices, the whole cgroup): denied"
+
+
+def test_read_counter_parsers_count_what_they_cannot_read():
+    assert parse_io_stat("8:0 rbytes=10 wbytes=2 rios=1\n8:16 rbytes=5\n").value == 15
+    p = parse_io_stat("8:0 rbytes=10\ngarbage\n8:1 wbytes=3\n")
+    assert (p.value, p.malformed) == (10, 2)
+    assert parse_io_stat("").value is None
+    p = parse_blkio_bytes("8:0 Read 1\n8:0 Write 2\n8:0 Read x\nTotal 3\n")
+    assert (p.value, p.malformed) == (1, 1)
+    assert parse_blkio_bytes("Total 0\n").value is None
