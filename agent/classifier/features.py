@@ -25,6 +25,7 @@ from agent.classifier.baselines import Baselines, capacity, idle_power, quantile
 from agent.classifier.running import FAMILIES
 from agent.classifier.samples import Sample, columns
 from agent.config.classifier import ClassifierSection
+from agent.sources.gpu.reasons import ClockReason
 
 _KEYS = attrgetter("keys")
 _VALUES = attrgetter("values")
@@ -396,11 +397,11 @@ def _congestion(
 
 
 _THROTTLE_NAMES = {
-    0x4: "at its power cap",
-    0x8: "hardware slowdown",
-    0x20: "thermal throttling (software)",
-    0x40: "thermal throttling (hardware)",
-    0x80: "power brake",
+    ClockReason.SW_POWER_CAP: "at its power cap",
+    ClockReason.HW_SLOWDOWN: "hardware slowdown",
+    ClockReason.SW_THERMAL_SLOWDOWN: "thermal throttling (software)",
+    ClockReason.HW_THERMAL_SLOWDOWN: "thermal throttling (hardware)",
+    ClockReason.HW_POWER_BRAKE_SLOWDOWN: "power brake",
 }
 
 

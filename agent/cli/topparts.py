@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.text import Text
 
-from agent.sources.gpu.metrics import CLOCKS_EVENT_REASONS
+from agent.sources.gpu.reasons import ClockReason
 
 GB = 1e9
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -97,9 +97,7 @@ def countdown(seconds: float) -> str:
 
 
 def throttle_names(mask: int) -> list[str]:
-    return [
-        _THROTTLE_SHORT[name] for bit, name in CLOCKS_EVENT_REASONS if mask & bit and name in _THROTTLE_SHORT
-    ]
+    return [_THROTTLE_SHORT[r.label] for r in ClockReason if mask & r and r.label in _THROTTLE_SHORT]
 
 
 def fit(sections: Sequence[tuple[list[Text], int]], height: int | None, width: int) -> list[Text]:

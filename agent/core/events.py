@@ -166,6 +166,11 @@ class EventBus:
         return q
 
     @property
+    def subscribers(self) -> list[str]:
+        """Each subscriber's name, once, in subscription order."""
+        return list(dict.fromkeys(name for name, _, _ in self._subs))
+
+    @property
     def subscriber_count(self) -> int:
         return len(self._subs)
 

@@ -17,11 +17,8 @@ from agent.core.component import Context
 from agent.core.events import GpuFaultEvent
 from agent.core.vocabulary import GpuFault
 from agent.snapshot import NodeSnapshot
-from agent.sources.gpu.metrics import CLOCKS_EVENT_REASONS
+from agent.sources.gpu import reasons as clock_reasons
 from agent.sources.gpu.part import GpuStats
-
-THERMAL_REASONS = 0x20 | 0x40  # sw_thermal_slowdown | hw_thermal_slowdown
-POWER_REASONS = 0x4 | 0x80  # sw_power_cap | hw_power_brake_slowdown
 
 
 @dataclass
@@ -30,18 +27,14 @@ class _Throttle:
     raised: bool = False
 
 
-def reason_names(bits: int) -> str:
-    return ",".join(name for bit, name in CLOCKS_EVENT_REASONS if bits & bit)
-
-
 class GpuHealth:
     name = "gpu-health"
 
     def __init__(self, ctx: Context) -> None:
         self._bus = ctx.bus
         self._holds = (
-            (GpuFault.THERMAL_THROTTLE, THERMAL_REASONS, ctx.cfg.gpu.thermal_throttle_hold),
-            (GpuFault.POWER_THROTTLE, POWER_REASONS, ctx.cfg.gpu.power_throttle_hold),
+            (GpuFault.THERMAL_THROTTLE, clock_reasons.THERMAL, ctx.cfg.gpu.thermal_throttle_hold),
+            (GpuFault.POWER_THROTTLE, clock_reasons.POWER, ctx.cfg.gpu.power_throttle_hold),
         )
         # by index: a GPU lost since start has no UUID until it answers again
         self._prev: dict[int, GpuStats] = {}
@@ -111,7 +104,9 @@ class GpuHealth:
                     st.since = now
                 if not st.raised and now - st.since >= hold:
                     st.raised = True
-                    self._publish(g, fault, f"{reason_names(reasons & bits)} for {now - st.since:.0f}s")
+                    self._publish(
+                        g, fault, f"{clock_reasons.names(reasons & bits)} for {now - st.since:.0f}s"
+                    )
             else:
                 if st.raised and st.since is not None:
                     self._publish(g, fault, f"ended after {now - st.since:.0f}s", cleared=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 from aiohttp import web
-from prometheus_client.core import Metric
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from agent import __version__
 from agent.checkpoint.component import CheckpointComponent
@@ -368,6 +368,20 @@ class Daemon:
         self.notifier.close()
 
 
+def bus_families(bus: EventBus) -> Iterable[Metric]:
+    published = CounterMetricFamily("training_node_events_published", "Events published on the agent's bus.")
+    published.add_metric([], bus.published)
+    yield published
+    dropped = CounterMetricFamily(
+        "training_node_events_dropped",
+        "Events a subscriber lost because its queue was full (it fell behind; the oldest go first).",
+        labels=["subscriber"],
+    )
+    for name in bus.subscribers:
+        dropped.add_metric([name], bus.dropped.get(name, 0))
+    yield dropped
+
+
 class _ComponentMetrics:
     """Families that components keep themselves (notices, checkpoints, verdicts, alerts), and the
     metrics port's own (connections, refusals, web config reloads)."""
@@ -385,6 +399,7 @@ class _ComponentMetrics:
                     log.exception("component metrics failed", component=comp.name)
         if self._daemon.http is not None:
             yield from self._daemon.http.metrics()
+        yield from bus_families(self._daemon.bus)
 
     def describe(self) -> Iterable[Metric]:
         return []

@@ -8,21 +8,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import GpuStats
+from agent.sources.gpu.reasons import ClockReason
 
 LABELS = ["gpu", "uuid", "model"]
-
-# NVML's clocks event (throttle) reason bits, named for the ``reason`` label
-CLOCKS_EVENT_REASONS = (
-    (0x1, "gpu_idle"),
-    (0x2, "applications_clocks_setting"),
-    (0x4, "sw_power_cap"),
-    (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"),
-    (0x20, "sw_thermal_slowdown"),
-    (0x40, "hw_thermal_slowdown"),
-    (0x80, "hw_power_brake_slowdown"),
-    (0x100, "display_clock_setting"),
-)
 
 Value = Callable[[GpuStats], float | int | bool | None]
 
@@ -118,8 +106,8 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
     )
     for g in part.gpus:
         if g.clocks_event_reasons is not None:
-            for bit, name in CLOCKS_EVENT_REASONS:
-                reasons.add_metric([*_labels(g), name], 1.0 if g.clocks_event_reasons & bit else 0.0)
+            for r in ClockReason:
+                reasons.add_metric([*_labels(g), r.label], 1.0 if g.clocks_event_reasons & r else 0.0)
         for xid, count in sorted(g.xid_counts.items()):
             xids.add_metric([*_labels(g), str(xid)], count)
     if reasons.samples:

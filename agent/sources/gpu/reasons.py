@@ -1,0 +1,34 @@
+"""NVML's clocks event (throttle) reasons as one flag set, built from pynvml's own constants: the
+``reason`` label of /metrics, GPU health's throttle holds and the classifier's notes all read it."""
+
+from __future__ import annotations
+
+from enum import IntFlag
+
+import pynvml
+
+
+class ClockReason(IntFlag):
+    GPU_IDLE = pynvml.nvmlClocksEventReasonGpuIdle
+    APPLICATIONS_CLOCKS_SETTING = pynvml.nvmlClocksEventReasonApplicationsClocksSetting
+    SW_POWER_CAP = pynvml.nvmlClocksEventReasonSwPowerCap
+    HW_SLOWDOWN = pynvml.nvmlClocksEventReasonHwSlowdown
+    SYNC_BOOST = pynvml.nvmlClocksEventReasonSyncBoost
+    SW_THERMAL_SLOWDOWN = pynvml.nvmlClocksEventReasonSwThermalSlowdown
+    HW_THERMAL_SLOWDOWN = pynvml.nvmlClocksEventReasonHwThermalSlowdown
+    HW_POWER_BRAKE_SLOWDOWN = pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown
+    DISPLAY_CLOCK_SETTING = pynvml.nvmlClocksEventReasonDisplayClockSetting
+
+    @property
+    def label(self) -> str:
+        """``sw_power_cap``: the name in the ``reason`` label."""
+        return (self.name or "").lower()
+
+
+THERMAL = ClockReason.SW_THERMAL_SLOWDOWN | ClockReason.HW_THERMAL_SLOWDOWN
+POWER = ClockReason.SW_POWER_CAP | ClockReason.HW_POWER_BRAKE_SLOWDOWN
+
+
+def names(bits: int) -> str:
+    """``sw_thermal_slowdown,hw_thermal_slowdown``: the reasons set in ``bits``."""
+    return ",".join(r.label for r in ClockReason if bits & r)
