@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 LISTEN ?= 127.0.0.1:9477
 
-.PHONY: run test lint fmt demo lab bench clean fakenvml client-venv
+.PHONY: run test lint fmt demo lab bench clean fakenvml client-venv typecheck
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,10 @@ lab: $(TEST_STAMP) fakenvml
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check agent client tests bench examples lab
 	$(BIN)/ruff format --check agent client tests bench examples lab
+
+# mypy over agent/ (configured in pyproject.toml)
+typecheck: $(TEST_STAMP)
+	$(BIN)/mypy
 
 fmt: $(TEST_STAMP)
 	$(BIN)/ruff format agent client tests bench examples lab

@@ -64,7 +64,7 @@ class Feishu(Channel):
             elements.append({"tag": "div", "text": {"tag": "lark_md", "content": hint}})
         link = self.link_for(msg)
         if link:
-            button = {"tag": "button", "type": "primary", "url": link}
+            button: dict[str, Any] = {"tag": "button", "type": "primary", "url": link}
             button["text"] = {"tag": "plain_text", "content": t("open_link", msg.language)}
             elements.append({"tag": "action", "actions": [button]})
         elements.append({"tag": "hr"})

@@ -38,7 +38,7 @@ class Message:
     at: datetime  # when it happened (UTC)
     fields: tuple[tuple[str, str], ...] = ()  # (label, value), worded
     lines: tuple[str, ...] = ()  # reasons, details
-    hint: tuple[str, str] = ()  # (label, what to do), shown apart from the lines
+    hint: tuple[str, str] | tuple[()] = ()  # (label, what to do), shown apart from the lines
     footer: str = ""
     gpus: tuple[int, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()  # machine-readable, for the generic webhook
@@ -59,7 +59,7 @@ class Message:
             "severity": self.severity,
             "resolved": self.resolved,
             "title": self.title,
-            "node": {k: getattr(self.node, k) for k in Node.__slots__},  # type: ignore[attr-defined]
+            "node": {k: getattr(self.node, k) for k in Node.__slots__},
             "language": self.language,
             "at": self.at.isoformat(),
             "fields": [list(f) for f in self.fields],
@@ -90,7 +90,7 @@ class Message:
             at=datetime.fromisoformat(d["at"]),
             fields=tuple((str(a), str(b)) for a, b in d.get("fields", [])),
             lines=tuple(d.get("lines", [])),
-            hint=tuple(d.get("hint", [])),  # type: ignore[arg-type]
+            hint=tuple(d.get("hint", [])),
             footer=d.get("footer", ""),
             gpus=tuple(d.get("gpus", [])),
             labels=tuple((str(a), str(b)) for a, b in d.get("labels", [])),

@@ -124,7 +124,11 @@ class CheckpointComponent:
         if known is not None:
             again = episode.on_notice_again(known, ev.deadline.timestamp() if ev.deadline else None)
             if again == episode.Again.RESCHEDULE:
-                log.info("notice rescheduled", event_id=ev.event_id, deadline=ev.deadline.isoformat())
+                log.info(
+                    "notice rescheduled",
+                    event_id=ev.event_id,
+                    deadline=ev.deadline.isoformat() if ev.deadline else None,
+                )
                 task = self._tasks.pop(ev.event_id, None)
                 if task is not None:
                     task.cancel()

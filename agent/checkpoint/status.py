@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def status(c: CheckpointComponent) -> dict[str, Any]:
     now = time.time()
     tcfg = c.tcfg
-    targets = [
+    targets: list[dict[str, Any]] = [
         {"pid": t.pid, "comm": t.comm, "source": t.source, "handler": c.watch.handlers.get(t.pid, "unknown")}
         for t in c.watch.found.targets
     ]

@@ -422,7 +422,9 @@ def _health(window: Sequence[Sample], throttled: dict[tuple[int, int], int]) -> 
         for bit in _THROTTLE_NAMES:
             if reasons & bit:
                 per_bit[(index, bit)] = per_bit.get((index, bit), 0) + count
-    for (index, bit), count in sorted(per_bit.items()):
+    for (index, reason), count in sorted(per_bit.items()):
         if count * 5 >= n:
-            notes.append(f"GPU {index} {_THROTTLE_NAMES[bit]} {count * 100 // n}% of the time")
+            notes.append(
+                f"GPU {index} {_THROTTLE_NAMES[ClockReason(reason)]} {count * 100 // n}% of the time"
+            )
     return tuple(notes)

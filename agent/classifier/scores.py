@@ -40,7 +40,7 @@ class Scores:
 
 def score(f: Features) -> Scores:
     if f.gpus == 0:
-        zero = dict.fromkeys(CLASSES, 0.0)
+        zero: dict[str, float] = dict.fromkeys(CLASSES, 0.0)
         if f.samples and f.trainers == 0:
             zero[Verdict.IDLE] = 1.0
         return Scores(zero, 0.0, 0.0, compute_vetoed=True)
@@ -88,7 +88,7 @@ def decide(scores: Scores, current: str | None, cfg: ClassifierSection) -> str:
     if current in eligible:
         held = eligible[current]
         if held >= cfg.exit_score and top - held < cfg.margin:
-            return current  # type: ignore[return-value]
+            return current
     if top >= cfg.enter_score and top - second >= cfg.margin:
         return best
     return Verdict.MIXED

@@ -15,14 +15,13 @@ from agent.classifier.reasons import explain
 from agent.classifier.samples import Sample
 from agent.classifier.scores import Scores, decide, score
 from agent.config.classifier import ClassifierSection
-from agent.core.vocabulary import DataSubReason
 from agent.core.vocabulary import Verdict as VerdictName
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    verdict: VerdictName
-    sub_reason: DataSubReason | None  # for data
+    verdict: str  # a Verdict
+    sub_reason: str | None  # a DataSubReason, for data
     scores: dict[str, float]
     reasons: tuple[str, ...]
     hint: str

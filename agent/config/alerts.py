@@ -17,8 +17,8 @@ EventType = Literal[
 ]
 Severity = Literal["critical", "warning", "info"]
 
-EVENT_TYPES: tuple[str, ...] = get_args(EventType)
-SEVERITIES: tuple[str, ...] = get_args(Severity)
+EVENT_TYPES: tuple[EventType, ...] = get_args(EventType)
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 
 # What each service accepts, as "N/period": a channel never sends more than N in any such period.
 DEFAULT_RATES: dict[str, tuple[str, ...]] = {

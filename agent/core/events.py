@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from agent.core.vocabulary import SPOT_KINDS, AgentPhase, CheckpointPhase, GpuFault, Verdict
+from agent.core.vocabulary import SPOT_KINDS, AgentPhase, CheckpointPhase, GpuFault
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ class VerdictEvent(Event):
     """A bottleneck verdict that started or cleared (``cleared`` True)."""
 
     kind_name: ClassVar[str] = "verdict"
-    verdict: Verdict
+    verdict: str  # a Verdict
     sub_reason: str | None  # a DataSubReason for ``data``
     reasons: tuple[str, ...]
     hint: str

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import ctypes
 import os
+from typing import Any
 
 from agent.core.fsread import ATTR_BYTES
 
 _KERNEL_FS = frozenset({0x9FA0, 0x62656572})  # PROC_SUPER_MAGIC, SYSFS_MAGIC
+_fstatfs: Any
 try:
     _fstatfs = ctypes.CDLL(None, use_errno=True).fstatfs
 except (OSError, AttributeError):  # not glibc/musl Linux: treat everything as a plain file

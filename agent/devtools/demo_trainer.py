@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agent.trainer import PreemptionGuard, rank_from_env
@@ -109,7 +110,7 @@ def _left(seconds: float | None) -> str:
     return "no deadline given" if seconds is None else f"{seconds:.0f} s left"
 
 
-def _printer(prefix: str):  # type: ignore[no-untyped-def]
+def _printer(prefix: str) -> Callable[[str], None]:
     def say(text: str) -> None:
         print(prefix + text, flush=True)
 

@@ -62,7 +62,7 @@ class GpuHealth:
             self._prev[g.index] = g
 
     def _publish(
-        self, g: GpuStats, fault: str, detail: str, xid: int | None = None, cleared: bool = False
+        self, g: GpuStats, fault: GpuFault, detail: str, xid: int | None = None, cleared: bool = False
     ) -> None:
         self.published[f"{fault}-cleared" if cleared else fault] += 1
         self._bus.publish(
@@ -98,15 +98,13 @@ class GpuHealth:
         reasons = g.clocks_event_reasons if g.up else None
         for fault, bits, hold in self._holds:
             st = self._throttle.setdefault((g.index, fault), _Throttle())
-            active = reasons is not None and reasons & bits
+            active = 0 if reasons is None else reasons & bits
             if active:
                 if st.since is None:
                     st.since = now
                 if not st.raised and now - st.since >= hold:
                     st.raised = True
-                    self._publish(
-                        g, fault, f"{clock_reasons.names(reasons & bits)} for {now - st.since:.0f}s"
-                    )
+                    self._publish(g, fault, f"{clock_reasons.names(active)} for {now - st.since:.0f}s")
             else:
                 if st.raised and st.since is not None:
                     self._publish(g, fault, f"ended after {now - st.since:.0f}s", cleared=True)

@@ -443,8 +443,8 @@ class PreemptionWatcher:
             "Requests to the cloud metadata service, by outcome.",
             labels=["provider", "outcome"],
         )
-        for (provider, outcome), n in sorted(self.counter.counts.items()):
-            requests.add_metric([provider, outcome], float(n))
+        for (provider, outcome), count in sorted(self.counter.counts.items()):
+            requests.add_metric([provider, outcome], float(count))
         out: list[Metric] = [notice, deadline, remaining, requests]
         if self.counter.last_success:
             last = GaugeMetricFamily(
