@@ -21,13 +21,16 @@ from agent.alerts.channels import build_channel
 from agent.alerts.message import Node
 from agent.alerts.render import Scene, build_test_alert
 from agent.cli.main import EXIT_CONFIG, _add_config, register, resolve_config
+from agent.cli.secrets import add_unit_arg, say_where
 from agent.config.alerts import AlertsSection, WebhookChannel, channel_language
+from agent.config.credentials import service_credentials
 from agent.runtime.logsetup import redact_text
 
 
 def _add_args(p: argparse.ArgumentParser) -> None:
     _add_config(p)
     p.add_argument("--channel", metavar="NAME", help="only this [[alerts.webhooks]] channel (default: all)")
+    add_unit_arg(p)
 
 
 async def _send_all(section: AlertsSection, channels: list[WebhookChannel]) -> bool:
@@ -75,7 +78,10 @@ def cmd_test_alert(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_CONFIG
-    return 0 if asyncio.run(_send_all(cfg.alerts, channels)) else 1
+    # from a shell, the secrets the unit's LoadCredential= hands the service are read where they lie
+    with service_credentials(args.unit) as found:
+        say_where(found, cfg)
+        return 0 if asyncio.run(_send_all(cfg.alerts, channels)) else 1
 
 
 register("test-alert", "send a test alert through the configured chat channels", _add_args, cmd_test_alert)

@@ -117,7 +117,27 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         )
     print(f"# {path or 'built-in defaults'}: OK{web}")
     print(json.dumps(redacted_dump(cfg), indent=2))
-    return 0
+    # every secret is read, as the service would read it: an unreadable one is reported (on stderr,
+    # the JSON above stays parseable), and with --resolve-secrets it fails the check
+    from agent.cli.secrets import report_secrets, say_where
+    from agent.config.credentials import service_credentials
+
+    with service_credentials(args.unit) as found:
+        say_where(found, cfg)
+        ok = report_secrets(cfg, strict=args.resolve_secrets)
+    return 0 if ok or not args.resolve_secrets else EXIT_CONFIG
+
+
+def _add_check_config(p: argparse.ArgumentParser) -> None:
+    from agent.cli.secrets import add_unit_arg
+
+    _add_config(p)
+    p.add_argument(
+        "--resolve-secrets",
+        action="store_true",
+        help="fail (exit 2) when a secret cannot be read; run it as root to read them as systemd does",
+    )
+    add_unit_arg(p)
 
 
 # --- status ----------------------------------------------------------------------------------------
@@ -170,8 +190,8 @@ def _add_status(p: argparse.ArgumentParser) -> None:
 COMMANDS: dict[str, tuple[str, Adder, Runner]] = {
     "run": ("run the daemon in the foreground", _add_config, cmd_run),
     "check-config": (
-        "validate the config and print it resolved, secrets redacted",
-        _add_config,
+        "validate the config and print it resolved, secrets redacted; check every secret can be read",
+        _add_check_config,
         cmd_check_config,
     ),
     "status": ("ask the running agent for its status", _add_status, cmd_status),

@@ -114,7 +114,15 @@ class Secret(StrictModel):
         try:
             return path.read_text().strip()
         except OSError as e:
-            raise ValueError(f"cannot read secret file {path}: {e.strerror}") from None
+            # a credential laid out from the unit (see credentials.py) is named by its source file
+            shown = f"{os.readlink(path)} ({path.name})" if path.is_symlink() else str(path)
+            raise ValueError(f"cannot read secret file {shown}: {e.strerror}") from None
+
+    def source(self) -> str:
+        """Where the value comes from, in words (never the value)."""
+        if self.env is not None:
+            return f"env {self.env}"
+        return f"file {self.file}" if self.file is not None else "inline"
 
     def __repr__(self) -> str:
         src = f"env={self.env}" if self.env else f"file={self.file}" if self.file else "inline"
