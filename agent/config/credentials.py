@@ -91,11 +91,11 @@ def unit_credentials(unit: Path | None = None) -> UnitCredentials:
     if unit is None:
         return found
     texts = []
-    for path in (unit, *dropins):
+    for file in (unit, *dropins):
         try:
-            texts.append(path.read_text())
+            texts.append(file.read_text())
         except OSError as e:
-            found.problems.append(f"cannot read {path}: {e.strerror}")
+            found.problems.append(f"cannot read {file}: {e.strerror}")
     for value in load_credential_lines(texts):
         cred_id, _, source = value.partition(":")
         path = _source(cred_id, source)
