@@ -267,6 +267,36 @@ def test_reloads_keep_the_watchdog_the_journal_and_status_alive(agent_factory, n
     )
 
 
+def test_a_sighup_storm_is_coalesced_and_the_agent_keeps_running(agent_factory, notify):
+    agent = agent_factory(
+        {"agent": {"interval": "200ms"}, "preemption": _watching()},
+        env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000"},
+    )
+    wait_until(lambda: notify.lines("READY=1"), 10, what="READY=1")
+    original = agent.config_path.read_text()
+    for i in range(40):
+        agent.signal(signal.SIGHUP)
+        if i == 20:  # a valid change in the middle of the storm
+            agent.config_path.write_text(original.replace('interval = "200ms"', 'interval = "300ms"'))
+        time.sleep(0.01)
+    agent.wait_for(
+        lambda: (
+            not [t for t, m in notify.lines("RELOADING=1") if t > time.monotonic() - 2.0]
+            and agent.status()["reloads"] >= 1
+        ),
+        30,
+        what="the storm to settle",
+    )
+    reloads = agent.status()["reloads"]
+    assert 1 <= reloads < 40, f"{reloads} reloads for 40 signals: not coalesced"
+    assert len(notify.lines("READY=1")) == 1 + reloads, "a reload that did not say READY=1 again"
+    st = agent.status()
+    assert all(t["running"] for t in st["tasks"].values()), st["tasks"]
+    assert st["snapshot"]["seq"] > 0 and agent.get("/healthz")[0] == 200
+    last = time.monotonic()
+    wait_until(lambda: [t for t, _ in notify.lines("WATCHDOG=1") if t > last + 1.5], 10, what="pings after")
+
+
 def test_reload_that_cannot_build_keeps_the_running_config(agent_factory, tmp_path):
     agent = agent_factory({"agent": {"interval": "200ms"}, "preemption": _watching()})
     agent.wait_for(lambda: agent.status()["snapshot"]["seq"] > 2, what="sampling")

@@ -121,6 +121,7 @@ class Daemon:
         self.reloads = 0
         self._reload_lock = asyncio.Lock()  # a SIGHUP storm reloads one after another, never interleaved
         self._pending: set[asyncio.Task[Any]] = set()
+        self._reload_queued = False  # a SIGHUP's reload waits for the one under way
         self._recent_q = self.bus.subscribe("recent")  # before anything can publish
 
     # --- wiring ------------------------------------------------------------------------------------
@@ -262,6 +263,7 @@ class Daemon:
         if self.config_path is None:
             return False, "no config file to reload"
         async with self._reload_lock:
+            self._reload_queued = False  # from here on, a new SIGHUP needs a reload of its own
             return await self._reload()
 
     async def _reload(self) -> tuple[bool, str]:
@@ -294,6 +296,12 @@ class Daemon:
         return True, "reloaded"
 
     def _reload_soon(self) -> None:
+        # a SIGHUP storm: the reload under way, and at most one queued behind it, which reads the
+        # config as it is when it starts and so answers every signal that came in the meantime
+        if self._reload_queued:
+            log.debug("SIGHUP while a reload is queued: that one will read this config")
+            return
+        self._reload_queued = True
         task = asyncio.ensure_future(self.reload())
         self._pending.add(task)  # held until done: the loop keeps only a weak reference
         task.add_done_callback(self._pending.discard)
