@@ -1,0 +1,85 @@
+"""The agent's side of discovery: the record it publishes and takes back, the identity in every
+request, the trainers' notes it reads, and a discovery log line that says no-handler only after the
+target's start-up grace."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+from checkpoint_helpers import idle_process
+from tna_client.discovery import read_record
+from tna_client.node import Node
+
+from agent.checkpoint.publish import agent_identity, publish, trainer_notes, unpublish
+
+
+def test_record_round_trip_and_trust(tmp_path):
+    ident = agent_identity()
+    path = tmp_path / "tna" / "agent.json"
+    request = tmp_path / "state" / "run" / "checkpoint" / "request.json"
+    publish(path, request, ident, "SIGUSR1")
+    assert oct(path.parent.stat().st_mode & 0o777) == "0o755"
+    record, why = read_record(str(path), Node.here())
+    assert why == "" and record is not None
+    assert record["request_file"] == str(request) and record["agent"]["pid"] == os.getpid()
+    # a newer agent replaced it: the old one leaves it alone when it stops
+    other = {**ident, "instance": uuid.uuid4().hex}
+    publish(path, request, other, "SIGUSR1")
+    unpublish(path, ident)
+    assert path.exists()
+    unpublish(path, other)
+    assert not path.exists()
+    # a directory others can write is refused, on both sides
+    squat = tmp_path / "squat"
+    squat.mkdir(mode=0o777)
+    os.chmod(squat, 0o777)
+    with pytest.raises(PermissionError, match="writable by others"):
+        publish(squat / "agent.json", request, ident, "SIGUSR1")
+
+
+def test_trainer_notes_of_gone_processes_are_dropped(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    for pid, rank in ((os.getpid(), 0), (gone.pid, 1)):
+        (tmp_path / f"trainer-{pid}.json").write_text(json.dumps({"pid": pid, "rank": rank, "time": "t"}))
+    (tmp_path / "trainer-junk.json").write_text("{not json")
+    notes = trainer_notes(tmp_path)
+    assert notes == [{"pid": os.getpid(), "rank": 0, "since": "t"}]
+    assert not (tmp_path / f"trainer-{gone.pid}.json").exists()
+
+
+@pytest.mark.parametrize(("grace", "expect"), [("120s", "starting ("), ("0s", "no-handler")])
+def test_discovery_log_says_no_handler_only_after_the_grace(agent_factory, tmp_path, grace, expect):
+    marker = f"grace-{uuid.uuid4().hex[:8]}"
+    proc = idle_process(marker)  # no handler: a trainer still importing its framework looks like this
+    try:
+        agent = agent_factory(
+            {
+                "trainer": {
+                    "discover": [f"cmdline:{marker}"],
+                    "startup_grace": grace,
+                    "discover_interval": "1s",
+                }
+            }
+        )
+
+        def logged() -> list[str]:
+            lines = [x for x in agent.log_lines() if x.get("event") == "checkpoint targets"]
+            return [t for x in lines for t in x.get("targets", [])]
+
+        agent.wait_for(lambda: logged(), what="the discovery log line")
+        [line] = logged()
+        assert f"pid {proc.pid}" in line and expect in line, line
+        if expect != "no-handler":
+            assert "no-handler" not in line
+        # status tells the truth at once either way
+        [target] = agent.status()["checkpoint"]["targets"]
+        assert target["handler"] == "no-handler"
+    finally:
+        proc.kill()
+        proc.wait()
