@@ -38,6 +38,7 @@ class Case:
     extra: tuple[str, ...] = ()
     torchrun: bool = False
     ranks: int = 1  # processes that install the handler
+    signal: str = "SIGUSR1"
 
 
 CASES = {
@@ -45,6 +46,8 @@ CASES = {
     "lightning-ddp": Case("examples/lightning_train.py", "--checkpoint-dir", ("--devices", "2"), ranks=2),
     "hf": Case("examples/hf_train.py", "--output-dir"),
     "hf-torchrun": Case("examples/hf_train.py", "--output-dir", torchrun=True, ranks=2),
+    # transformers' JIT checkpoint: its own SIGTERM handler saves, our callback acks that checkpoint
+    "hf-jit": Case("examples/hf_train.py", "--output-dir", ("--jit",), signal="SIGTERM"),
 }
 
 
@@ -94,6 +97,7 @@ def test_framework_checkpoints_acks_stops_and_resumes(agent_factory, tmp_path, n
                 "discover": [f"cmdline:{marker}"],
                 "request_file": str(request),
                 "discover_interval": "1s",
+                "signal": case.signal,
             }
         }
     )
