@@ -42,6 +42,11 @@ def has_checkpoint(output_dir: str) -> str | None:
     return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
 
 
+def _checkpoint_dir(args: TrainingArguments, state: TrainerState) -> str:
+    # the name Trainer._save_checkpoint gives it (output_dir is always set by TrainingArguments)
+    return os.path.join(str(args.output_dir), f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+
+
 class AgentCheckpointCallback(TrainerCallback):
     def __init__(
         self,
@@ -83,7 +88,7 @@ class AgentCheckpointCallback(TrainerCallback):
     ) -> None:
         if self.guard is None:
             return
-        path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        path = _checkpoint_dir(args, state)
         seconds = time.monotonic() - self._step_end
         if not self._saving:
             self.guard.saved(state.global_step, path, seconds)  # a routine save
@@ -112,7 +117,7 @@ class AgentCheckpointCallback(TrainerCallback):
     def _after_jit(self, args: TrainingArguments, state: TrainerState, control: TrainerControl) -> None:
         if self.guard is None or not args.enable_jit_checkpoint or not control.should_training_stop:
             return
-        path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        path = _checkpoint_dir(args, state)
         if not os.path.isdir(path) or os.path.exists(os.path.join(path, JIT_INCOMPLETE)):
             return
         self.guard.poll(force=True)
