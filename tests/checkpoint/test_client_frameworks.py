@@ -46,6 +46,7 @@ CASES = {
     "lightning-ddp": Case("examples/lightning_train.py", "--checkpoint-dir", ("--devices", "2"), ranks=2),
     "hf": Case("examples/hf_train.py", "--output-dir"),
     "hf-torchrun": Case("examples/hf_train.py", "--output-dir", torchrun=True, ranks=2),
+    "accelerate-torchrun": Case("examples/accelerate_train.py", "--checkpoint-dir", torchrun=True, ranks=2),
     # transformers' JIT checkpoint: its own SIGTERM handler saves, our callback acks that checkpoint
     "hf-jit": Case("examples/hf_train.py", "--output-dir", ("--jit",), signal="SIGTERM"),
 }

@@ -14,8 +14,10 @@ import time
 import pytest
 from checkpoint_helpers import REPO
 from tna_client import PreemptionGuard, fsync_tree, rank_from_env
-from tna_client.discovery import locate, read_record
+from tna_client.discovery import discovery_file_for, discovery_places, locate, read_record
 from tna_client.node import Node, identity, read_boot_id, stale_reason, start_ticks
+
+from agent.ledger.saved import parse_saved
 
 DAEMON_DEPS = ("agent", "aiohttp", "pydantic", "structlog", "prometheus_client", "pynvml", "psutil")
 
@@ -252,6 +254,10 @@ def test_confirm_flushes_then_acks_and_notes_the_save(tmp_path):
     body = json.loads(note.read_text())
     assert body["kind"] == "saved" and body["step"] == 7 and body["path"] == str(ckpt)
     assert body["seconds"] == 0.5 and body["pid"] == os.getpid() and body["time"].endswith("Z")
+    # what the agent's goodput ledger makes of it
+    rec = parse_saved(note.read_bytes(), time.time())
+    assert (rec.step, rec.path, rec.seconds, rec.pid) == (7, str(ckpt), 0.5, os.getpid())
+    assert abs(rec.time - time.time()) < 60
     assert not [p for p in req.parent.iterdir() if p.name.startswith(".")]  # no temp file left
     # rank 1: no note, no ack, the flag clears
     g1 = PreemptionGuard(signal=None, request_file=str(req), rank=1, check_interval=0)
@@ -267,6 +273,15 @@ def _record(path, request_file, agent=None, mode=0o755):
     rec = {"version": 1, "request_file": str(request_file), "agent": agent or _live_agent()}
     path.write_text(json.dumps(rec))
     return path
+
+
+def test_fixed_places_for_root_and_other_users():
+    assert discovery_file_for(0) == "/run/training-node-agent/agent.json"
+    assert discovery_file_for(1000) == "/tmp/training-node-agent-1000/agent.json"
+    places = discovery_places(uid=1000)
+    assert places[:2] == ["/run/training-node-agent/agent.json", "/tmp/training-node-agent-1000/agent.json"]
+    assert discovery_places(uid=0)[0] == "/run/training-node-agent/agent.json"
+    assert "/tmp/training-node-agent-0/agent.json" not in discovery_places(uid=0)
 
 
 def test_discovery_order_and_trust(tmp_path, monkeypatch, caplog):
