@@ -11,7 +11,8 @@ import sys
 import uuid
 
 import pytest
-from checkpoint_helpers import idle_process
+from checkpoint_helpers import REPO, idle_process
+from tna_client import PreemptionGuard
 from tna_client.discovery import read_record
 from tna_client.node import Node
 
@@ -83,3 +84,48 @@ def test_discovery_log_says_no_handler_only_after_the_grace(agent_factory, tmp_p
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_restarted_agent_claims_its_open_request(agent_factory, tmp_path):
+    """A request whose agent died is ignored; the restarted agent resumes the episode and rewrites the
+    request as its own, and a trainer obeys it again."""
+    marker = f"claim-{uuid.uuid4().hex[:8]}"
+    proc = idle_process(marker, handler="SIGUSR1")  # takes the signal, never acks
+    request = tmp_path / "cp" / "request.json"
+    try:
+        trainer = {"discover": [f"cmdline:{marker}"], "request_file": str(request)}
+        agent = agent_factory({"trainer": trainer})
+        drill = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agent",
+                "drill",
+                "--deadline",
+                "300s",
+                "--config",
+                str(agent.config_path),
+            ],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        agent.wait_for(lambda: request.exists() and _body(request)["state"] == "requested", what="request")
+        first = _body(request)["agent"]
+        assert first["pid"] == agent.proc.pid
+        agent.kill9()
+        drill.wait(30)
+        guard = PreemptionGuard(signal=None, request_file=str(request), check_interval=0)
+        assert not guard.checkpoint_requested  # its agent is gone
+        agent.start()
+        agent.wait_for(lambda: _body(request)["agent"]["pid"] == agent.proc.pid, what="the request claimed")
+        assert _body(request)["event_id"].startswith("drill-") and _body(request)["state"] == "requested"
+        assert _body(request)["agent"]["instance"] != first["instance"]
+        assert guard.checkpoint_requested and guard.event_id == _body(request)["event_id"]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _body(path) -> dict:
+    return json.loads(path.read_text())
