@@ -20,7 +20,7 @@ from agent.preemption import alibaba, aws, azure, gcp, tencent
 from agent.preemption.client import TokenScheme
 
 if TYPE_CHECKING:
-    from agent.devtools.simulator import SimState
+    from agent.devtools.simstate import SimState
 
 
 def rfc3339(t: datetime) -> str:

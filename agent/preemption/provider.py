@@ -81,7 +81,7 @@ def parse_rfc1123(text: str, weekday: bool = True) -> datetime:
     m = _RFC1123.match(t)
     example = "Mon, 19 Sep 2016 18:29:47 GMT" if weekday else "21 Jan 2019 09:00:43 GMT"
     if not m or (m.group(1) is None) == weekday:
-        raise TimeFormatError(f"not a time like {example!r}: {t[:80]!r}")
+        raise TimeFormatError(f'not an RFC 1123 time like "{example}": {t[:80]!r}')
     try:
         return email.utils.parsedate_to_datetime(t).astimezone(UTC)
     except (ValueError, TypeError) as e:

@@ -15,20 +15,21 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 import structlog
 from aiohttp import web
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
 from agent.core.vocabulary import CheckpointPhase
+from agent.preemption import faces
 from agent.preemption.client import MetadataClient, RateLimiter, RequestCounter
 from agent.preemption.clouds import PROVIDERS
 from agent.preemption.detect import detect
+from agent.preemption.faces import iso
 from agent.preemption.notices import NoticeStore, NoticeTracker
 from agent.preemption.provider import MetadataError, Provider, Reading, Source
 
@@ -52,9 +53,9 @@ class SourceState:
             "cadence": self.cadence,
             "reads": self.reads,
             "consecutive_errors": self.errors,
-            "last_ok": _iso(self.last_ok),
+            "last_ok": iso(self.last_ok),
             "last_error": self.last_error,
-            "last_error_at": _iso(self.last_error_at),
+            "last_error_at": iso(self.last_error_at),
         }
 
 
@@ -231,9 +232,9 @@ class PreemptionWatcher:
             )
             if len(self.warnings) >= 20:
                 self.warnings.pop(next(iter(self.warnings)))
-            w = self.warnings[text] = {"source": source, "text": text, "count": 0, "first": _iso(time.time())}
+            w = self.warnings[text] = {"source": source, "text": text, "count": 0, "first": iso(time.time())}
         w["count"] += 1
-        w["last"] = _iso(time.time())
+        w["last"] = iso(time.time())
 
     def _publish(self, ev: PreemptionEvent, source: str) -> None:
         self.announce_times[ev.event_id] = time.monotonic()
@@ -313,7 +314,7 @@ class PreemptionWatcher:
             self.acks[event_id] = f"failed: {e}"
             log.error("acknowledgement failed", provider=self.provider_name, event_id=event_id, error=str(e))
         else:
-            self.acks[event_id] = f"acknowledged at {_iso(time.time())}"
+            self.acks[event_id] = f"acknowledged at {iso(time.time())}"
             log.warning(
                 "notice approved early",
                 provider=self.provider_name,
@@ -334,153 +335,13 @@ class PreemptionWatcher:
         acknowledges = self.provider_cls is not None and self.provider_cls.can_acknowledge
         return [("POST", "/preemption/ack", ack)] if acknowledges else []
 
-    # --- faces -------------------------------------------------------------------------------------
+    # --- faces (faces.py) --------------------------------------------------------------------------
 
     def active_notices(self) -> list[dict[str, Any]]:
-        now = datetime.now(UTC)
-        out = []
-        for n in sorted(self.tracker.active.values(), key=lambda n: (n.deadline is None, n.deadline or now)):
-            ev = n.event
-            deadline = n.deadline or ev.deadline
-            out.append(
-                {
-                    "event_id": ev.event_id,
-                    "provider": ev.provider,
-                    "kind": ev.kind,
-                    "source": n.source,
-                    "deadline": deadline.isoformat() if deadline else None,
-                    "received_at": ev.received_at.isoformat(),
-                    "seconds_remaining_at_receipt": ev.seconds_remaining,
-                    "remaining_seconds": round((deadline - now).total_seconds(), 1) if deadline else None,
-                    "raw": ev.raw[:500],
-                    **({f"{ev.provider}_ack": self.acks[ev.event_id]} if ev.event_id in self.acks else {}),
-                }
-            )
-        return out
+        return faces.active_notices(self)
 
     def status(self) -> dict[str, Any]:
-        active = self.active_notices()
-        requests: dict[str, int] = {}
-        for (_, outcome), n in self.counter.counts.items():
-            requests[outcome] = requests.get(outcome, 0) + n
-        return {
-            "provider": self.provider_name,
-            "selected_by": self.selected_by,
-            "enabled": self.provider_cls is not None,
-            "endpoint": self.endpoint,
-            "token": self.client.token_state if self.client else None,
-            "instance": _identity_dict(self.instance),
-            "active": active,
-            "sources": {name: st.as_dict() for name, st in self.sources.items()},
-            "requests": requests,
-            "warnings": list(self.warnings.values())[-10:],
-            "recent": list(self.recent)[-10:],
-            "lines": self._lines(active),
-        }
-
-    def _lines(self, active: list[dict[str, Any]]) -> list[str]:
-        if self.provider_cls is None:
-            return [f"off: provider none ({self.selected_by}); no metadata request is sent"]
-        lines = [f"{self.provider_name} at {self.endpoint} ({self.selected_by})"]
-        if self.instance:
-            i = self.instance
-            lines.append(
-                f"instance {i.instance_id or '?'}  {i.instance_type or '?'}  "
-                f"{i.region or '?'}/{i.zone or '?'}"
-            )
-        if not active:
-            lines.append("no notice")
-        for n in active:
-            left = n["remaining_seconds"]
-            when = (
-                "deadline unknown: act now"
-                if left is None
-                else f"deadline {n['deadline']}, {_countdown(left)}"
-            )
-            lines.append(f"NOTICE {n['kind']} ({n['event_id']}): {when}")
-        failing = [st for st in self.sources.values() if st.errors]
-        for st in failing:
-            lines.append(f"metadata {st.name}: FAILING x{st.errors}: {st.last_error}")
-        if not failing and self.sources:
-            lines.append(f"metadata ok: {self.counter.total()} requests")
-        return lines
+        return faces.status(self)
 
     def metrics(self) -> list[Metric]:
-        if self.provider_cls is None:
-            return []
-        notice = GaugeMetricFamily(
-            "training_node_preemption_notice",
-            "Whether a notice of this kind is active (1) or not (0).",
-            labels=["kind"],
-        )
-        deadline = GaugeMetricFamily(
-            "training_node_preemption_deadline_timestamp_seconds",
-            "Unix time of the earliest active notice's deadline, per kind (absent when unknown).",
-            labels=["kind"],
-        )
-        remaining = GaugeMetricFamily(
-            "training_node_preemption_notice_remaining_seconds",
-            "Seconds the cloud left before the deadline when the notice was received.",
-            labels=["kind"],
-        )
-        earliest: dict[str, PreemptionEvent] = {}
-        active_kinds = set()
-        for n in self.tracker.active.values():
-            ev = n.event
-            active_kinds.add(ev.kind)
-            if ev.deadline is not None and (
-                ev.kind not in earliest or ev.deadline < earliest[ev.kind].deadline  # type: ignore[operator]
-            ):
-                earliest[ev.kind] = ev
-        for kind in sorted(set(self.provider_cls.kinds) | active_kinds):
-            notice.add_metric([kind], 1.0 if kind in active_kinds else 0.0)
-        for kind, ev in sorted(earliest.items()):
-            assert ev.deadline is not None
-            deadline.add_metric([kind], ev.deadline.timestamp())
-            remaining.add_metric([kind], float(ev.seconds_remaining or 0.0))
-        requests = CounterMetricFamily(
-            "training_node_metadata_requests",
-            "Requests to the cloud metadata service, by outcome.",
-            labels=["provider", "outcome"],
-        )
-        for (provider, outcome), count in sorted(self.counter.counts.items()):
-            requests.add_metric([provider, outcome], float(count))
-        out: list[Metric] = [notice, deadline, remaining, requests]
-        if self.counter.last_success:
-            last = GaugeMetricFamily(
-                "training_node_metadata_last_success_timestamp_seconds",
-                "Unix time of the last answered metadata request.",
-                labels=["provider"],
-            )
-            for provider, t in sorted(self.counter.last_success.items()):
-                last.add_metric([provider], t)
-            out.append(last)
-        if self.instance is not None:
-            info = InfoMetricFamily(
-                "training_node_instance", "The cloud instance this node is, from metadata."
-            )
-            info.add_metric([], {k: v or "" for k, v in _identity_dict(self.instance).items()})  # type: ignore[union-attr]
-            out.append(info)
-        return out
-
-
-def _identity_dict(ident: InstanceIdentityEvent | None) -> dict[str, str | None] | None:
-    if ident is None:
-        return None
-    return {
-        "provider": ident.provider,
-        "instance_id": ident.instance_id,
-        "instance_type": ident.instance_type,
-        "region": ident.region,
-        "zone": ident.zone,
-    }
-
-
-def _iso(t: float | None) -> str | None:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds") if t else None
-
-
-def _countdown(seconds: float) -> str:
-    s = abs(int(seconds))
-    text = f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
-    return f"{text} left" if seconds >= 0 else f"passed {text} ago"
+        return faces.metrics(self)
