@@ -61,6 +61,8 @@ def advise(
 
 
 def human(seconds: float) -> str:
+    if seconds < 9.95:
+        return f"{seconds:.1f} s"
     s = round(seconds)
     if s < 120:
         return f"{s} s"

@@ -226,3 +226,78 @@ def test_drill_reports_what_a_reclaim_would_lose_and_the_cadence(agent_factory, 
         assert g["totals"]["lost-to-preemption"] == 0  # a drill loses nothing
         assert g["reclaims"][-1]["drill"] and g["reclaims"][-1]["lost_seconds"] >= 590
         assert g["cadence"]["interval_seconds"] == pytest.approx((2 * 30 * 86400) ** 0.5, rel=1e-3)
+
+
+TRAINER = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from agent.trainer import PreemptionGuard
+guard = PreemptionGuard(request_file=sys.argv[2])
+step = 0
+next_save = time.monotonic() + 2
+while True:
+    time.sleep(0.1)
+    step += 1
+    if guard.checkpoint_requested:
+        time.sleep(0.5)  # the final checkpoint
+        guard.ack(step=step, path=f"/ckpt/final-{step}")
+        continue
+    if time.monotonic() >= next_save:
+        t0 = time.monotonic()
+        time.sleep(0.3)  # the periodic save
+        guard.saved(step=step, path=f"/ckpt/{step}", seconds=time.monotonic() - t0)
+        next_save = time.monotonic() + 3
+"""
+
+
+def test_report_from_a_real_run(agent_factory, tmp_path) -> None:
+    """A trainer using PreemptionGuard (periodic saves, a drill it acknowledges) on 2 fake GPUs, one of
+    which starves for a while; then ``report --since 24h``. The output goes to
+    bench/out/goodput_report.txt."""
+    from conftest import REPO
+
+    need_binary("cc", "build-essential")
+    request = tmp_path / "agent" / "run" / "checkpoint" / "request.json"
+    trainer = subprocess.Popen([sys.executable, "-c", TRAINER, str(REPO), str(request)])
+    try:
+        nvml = FakeNvml(
+            tmp_path / "nvml.json",
+            gpus=[
+                device(i, utilization_gpu=97, sm_active=85.0, processes=[{"pid": trainer.pid}])
+                for i in range(2)
+            ],
+        )
+        env = {"LD_LIBRARY_PATH": str(library_dir()), "FAKE_NVML_STATE": str(nvml.path)}
+        cfg = {
+            "goodput": {**GOODPUT, "mtbi": "24h"},
+            "cost": {"currency": "CNY", "instance_hour_price": 36.0, "market": "on-demand"},
+            "trainer": {"discover": ["nvml"]},
+        }
+        agent = agent_factory(cfg, env=env)
+        agent.wait_for(lambda: goodput(agent)["gpu_seconds"] > 12, what="6 s of work", timeout=30)
+        nvml.set(1, utilization_gpu=10, sm_active=1.0)  # GPU 1 starves
+        agent.wait_for(lambda: goodput(agent)["buckets"]["idle"] > 6, what="GPU 1 waiting", timeout=30)
+        nvml.set(1, utilization_gpu=97, sm_active=85.0)
+        drill = run_cli("drill", "--control-socket", agent.control_socket, "--deadline", "20s", timeout=60)
+        assert drill.returncode == 0, drill.stdout + drill.stderr
+        agent.wait_for(lambda: goodput(agent)["last_step"], what="periodic saves")
+        out = run_cli("report", "--control-socket", agent.control_socket, "--since", "24h")
+        assert out.returncode == 0, out.stderr
+        text = out.stdout
+        (REPO / "bench" / "out").mkdir(parents=True, exist_ok=True)
+        (REPO / "bench" / "out" / "goodput_report.txt").write_text(
+            drill.stdout + "\n$ training-node-agent report --since 24h\n" + text
+        )
+        print(drill.stdout + "\n" + text)
+        for b in BUCKETS:
+            assert re.search(rf"^{re.escape(b)}\s+\d+\.\d{{3}}\s+\d+\.\d%", text, re.M), b
+        assert re.search(r"^goodput: \d+\.\d%$", text, re.M)
+        assert "spent " in text and " CNY, wasted " in text
+        assert "top remedy (idle): Training processes are present but nothing is happening" in text
+        assert "cadence: checkpoint every" in text and "cadence: the job checkpoints every" in text
+        assert re.search(r"drill drill-\S+: final checkpoint acknowledged, nothing lost", text)
+        g = goodput(agent)
+        assert g["buckets"]["checkpoint"] > 0 and g["buckets"]["productive"] > g["buckets"]["idle"]
+    finally:
+        trainer.kill()
+        trainer.wait()
