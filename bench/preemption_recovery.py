@@ -3,14 +3,19 @@ is present then is announced.
 
     .venv/bin/python bench/preemption_recovery.py               # a 30 s outage, every cloud at once
     .venv/bin/python bench/preemption_recovery.py --outage 6 --json
+    .venv/bin/python bench/preemption_recovery.py --kind hang    # every request hangs (timeouts)
+    .venv/bin/python bench/preemption_recovery.py --kind 5xx     # every request gets HTTP 503
 
 Each cloud's simulator runs in this process on loopback, each with a watcher at the shipped defaults
 (poll_interval 1 s, maintenance_interval 10 s, backoff_max 2 s, 5 requests/s, GCP long-poll on).
-After every source has read successfully, every simulator stops listening for ``--outage`` seconds
-(connections refused: the agent's reads fail and back off); one second into the outage a notice is
-put on every source (spot, rebalance, maintenance list, GCE's two values, Azure's document). The
-figure per source is the time from the moment the service listens again to the moment the watcher
-publishes that source's notice. Goal: <= poll_interval + 2 s for every source.
+After every source has read successfully, every simulator fails for ``--outage`` seconds: it stops
+listening (``--kind refused``, the default: connections refused), holds every request longer than
+the agent's timeout (``hang``), or answers 503 (``5xx``); the agent's reads fail and back off (for
+the last two the service restarts into that state, so GCE's open long-polls fail too). One second
+into the outage a notice is put on every source (spot, rebalance, maintenance list, GCE's two
+values, Azure's document). The figure per source is the time from the moment the service answers
+again to the moment the watcher publishes that source's notice. Goal: <= poll_interval + 2 s for
+every source.
 
 The request budget is checked on the same run: the most requests the service saw in any one-second
 window after it came back, and the watcher's attempts per second during the outage (refused
@@ -109,7 +114,7 @@ class Watch:
         srcs = self.watcher.sources
         return all(srcs.get(s) is not None and srcs[s].reads >= 1 for s in NOTICES[self.provider])
 
-    async def outage(self, seconds: float) -> None:
+    async def outage(self, seconds: float, kind: str) -> None:
         async def announce_later() -> None:
             await asyncio.sleep(min(1.0, seconds / 2))
             for how, kind in NOTICES[self.provider].values():
@@ -117,7 +122,13 @@ class Watch:
 
         self.attempts_before = self.watcher.counter.total()
         later = asyncio.create_task(announce_later())
-        await self.sim.restart(down=seconds)
+        if kind == "refused":
+            await self.sim.restart(down=seconds)
+        else:
+            fault = {"kind": "slow", "delay": 10.0} if kind == "hang" else {"kind": "status", "status": 503}
+            self.sim.state.add_fault({**fault, "seconds": seconds})
+            await self.sim.restart(down=0)  # requests in flight (GCE's long-polls) end as well
+            await asyncio.sleep(seconds)
         await later
         self.up_at = time.monotonic()
         self.attempts_down = self.watcher.counter.total() - self.attempts_before
@@ -144,7 +155,7 @@ class Watch:
         }
 
 
-async def run(outage: float, settle: float) -> list[dict[str, Any]]:
+async def run(outage: float, settle: float, kind: str = "refused") -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="recovery-") as tmp:
         watches = []
         for provider in NOTICES:
@@ -157,7 +168,7 @@ async def run(outage: float, settle: float) -> list[dict[str, Any]]:
             if time.monotonic() > deadline:
                 raise SystemExit("the watchers never read every source")
             await asyncio.sleep(0.1)
-        await asyncio.gather(*(w.outage(outage) for w in watches))
+        await asyncio.gather(*(w.outage(outage, kind) for w in watches))
         deadline = time.monotonic() + settle
         while time.monotonic() < deadline and not all(
             len(w.seen) == len(NOTICES[w.provider]) for w in watches
@@ -174,13 +185,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--outage", type=float, default=30.0, help="seconds the services are down (30)")
     ap.add_argument("--settle", type=float, default=20.0, help="how long to wait for the notices after")
+    ap.add_argument("--kind", choices=("refused", "hang", "5xx"), default="refused", help="what fails")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     args = ap.parse_args()
-    results = asyncio.run(run(args.outage, args.settle))
+    results = asyncio.run(run(args.outage, args.settle, args.kind))
     if args.json:
         print(json.dumps(results, indent=1))
         return 0
-    print(f"outage {args.outage:g} s, every cloud at once; bound = poll_interval + 2 s")
+    print(f"outage ({args.kind}) {args.outage:g} s, every cloud at once; bound = poll_interval + 2 s")
     print(
         f"{'provider':9} {'source':16} {'recovery s':>10}  {'attempts/s down':>15}  {'max req/1s after':>16}"
     )

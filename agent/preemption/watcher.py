@@ -173,13 +173,13 @@ class PreemptionWatcher:
                 outcome = e.outcome
                 etag = None  # re-read plainly after a failure: no change may be missed
                 self._failed(st, f"{outcome}: {e}")
-                next_at = loop.time() + self._backoff(st.errors)
+                next_at = started + self._backoff(st.errors)  # a timeout has waited already
                 continue
             except Exception as e:  # a bug in a parser must not end the watch
                 log.exception("preemption source failed unexpectedly", source=src.name)
                 etag = None
                 self._failed(st, f"internal error: {type(e).__name__}: {e}")
-                next_at = loop.time() + self._backoff(st.errors)
+                next_at = started + self._backoff(st.errors)  # a timeout has waited already
                 continue
             self._succeeded(st)
             self._handle(src, reading)
