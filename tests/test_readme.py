@@ -23,6 +23,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     with live_agent(tmp_path_factory.mktemp("readme")) as live:
         live.notice()
         live.agent.wait_for(lambda: "training_node_preemption_notice{" in live.agent.metrics(), what="notice")
+        # the identity is read beside the notice loops: on a loaded machine it may come second
+        live.agent.wait_for(lambda: "training_node_instance_info{" in live.agent.metrics(), what="identity")
         return {n for n in exposition_names(live.agent.metrics()) if n.startswith("training_node_")}
 
 
