@@ -61,13 +61,16 @@ def main() -> int:
     p.add_argument("--output-dir", required=True, help="shared storage that outlives the instance")
     p.add_argument("--max-steps", type=int, default=100_000)
     p.add_argument("--step-seconds", type=float, default=0.0)
+    p.add_argument("--save-every", type=int, default=0, help="routine checkpoints every N steps (0: off)")
     p.add_argument("--jit", action="store_true", help="transformers' JIT checkpoint on SIGTERM")
     args = p.parse_args()
     targs = TrainingArguments(
         output_dir=args.output_dir,
         max_steps=args.max_steps,
         per_device_train_batch_size=8,
-        save_strategy="no",  # routine saves off for the toy; with them on, each is reported to the agent
+        # each routine save is reported to the agent, which counts the work a reclaim would lose
+        save_strategy="steps" if args.save_every else "no",
+        save_steps=args.save_every or 500,
         report_to="none",
         use_cpu=True,
         disable_tqdm=True,

@@ -16,6 +16,7 @@ import time
 
 import lightning.pytorch as L
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from tna_client.lightning import AgentCheckpoint, latest_checkpoint
 
 
@@ -49,16 +50,22 @@ def main() -> int:
     p.add_argument("--devices", type=int, default=1)
     p.add_argument("--max-steps", type=int, default=100_000)
     p.add_argument("--step-seconds", type=float, default=0.0)
+    p.add_argument("--save-every", type=int, default=0, help="routine checkpoints every N steps (0: off)")
     args = p.parse_args()
     torch.manual_seed(0)
     agent = AgentCheckpoint(args.checkpoint_dir)
+    routine = os.path.join(args.checkpoint_dir, "routine")
+    callbacks: list[L.Callback] = [agent]
+    if args.save_every:  # each save is reported to the agent, which counts the work a reclaim would lose
+        callbacks.append(ModelCheckpoint(routine, every_n_train_steps=args.save_every, save_top_k=-1))
     trainer = L.Trainer(
         accelerator="cpu",
         devices=args.devices,
         strategy="ddp" if args.devices > 1 else "auto",
         max_steps=args.max_steps,
-        callbacks=[agent],
-        default_root_dir=os.path.join(args.checkpoint_dir, "routine"),
+        callbacks=callbacks,
+        enable_checkpointing=bool(args.save_every),
+        default_root_dir=routine,
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,

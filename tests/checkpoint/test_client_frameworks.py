@@ -5,6 +5,7 @@ second run resumes from the acked checkpoint and its first step is asserted."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -39,12 +40,13 @@ class Case:
     torchrun: bool = False
     ranks: int = 1  # processes that install the handler
     signal: str = "SIGUSR1"
+    save_every: int = 0  # routine saves, each reported to the agent before the drill
 
 
 CASES = {
-    "lightning": Case("examples/lightning_train.py", "--checkpoint-dir"),
+    "lightning": Case("examples/lightning_train.py", "--checkpoint-dir", ("--save-every", "5"), save_every=5),
     "lightning-ddp": Case("examples/lightning_train.py", "--checkpoint-dir", ("--devices", "2"), ranks=2),
-    "hf": Case("examples/hf_train.py", "--output-dir"),
+    "hf": Case("examples/hf_train.py", "--output-dir", ("--save-every", "5"), save_every=5),
     "hf-torchrun": Case("examples/hf_train.py", "--output-dir", torchrun=True, ranks=2),
     "accelerate-torchrun": Case("examples/accelerate_train.py", "--checkpoint-dir", torchrun=True, ranks=2),
     # transformers' JIT checkpoint: its own SIGTERM handler saves, our callback acks that checkpoint
@@ -103,6 +105,16 @@ def test_framework_checkpoints_acks_stops_and_resumes(agent_factory, tmp_path, n
         }
     )
     log1 = tmp_path / "run1.log"
+
+    def reports() -> list[dict]:
+        """The saved-checkpoint notes beside the request file, or the goodput ledger's line for each
+        once it consumed the note."""
+        notes = []
+        for p in request.parent.glob("saved-*.json"):
+            with contextlib.suppress(FileNotFoundError):  # the ledger consumes them as it goes
+                notes.append(json.loads(p.read_text()))
+        return notes + [x for x in agent.log_lines() if x.get("event") == "periodic checkpoint reported"]
+
     job = _start(_command(py, case, ckdir, "--step-seconds", "0.05"), log1, env, tmp_path)
     try:
 
@@ -113,6 +125,13 @@ def test_framework_checkpoints_acks_stops_and_resumes(agent_factory, tmp_path, n
 
         wait_until(ready, timeout=240, interval=0.5, what=f"{case.ranks} rank(s) with a handler")
         wait_until(lambda: log1.read_text().count("first step at") == case.ranks, timeout=120, what="steps")
+        if case.save_every:
+
+            def routine_reported() -> bool:
+                steps = [s.get("step") for s in reports() if s.get("path")]
+                return any(isinstance(n, int) and n > 0 and n % case.save_every == 0 for n in steps)
+
+            wait_until(routine_reported, timeout=120, what="a routine save reported to the agent")
         res = cli(agent, "drill", "--deadline", "120s", "--json", timeout=150)
         report = json.loads(res.stdout)
         assert report["verdict"] == "safe", (report, log1.read_text())
@@ -131,13 +150,10 @@ def test_framework_checkpoints_acks_stops_and_resumes(agent_factory, tmp_path, n
     assert os.path.exists(ack["path"]), ack
     assert f"stopped at {ack['path']}, acked True" in text, text
 
-    def reported() -> bool:
-        # the note beside the request file, or the goodput ledger's line once it consumed it
-        notes = [json.loads(p.read_text()) for p in request.parent.glob("saved-*.json")]
-        lines = [x for x in agent.log_lines() if x.get("event") == "periodic checkpoint reported"]
-        return any(s.get("step") == ack["step"] and s.get("path") == ack["path"] for s in notes + lines)
+    def acked_reported() -> bool:
+        return any(s.get("step") == ack["step"] and s.get("path") == ack["path"] for s in reports())
 
-    wait_until(reported, timeout=30, what="the saved checkpoint reported to the agent")
+    wait_until(acked_reported, timeout=30, what="the saved checkpoint reported to the agent")
 
     # the second run resumes from the acked checkpoint and finishes by itself a few steps later
     log2 = tmp_path / "run2.log"
