@@ -29,7 +29,9 @@ class CollectorStatus:
     stuck_seconds: float = 0.0  # how long the current call has been running, 0 if none in flight
 
 
-@dataclass(frozen=True, slots=True, init=False)
+# no __slots__: each registered source's part is also a plain attribute (``snap.gpu``), set once
+# here, so reading it costs what any attribute does
+@dataclass(frozen=True, init=False)
 class NodeSnapshot:
     seq: int
     timestamp: float  # wall clock, seconds since the epoch
@@ -50,8 +52,9 @@ class NodeSnapshot:
     ) -> None:
         """``named_parts`` (``gpu=GpuPart(...)``) join ``parts``, for snapshots built by hand."""
         merged = dict(parts or {})
+        known = registry.names()
         for name, part in named_parts.items():
-            if name not in registry.names():
+            if name not in known:
                 raise TypeError(f"NodeSnapshot has no source named {name!r}")
             merged[name] = part
         object.__setattr__(self, "seq", seq)
@@ -60,9 +63,10 @@ class NodeSnapshot:
         object.__setattr__(self, "parts", {k: v for k, v in merged.items() if v is not None})
         object.__setattr__(self, "collectors", collectors if collectors is not None else {})
         object.__setattr__(self, "rates", rates if rates is not None else NodeRates())
+        self.__dict__.update({name: merged.get(name) for name in known})
 
     def __getattr__(self, name: str) -> Any:
-        # only called for names that are not fields: a source's part
+        # only called for names that are not attributes: a source registered after this snapshot
         if name.startswith("__") or name not in registry.names():
             raise AttributeError(f"NodeSnapshot has no attribute or source {name!r}")
         return self.parts.get(name)

@@ -75,6 +75,9 @@ class Source:
 
 _SOURCES: dict[str, Source] = {}
 _RATE_OWNERS: dict[str, Source] = {}
+# read every tick by every snapshot and its rates: kept ready, rebuilt when a source (un)registers
+_NAMES: list[frozenset[str]] = [frozenset()]
+_RATE_LAYOUT: list[tuple[tuple[Source, tuple[str, ...]], ...]] = [()]
 
 
 def register(source: Source) -> Source:
@@ -92,6 +95,12 @@ def unregister(name: str) -> None:
 
 def _index_rates() -> None:
     _RATE_OWNERS.clear()
+    _NAMES[0] = frozenset(_SOURCES)
+    _RATE_LAYOUT[0] = tuple(
+        (s, tuple(f.name for f in fields(s.rates_type)))
+        for s in _SOURCES.values()
+        if s.rates_type is not None
+    )
     for s in _SOURCES.values():
         if s.rates_type is not None:
             for f in fields(s.rates_type):
@@ -127,7 +136,13 @@ def source(name: str) -> Source:
 
 def names() -> frozenset[str]:
     _discover()
-    return frozenset(_SOURCES)
+    return _NAMES[0]
+
+
+def rate_layout() -> tuple[tuple[Source, tuple[str, ...]], ...]:
+    """Each source that has rates, with the names of its rate fields."""
+    _discover()
+    return _RATE_LAYOUT[0]
 
 
 def rate_owner(field_name: str) -> Source:
