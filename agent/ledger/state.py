@@ -202,13 +202,14 @@ class Ledger:
         return None, ""
 
     def interval(self, now: float) -> float | None:
-        """How often the job checkpoints: the usual gap between saves, or the time since the last
-        durable checkpoint (or the job's start) when that is longer. None without a job."""
+        """How often the job checkpoints: the usual gap between periodic saves, or the time since the
+        last one (or the job's start) when that is longer. None without a job."""
         if not self.job:
             return None
         times = [t for t, _ in self.saves]
         gaps = [b - a for a, b in itertools.pairwise(times)]
-        since = self.last_durable if self.last_durable is not None else self.job_since
+        # the periodic saves only: a final checkpoint at a notice says nothing about the cadence
+        since = times[-1] if times else self.job_since
         current = max(median(gaps) if gaps else 0.0, now - since if since is not None else 0.0)
         return current or None
 

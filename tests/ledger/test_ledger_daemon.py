@@ -192,6 +192,7 @@ def test_simulated_reclaim_ten_minutes_after_a_periodic_checkpoint(agent_factory
             )
             (r,) = g["reclaims"]
             elapsed = time.time() - saved_at
+            print(f"\n{r}\n" + "\n".join(g["lines"]))
             if acked:
                 assert r["outcome"] == "completed" and r["lost_seconds"] == 0
                 assert g["totals"]["lost-to-preemption"] == 0
@@ -223,6 +224,7 @@ def test_drill_reports_what_a_reclaim_would_lose_and_the_cadence(agent_factory, 
         assert re.search(r"a reclaim now would lose 1\d min of work", out.stdout), out.stdout
         assert "cadence: checkpoint every 38 min" in out.stdout  # sqrt(2 x 30 s x 24 h) = 37.9 min
         g = goodput(agent)
+        print(g["reclaims"][-1])
         assert g["totals"]["lost-to-preemption"] == 0  # a drill loses nothing
         assert g["reclaims"][-1]["drill"] and g["reclaims"][-1]["lost_seconds"] >= 590
         assert g["cadence"]["interval_seconds"] == pytest.approx((2 * 30 * 86400) ** 0.5, rel=1e-3)

@@ -76,6 +76,8 @@ def test_checkpoint_request_until_ack_is_checkpoint() -> None:
     assert bucket(led, Bucket.CHECKPOINT) == pytest.approx(48)
     assert r is not None and r.outcome == "completed" and r.lost_gpu_seconds == 0
     assert led.last_durable == t and led.checkpoint_cost() == (12.0, "final checkpoints")
+    # a final checkpoint is no cadence: the job has checkpointed never since it started
+    assert led.interval(t + 5) == pytest.approx(t + 5 - T0, abs=1)
 
 
 def test_periodic_save_moves_waiting_time_to_checkpoint_never_productive_work() -> None:
