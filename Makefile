@@ -59,7 +59,7 @@ demo: $(STAMP) fakenvml
 # the classifier's scenario lab: the real agent watches a synthetic trainer doing each work pattern
 # (needs root: cgroups, a network namespace, tc); prints the confusion matrix, writes bench/out/
 lab: $(TEST_STAMP) fakenvml
-	$(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py tests/ledger/test_ledger_lab.py $(PYTEST_ARGS)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check agent client tests bench examples lab
