@@ -9,6 +9,7 @@ subprocess as an unprivileged uid (setpriv), as the unit's user would.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ from conftest import REPO, need_binary, need_root
 from agent.sources.processes.cgroup import parse_blkio_bytes, parse_io_stat
 from agent.sources.processes.part import ProcessStat
 from agent.sources.processes.readcounters import CgroupReads
-from agent.sources.processes.status import _read_counters
+from agent.sources.processes.status import _read_counters, lines
 
 AGENT_UID = 64991  # no such user needed: the kernel checks the number
 CGROUP = "tna-reliability-unreadable-io"
@@ -46,7 +47,7 @@ while time.time() < end:
 COLLECT = r"""
 import dataclasses, json, sys, time
 from agent.sources.processes.collector import ProcessCollector
-from agent.sources.processes.status import _read_counters
+from agent.sources.processes.status import _read_counters, lines
 pid = int(sys.argv[1])
 c = ProcessCollector("/proc", "/sys", lambda: [pid])
 out = []
@@ -149,6 +150,19 @@ def test_cgroup_counters_from_the_nearest_cgroup_that_keeps_them(tmp_path):
     assert reads.read(7) == (4097, "blkio:/job/rank0")
     stat = ProcessStat(7, 1, "python", 1.0, None, None, 2.0, io_problem="denied", cgroup="v2:/a")
     assert _read_counters(stat) == "cgroup v2:/a only (block devices, the whole cgroup): denied"
+    # the text status says it where it happens, and stays quiet where nothing is missing
+    fine = {
+        "pid": 8,
+        "comm": "ok",
+        "read_counters": _read_counters(dataclasses.replace(stat, io_problem=None)),
+    }
+    shown = lines(
+        {"training_processes": [fine, {"pid": 7, "comm": "python", "read_counters": _read_counters(stat)}]}
+    )
+    assert shown[1:] == [
+        "  pid 7 (python) read counters: cgroup v2:/a only (block devices, the whole cgroup): denied"
+    ]
+    assert lines({"training_processes": [fine]}) == []
 
 
 def test_read_counter_parsers_count_what_they_cannot_read():

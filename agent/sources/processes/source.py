@@ -24,6 +24,7 @@ SOURCE = register(
         rates=process_rates,
         metrics=lambda cfg: metrics.render,
         status=status.summary,
+        status_lines=status.lines,
         tcp_view=status.TCP_VIEW,
         order=50,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from agent.core.projection import Each, Spec, fields
@@ -13,6 +14,9 @@ from agent.sources.processes.rates import ProcessRates
 TCP_VIEW: dict[str, Spec] = {
     "training_processes": Each(fields("cpu_cores", "allowed_cores", "read_bytes_per_second", "descendants"))
 }
+
+
+PROC_IO = "/proc/<pid>/io"
 
 
 def summary(part: ProcessPart, r: ProcessRates) -> dict[str, Any]:
@@ -35,7 +39,17 @@ def summary(part: ProcessPart, r: ProcessRates) -> dict[str, Any]:
 def _read_counters(p: ProcessStat) -> str:
     """Where the read series come from, and why they are absent where they are."""
     if p.io_problem is None:
-        return "/proc/<pid>/io"
+        return PROC_IO
     if p.cgroup is not None:
         return f"cgroup {p.cgroup} only (block devices, the whole cgroup): {p.io_problem}"
     return f"none: {p.io_problem}"
+
+
+def lines(snap: Mapping[str, Any]) -> list[str]:
+    """Text status: only where a training process's read series are missing, and why."""
+    missing = [p for p in snap.get("training_processes") or () if p.get("read_counters", PROC_IO) != PROC_IO]
+    if not missing:
+        return []
+    out = ["\n[training processes]"]
+    out += [f"  pid {p['pid']} ({p['comm']}) read counters: {p['read_counters']}" for p in missing]
+    return out
