@@ -52,7 +52,9 @@ class PreemptionSection(StrictModel):
     timeout: Duration = Field("2s", gt=0, le=60)
     max_requests_per_second: float = Field(5.0, ge=0.2, le=100)
     # a spot notice leaves two minutes (GCE: 30 s): a failing source never waits longer than this
-    backoff_max: Duration = Field("2s", ge=0.1, le=10)
+    # values up to 1h stay valid (configs written when the default was 30s), but the watcher never
+    # waits more than MAX_BACKOFF_SECONDS (agent/preemption/watcher.py) and says so
+    backoff_max: Duration = Field("2s", ge=0.1, le=3600)
     token_ttl: Duration = Field("1h", ge=1, le=21600, description="hardened-mode / IMDSv2 token lifetime")
     allow_tokenless_fallback: bool = False
     withdraw_after_polls: int = Field(3, ge=1, le=100)

@@ -36,6 +36,7 @@ from agent.preemption.provider import MetadataError, Provider, Reading, Source
 log = structlog.get_logger("preemption")
 
 STATE_FILE = "preemption-notices.json"
+MAX_BACKOFF_SECONDS = 10.0  # a spot notice leaves two minutes (GCE: 30 s): no failing source waits longer
 
 
 @dataclass
@@ -118,6 +119,12 @@ class PreemptionWatcher:
                 allow_tokenless=self.cfg.allow_tokenless_fallback,
             )
             self.provider = self.provider_cls(self.client, self.cfg)
+            if self.cfg.backoff_max > MAX_BACKOFF_SECONDS:
+                log.warning(
+                    "backoff_max is longer than a spot notice allows; failing reads retry sooner",
+                    backoff_max=self.cfg.backoff_max,
+                    used=MAX_BACKOFF_SECONDS,
+                )
             log.info(
                 "watching for preemption notices",
                 provider=self.provider_name,
@@ -147,7 +154,7 @@ class PreemptionWatcher:
         max(poll_interval, backoff_max). A failure means the state is unknown, so the slow sources too
         retry on this schedule: a notice present when the service returns is seen within that cap
         plus one round trip. The jitter only shortens the wait, so the cap holds."""
-        cap = max(self.cfg.poll_interval, self.cfg.backoff_max)
+        cap = max(self.cfg.poll_interval, min(self.cfg.backoff_max, MAX_BACKOFF_SECONDS))
         grown = self.cfg.poll_interval * 2 ** min(errors - 1, 16)
         return min(cap, grown) * random.uniform(0.8, 1.0)
 
@@ -275,7 +282,7 @@ class PreemptionWatcher:
                 errors += 1
                 if errors == 1:
                     log.warning("cannot read the instance identity yet", error=f"{type(e).__name__}: {e}")
-                await asyncio.sleep(min(self.cfg.backoff_max, self.cfg.poll_interval * 2**errors))
+                await asyncio.sleep(self._backoff(errors))
         self.instance = ident
         self.tracker.instance = ident.instance_id
         self.ctx.bus.publish(ident)
