@@ -233,7 +233,8 @@ def test_reloads_keep_the_watchdog_the_journal_and_status_alive(agent_factory, n
     """systemd kills a unit whose pings stop for WatchdogSec: a reload must not stop them."""
     agent = agent_factory(
         {"agent": {"interval": "200ms"}, "preemption": _watching()},
-        env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000"},  # ping every 1 s
+        # WatchdogSec=3 s: pings every 1.5 s, so a loaded test machine has 1.5 s of slack
+        env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "3000000"},
     )
     wait_until(lambda: notify.lines("READY=1"), 10, what="READY=1")
     started = time.monotonic()
@@ -245,15 +246,15 @@ def test_reloads_keep_the_watchdog_the_journal_and_status_alive(agent_factory, n
             agent.signal(signal.SIGHUP)
         agent.wait_for(lambda n=n: agent.status()["reloads"] == n, what=f"reload {n}")
     last = time.monotonic()
-    # five pings after the last reload, 1 s apart: well past the 2 s at which systemd would kill it
+    # four pings after the last reload, 1.5 s apart: well past the 3 s at which systemd would kill it
     wait_until(
-        lambda: len([t for t, _ in notify.lines("WATCHDOG=1") if t > last]) >= 5,
-        15,
+        lambda: len([t for t, _ in notify.lines("WATCHDOG=1") if t > last]) >= 4,
+        20,
         what="pings after reloads",
     )
     pings = [t for t, _ in notify.lines("WATCHDOG=1") if t > started]
     gaps = [b - a for a, b in itertools.pairwise(pings)]
-    assert max(gaps) < 2.0, f"a gap of {max(gaps):.2f} s: systemd's watchdog would have fired"
+    assert max(gaps) < 3.0, f"a gap of {max(gaps):.2f} s: systemd's watchdog would have fired"
     assert [m for t, m in notify.lines("STATUS=") if t > last and "GPUs" in m], "STATUS= stopped updating"
     assert len(notify.lines("READY=1")) == 4 and len(notify.lines("RELOADING=1")) == 3
     tasks = agent.status()["tasks"]
