@@ -29,7 +29,9 @@ class CostSection(StrictModel):
     instance_hour_price: float | None = Field(
         None, gt=0, description="this node's price per instance-hour; overrides the table"
     )
-    market: Market = Field("auto", description="auto: spot once the metadata service says so")
+    market: Market = Field(
+        "auto", description="auto: spot when the metadata service says so or has sent a spot notice"
+    )
     instance_type: str = Field("", description="the table key; empty = what the metadata service says")
     prices: dict[str, Prices] = Field(default_factory=dict)
 

@@ -191,6 +191,7 @@ class AwsSim(CloudSim):
             "/latest/meta-data/instance-id": self.document["instanceId"],
             "/latest/meta-data/instance-type": self.document["instanceType"],
             "/latest/meta-data/placement/availability-zone": self.document["availabilityZone"],
+            aws.LIFECYCLE_PATH: "spot",  # the simulator is a spot instance: it sends spot notices
         }
         return text(simple[path]) if path in simple else not_found()
 
@@ -206,6 +207,7 @@ class GcpSim(CloudSim):
         gcp.PREFIX + "instance/machine-type": "projects/123456789012/machineTypes/a2-highgpu-8g",
         gcp.PREFIX + "instance/zone": "projects/123456789012/zones/us-central1-a",
         gcp.PREFIX + "instance/name": "sim-gpu-node-0",
+        gcp.PREFIX + "instance/scheduling/preemptible": "TRUE",
     }
     HEADERS: ClassVar[dict[str, str]] = {"Metadata-Flavor": "Google", "Server": "Metadata Server for VM"}
 

@@ -98,6 +98,8 @@ class LedgerComponent:
         m = self.cost_cfg.market
         if m != "auto":
             return m
+        if self.identity is not None and self.identity.market:
+            return self.identity.market
         return "spot" if self.ledger.spot_seen else "on-demand"
 
     @property

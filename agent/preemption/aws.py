@@ -15,7 +15,7 @@ Paths (base ``http://169.254.169.254``), every read with ``X-aws-ec2-metadata-to
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -24,10 +24,12 @@ from agent.core.vocabulary import NoticeKind
 from agent.preemption.client import TokenScheme
 from agent.preemption.provider import (
     BodyFormatError,
+    MetadataError,
     Provider,
     Reading,
     Source,
     TimeFormatError,
+    first_line,
     first_time,
     parse_iso_time,
     parse_json,
@@ -39,6 +41,7 @@ ACTION_PATH = "/latest/meta-data/spot/instance-action"
 REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
 SCHEDULED_PATH = "/latest/meta-data/events/maintenance/scheduled"
 IDENTITY_PATH = "/latest/dynamic/instance-identity/document"
+LIFECYCLE_PATH = "/latest/meta-data/instance-life-cycle"  # spot | on-demand | scheduled
 TOKEN = TokenScheme("/latest/api/token", "X-aws-ec2-metadata-token-ttl-seconds", "X-aws-ec2-metadata-token")
 
 ACTION_KINDS = {
@@ -189,10 +192,17 @@ class AwsProvider(Provider):
 
     async def identity(self) -> InstanceIdentityEvent:
         doc = await self.fetch(IDENTITY_PATH, parse_identity_document) or {}
-        return self.identity_from_document(
+        ident = self.identity_from_document(
             doc,
             instance_id="instanceId",
             instance_type="instanceType",
             region="region",
             zone="availabilityZone",
         )
+        try:
+            lifecycle = await self.fetch(LIFECYCLE_PATH, first_line)
+        except MetadataError:  # optional: the identity stands without it
+            lifecycle = None
+        if lifecycle in ("spot", "on-demand", "scheduled"):
+            ident = replace(ident, market="spot" if lifecycle == "spot" else "on-demand")
+        return ident

@@ -18,7 +18,7 @@ import re
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import NoticeKind
-from agent.preemption.provider import BodyFormatError, Provider, Reading, Source, first_line
+from agent.preemption.provider import BodyFormatError, MetadataError, Provider, Reading, Source, first_line
 
 PREFIX = "/computeMetadata/v1/"
 PREEMPTED_PATH = PREFIX + "instance/preempted"
@@ -108,10 +108,22 @@ class GcpProvider(Provider):
 
     async def identity(self) -> InstanceIdentityEvent:
         zone = _last_segment(await self.fetch(PREFIX + "instance/zone", first_line))
+        try:
+            preemptible = await self.fetch(PREFIX + "instance/scheduling/preemptible", first_line)
+        except MetadataError:  # optional: the identity stands without it
+            preemptible = None
         return InstanceIdentityEvent(
             provider=self.name,
             instance_id=await self.fetch(PREFIX + "instance/id", first_line),
             instance_type=_last_segment(await self.fetch(PREFIX + "instance/machine-type", first_line)),
             region=zone.rsplit("-", 1)[0] if zone and "-" in zone else None,
             zone=zone,
+            market=_market(preemptible),
         )
+
+
+def _market(preemptible: str | None) -> str | None:
+    """``instance/scheduling/preemptible``: TRUE on Spot and preemptible VMs."""
+    if preemptible is None:
+        return None
+    return "spot" if preemptible.strip().upper() == "TRUE" else "on-demand"

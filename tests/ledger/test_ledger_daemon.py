@@ -303,3 +303,31 @@ def test_report_from_a_real_run(agent_factory, tmp_path) -> None:
     finally:
         trainer.kill()
         trainer.wait()
+
+
+@pytest.mark.parametrize("provider, market", [("aws", "spot"), ("alibaba", "on-demand")])
+def test_market_auto_follows_the_metadata(agent_factory, tmp_path, provider, market) -> None:
+    """AWS says instance-life-cycle = spot before any notice; Alibaba has no such key: on-demand until
+    a spot notice comes. The price follows the market."""
+    with trainer_on_gpus(tmp_path, gpus=1) as (_proc, _nvml, env):
+        sim = MetadataSimProcess(tmp_path / "sim.log", provider)
+        try:
+            itype = "p4d.24xlarge" if provider == "aws" else "ecs.gn7i-c8g1.2xlarge"
+            agent = agent_factory(
+                {
+                    "goodput": GOODPUT,
+                    "cost": {"currency": "USD", "prices": {itype: {"spot": 10.0, "on_demand": 32.0}}},
+                    "preemption": {"provider": provider, "endpoint": sim.url, "poll_interval": "200ms"},
+                },
+                env=env,
+            )
+            g = agent.wait_for(
+                lambda: (s := goodput(agent))["instance_type"] == itype and s["cost"] and s, what="priced"
+            )
+            assert g["market"] == market
+            assert g["cost"]["instance_hour_price"] == (10.0 if market == "spot" else 32.0)
+            assert f'training_node_market{{market="{market}"}} 1.0' in agent.metrics()
+            if market == "spot":
+                agent.wait_for(lambda: goodput(agent)["cost"]["spot_saving"] > 0, what="a spot saving")
+        finally:
+            sim.stop()

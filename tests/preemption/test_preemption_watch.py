@@ -90,6 +90,8 @@ async def test_notice_announced_once_then_withdrawn(harness, provider, kind):  #
     ident = await h.wait(h.identity, what="identity event")
     assert (ident.instance_id, ident.instance_type, ident.region, ident.zone) == IDENTITY[provider]
     assert ident.provider == provider
+    # where the metadata says whether the instance is spot (the simulators are spot instances)
+    assert ident.market == {"aws": "spot", "gcp": "spot"}.get(provider)
     assert h.outcomes().keys() <= {"ok", "not_found"}
 
 
