@@ -18,6 +18,7 @@ import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from agent.ledger.assign import BUCKETS, INDEX, Bucket, N
@@ -116,11 +117,12 @@ class Book:
         moved = stuck = 0.0
         src = [INDEX[b] for b in sources]
         dst = INDEX[to]
-        for i, s in enumerate(self.slots):
+        first_open = self.slots[self.settled].start if self.settled < len(self.slots) else math.inf
+        for s in self.recent(t0):
             share = _overlap(s.start, s.start + self.resolution, t0, t1) / self.resolution
             if share <= 0:
                 continue
-            if i < self.settled:
+            if s.start < first_open:
                 stuck += share * sum(s.seconds[j] for j in src)
                 continue
             for j in src:
@@ -138,9 +140,20 @@ class Book:
 
     # --- views -------------------------------------------------------------------------------------
 
+    def open_slots(self) -> Iterable[Slot]:
+        """The unsettled slots, newest first (without walking the settled history)."""
+        return islice(reversed(self.slots), len(self.slots) - self.settled)
+
+    def recent(self, t0: float) -> Iterable[Slot]:
+        """The slots that end after ``t0``, newest first."""
+        for s in reversed(self.slots):
+            if s.start + self.resolution <= t0:
+                return
+            yield s
+
     def unsettled(self) -> tuple[list[float], list[float]]:
         seconds, cost = [0.0] * N, [0.0] * N
-        for s in list(self.slots)[self.settled :]:
+        for s in self.open_slots():
             add(seconds, s.seconds)
             add(cost, s.cost)
         return seconds, cost
@@ -150,11 +163,10 @@ class Book:
         and the start of the first slot counted (``t0`` rounded down to the slots kept)."""
         seconds, cost = [0.0] * N, [0.0] * N
         first = math.inf
-        for s in self.slots:
-            if s.start + self.resolution > t0:
-                add(seconds, s.seconds)
-                add(cost, s.cost)
-                first = min(first, s.start)
+        for s in self.recent(t0):
+            add(seconds, s.seconds)
+            add(cost, s.cost)
+            first = min(first, s.start)
         return seconds, cost, first
 
     def everything(self) -> tuple[list[float], list[float]]:

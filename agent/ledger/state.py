@@ -165,7 +165,7 @@ class Ledger:
         res = self.book.resolution
         i = INDEX[Bucket.PRODUCTIVE]
         total = 0.0
-        for s in self.book.slots:
+        for s in self.book.recent(t0):
             share = max(0.0, min(s.start + res, t1) - max(s.start, t0)) / res
             total += share * s.seconds[i]
         return total
