@@ -67,7 +67,9 @@ class ConnectionTable:
         return True
 
     def _evict_one(self) -> bool:
-        idle = [g for g in self.guards if g.transport is not None and not g.busy]
+        # a connection still in its TLS handshake counts too: evicting it closes it the moment
+        # the handshake completes (asyncio's handshake timeout bounds it until then)
+        idle = [g for g in self.guards if not g.busy]
         if not idle:
             return False
         strangers = [g for g in idle if not g.proven]

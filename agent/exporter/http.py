@@ -74,6 +74,7 @@ class Exposition:
         self.registry = registry
         self._pending: dict[tuple[str, bool], asyncio.Future[bytes]] = {}
         self.renders = 0
+        self.served: dict[str, list[int]] = {"gzip": [0, 0], "identity": [0, 0]}  # [responses, bytes]
 
     async def body(self, accept: str, compressed: bool) -> tuple[bytes, str]:
         encoder, content_type = choose_encoder(accept)
@@ -93,7 +94,11 @@ class Exposition:
                 raise
             finally:
                 del self._pending[key]
-        return await asyncio.shield(fut), content_type
+        body = await asyncio.shield(fut)
+        count = self.served["gzip" if compressed else "identity"]
+        count[0] += 1
+        count[1] += len(body)
+        return body, content_type
 
 
 def make_app(

@@ -29,7 +29,7 @@ from agent.config.types import split_listen
 from agent.config.webconfig import WebConfig, WebConfigError, load_web_config
 from agent.exporter.auth import BasicAuth, LogThrottle, Outcome, TokenBucket, Verdict
 from agent.exporter.guard import Closed, ConnectionTable, Guard, Limits
-from agent.exporter.http import Access, make_app
+from agent.exporter.http import Access, Exposition, make_app
 from agent.exporter.tls import SwitchableContext, TlsError, allowed_san, build_context
 
 log = structlog.get_logger("http")
@@ -102,6 +102,7 @@ class HttpFace:
         self.loaded: Loaded | None = None
         self._switch: SwitchableContext | None = None
         self._runner: web.AppRunner | None = None
+        self.exposition: Exposition | None = None
         self._server: asyncio.Server | None = None
         self._watch: asyncio.Task[None] | None = None
         self._throttle = LogThrottle()
@@ -145,6 +146,7 @@ class HttpFace:
             max_field_size=MAX_FIELD_SIZE,
         )
         await self._runner.setup()
+        self.exposition = app["exposition"]
         if self.loaded is not None and self.loaded.ssl is not None:
             self._switch = SwitchableContext(self.loaded.ssl)
         host, port = split_listen(self.http.listen)
@@ -276,13 +278,26 @@ class HttpFace:
             if outcome is not Outcome.OK:
                 refused.add_metric([str(outcome)], self.unauthorized.get(outcome, 0))
         yield refused
-        if self.http.web_config:
-            ok = GaugeMetricFamily(
-                "training_node_web_config_last_reload_successful",
-                "Whether the last (re)load of the web config file succeeded.",
+        if self.exposition is not None:
+            scrapes = CounterMetricFamily(
+                "training_node_http_scrapes", "/metrics responses, by content encoding.", labels=["encoding"]
             )
-            ok.add_metric([], 0.0 if self.last_error else 1.0)
-            yield ok
+            sent = CounterMetricFamily(
+                "training_node_http_scrape_bytes",
+                "/metrics body bytes sent, by content encoding.",
+                labels=["encoding"],
+            )
+            for encoding, (n, size) in self.exposition.served.items():
+                scrapes.add_metric([encoding], n)
+                sent.add_metric([encoding], size)
+            yield scrapes
+            yield sent
+        ok = GaugeMetricFamily(
+            "training_node_web_config_last_reload_successful",
+            "Whether the last (re)load of the web config file succeeded (1 when none is set).",
+        )
+        ok.add_metric([], 0.0 if self.last_error else 1.0)
+        yield ok
 
     async def stop(self) -> None:
         if self._watch is not None:
