@@ -4,6 +4,7 @@
 #   sudo ./install.sh                                   # from PyPI (or this source tree)
 #   sudo ./install.sh --index-url https://mirrors.aliyun.com/pypi/simple/
 #   sudo ./install.sh --wheelhouse /mnt/wheels          # offline node
+#   sudo ./install.sh --web-config                      # TLS + basic auth on the metrics port
 #   sudo ./install.sh --uninstall [--purge]
 #
 # What it does: creates the system user training-node-agent, builds a venv under
@@ -27,6 +28,12 @@ CONFIG_SRC=
 START=1
 ACTION=install
 PURGE=0
+WEB_CONFIG=0
+WEB_USER=prometheus
+WEB_CA_CERT=
+WEB_CA_KEY=
+WEB_PASSWORD_FILE=
+WEB_DAYS=825
 
 say() { printf '%s: %s\n' "install.sh" "$*"; }
 die() {
@@ -51,6 +58,15 @@ Install (default):
                          DIR/etc/passwd when that file exists, the unit is enabled but not started
   --no-start             install and enable the unit but do not (re)start it
 
+Securing the metrics port (docs/security.md):
+  --web-config           write /etc/$NAME/web.yml (exporter-toolkit format): TLS with a certificate
+                         for this node and a bcrypt basic-auth user, point agent.toml at it, and
+                         print the matching Prometheus scrape_config; an existing web.yml is kept
+  --web-user NAME        the basic-auth user (default: prometheus)
+  --web-password-file F  use the password in F (one fleet password) instead of a random one
+  --web-ca-cert FILE     sign the node certificate with this CA (with --web-ca-key), so Prometheus
+  --web-ca-key FILE      needs one ca_file for the whole fleet; default: self-signed
+
 Remove:
   --uninstall            stop and remove the service and the venv; keep config and state
   --purge                with --uninstall: also remove /etc/$NAME, /var/lib/$NAME and the user
@@ -68,6 +84,11 @@ while [ $# -gt 0 ]; do
 	--prefix) PREFIX=${2:?--prefix needs a directory} && shift ;;
 	--root) ROOT=${2:?--root needs a directory} && shift ;;
 	--no-start) START=0 ;;
+	--web-config) WEB_CONFIG=1 ;;
+	--web-user) WEB_USER=${2:?--web-user needs a name} && shift ;;
+	--web-password-file) WEB_PASSWORD_FILE=${2:?--web-password-file needs a file} && shift ;;
+	--web-ca-cert) WEB_CA_CERT=${2:?--web-ca-cert needs a file} && shift ;;
+	--web-ca-key) WEB_CA_KEY=${2:?--web-ca-key needs a file} && shift ;;
 	--uninstall) ACTION=uninstall ;;
 	--purge) PURGE=1 ;;
 	-h | --help) usage && exit 0 ;;
@@ -77,6 +98,10 @@ while [ $# -gt 0 ]; do
 done
 
 [ "$PURGE" = 1 ] && [ "$ACTION" != uninstall ] && die "--purge goes with --uninstall"
+if [ -n "$WEB_CA_CERT$WEB_CA_KEY" ] && { [ -z "$WEB_CA_CERT" ] || [ -z "$WEB_CA_KEY" ]; }; then
+	die "--web-ca-cert and --web-ca-key go together"
+fi
+case "$WEB_USER" in *[!A-Za-z0-9._-]* | "") die "--web-user: letters, digits, . _ - only" ;; esac
 case "$PREFIX" in /*) ;; *) die "--prefix must be an absolute path, got $PREFIX" ;; esac
 ROOT=$(cd "$ROOT" 2>/dev/null && pwd) || die "--root directory does not exist"
 # $R prefixes every path we touch; empty for the live system
@@ -211,6 +236,21 @@ pip_install() {
 	say "venv: $("$venv/bin/$NAME" version | head -1) installed in $venv"
 }
 
+# check-config on a config file, its errors on stderr. Under --root the config names the live
+# web_config path (/etc/...), so a copy naming the staged one is checked instead.
+check_config() {
+	local conf=$1 out rc=0 tmp=
+	if [ -n "$R" ]; then
+		tmp=$(mktemp)
+		sed "s#^web_config = \"/#web_config = \"$R/#" "$conf" >"$tmp"
+		conf=$tmp
+	fi
+	out=$("$R$PREFIX/bin/$NAME" check-config --config "$conf" 2>&1 >/dev/null) || rc=$?
+	[ -n "$tmp" ] && rm -f "$tmp"
+	[ "$rc" = 0 ] || printf '%s\n' "$out" >&2
+	return "$rc"
+}
+
 # One config, never clobbered: fresh install -> the default; unchanged default -> the new default;
 # edited -> kept, the new default goes beside it as agent.toml.new.
 install_config() {
@@ -239,9 +279,7 @@ install_config() {
 	install -d -m 0755 "$(dirname "$dist")"
 	install -m 0644 "$src" "$dist"
 	# an upgrade may no longer accept an old edited config: say so now, not at the next restart
-	local out
-	if ! out=$("$R$PREFIX/bin/$NAME" check-config --config "$dst" 2>&1 >/dev/null); then
-		printf '%s\n' "$out" >&2
+	if ! check_config "$dst"; then
 		die "$CONF_DIR/agent.toml is not valid for this version (see above); fix it, then run install.sh again"
 	fi
 }
@@ -286,6 +324,117 @@ Without systemd (containers), as the service user with only CAP_KILL:
 EOF
 }
 
+# --- web config (TLS + basic auth for the metrics port) -----------------------------------------------
+
+node_sans() {
+	# the names and addresses Prometheus may use for this node
+	local host fqdn ip sans
+	host=$(hostname 2>/dev/null || echo localhost)
+	sans="DNS:$host,DNS:localhost,IP:127.0.0.1"
+	fqdn=$(hostname -f 2>/dev/null || true)
+	[ -n "$fqdn" ] && [ "$fqdn" != "$host" ] && sans="$sans,DNS:$fqdn"
+	for ip in $(hostname -I 2>/dev/null || true); do
+		case "$ip" in *:*) ;; *) sans="$sans,IP:$ip" ;; esac
+	done
+	printf '%s' "$sans"
+}
+
+make_web_files() {
+	local dir=$1 group=$2 sans tmp password hash
+	sans=$(node_sans)
+	tmp=$(mktemp -d)
+	# P-256: every Prometheus speaks it, and a handshake costs a fraction of RSA's
+	openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$tmp/agent.key" 2>/dev/null ||
+		die "openssl could not make a key"
+	if [ -n "$WEB_CA_CERT" ]; then
+		openssl req -new -key "$tmp/agent.key" -subj "/CN=$(hostname)" -out "$tmp/agent.csr" 2>/dev/null
+		printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$sans" >"$tmp/ext"
+		openssl x509 -req -in "$tmp/agent.csr" -CA "$WEB_CA_CERT" -CAkey "$WEB_CA_KEY" -CAcreateserial \
+			-CAserial "$tmp/ca.srl" -days "$WEB_DAYS" -extfile "$tmp/ext" -out "$tmp/agent.crt" 2>/dev/null ||
+			die "openssl could not sign the certificate with $WEB_CA_CERT"
+	else
+		openssl req -x509 -key "$tmp/agent.key" -subj "/CN=$(hostname)" -days "$WEB_DAYS" \
+			-addext "subjectAltName=$sans" -addext "extendedKeyUsage=serverAuth" \
+			-out "$tmp/agent.crt" 2>/dev/null || die "openssl could not make the certificate"
+	fi
+	if [ -n "$WEB_PASSWORD_FILE" ]; then
+		password=$(head -n1 "$WEB_PASSWORD_FILE") || die "cannot read $WEB_PASSWORD_FILE"
+		[ -n "$password" ] || die "$WEB_PASSWORD_FILE is empty"
+	else
+		password=$(openssl rand -base64 32 | tr -d '/+=\n' | cut -c1-24)
+	fi
+	# on stdin, never an argument: ps and shell history must not see it
+	hash=$(printf '%s\n' "$password" | "$R$PREFIX/bin/$NAME" hash-password --cost 10) ||
+		die "could not hash the password"
+	install -d -m 0750 -g "$group" "$dir"
+	install -m 0644 "$tmp/agent.crt" "$dir/agent.crt"
+	install -m 0640 -g "$group" "$tmp/agent.key" "$dir/agent.key"
+	(umask 077 && printf '%s\n' "$password" >"$dir/$WEB_USER.password")
+	{
+		echo "# TLS and basic auth for the metrics port, in the Prometheus exporter-toolkit web-config"
+		echo "# format (written by install.sh --web-config; see docs/security.md). Re-read on change and"
+		echo "# on SIGHUP. Relative file names are relative to this file."
+		echo "tls_server_config:"
+		echo "  cert_file: web/agent.crt"
+		echo "  key_file: web/agent.key"
+		echo "  min_version: TLS12"
+		echo "http_server_config:"
+		echo "  headers:"
+		echo "    X-Content-Type-Options: nosniff"
+		echo "    X-Frame-Options: deny"
+		echo "basic_auth_users:"
+		echo "  $WEB_USER: '$hash'"
+	} >"$tmp/web.yml"
+	install -m 0640 -g "$group" "$tmp/web.yml" "$R$CONF_DIR/web.yml"
+	rm -rf "$tmp"
+	say "web config: wrote $CONF_DIR/web.yml and the certificate $CONF_DIR/web/agent.crt for $sans"
+	say "web config: the password of $WEB_USER is in $CONF_DIR/web/$WEB_USER.password (root only)"
+}
+
+write_web_config() {
+	command -v openssl >/dev/null 2>&1 || die "--web-config needs the openssl command (apt-get/dnf install openssl)"
+	local ids group=0 conf=$R$CONF_DIR/agent.toml path=$CONF_DIR/web.yml
+	ids=$(owner_ids 2>/dev/null || true)
+	[ -n "$ids" ] && group=${ids#*:}
+	if [ -f "$R$path" ]; then
+		say "web config: $path exists; kept (remove it and $CONF_DIR/web/ for a new certificate and password)"
+	else
+		make_web_files "$R$CONF_DIR/web" "$group"
+	fi
+	if grep -q "^web_config = \"$path\"" "$conf"; then
+		:
+	elif grep -q '^web_config = ""' "$conf"; then
+		sed -i "s#^web_config = \"\"#web_config = \"$path\"#" "$conf"
+		say "config: [http] web_config = \"$path\" in $CONF_DIR/agent.toml"
+	else
+		say "config: $CONF_DIR/agent.toml names another web_config; set [http] web_config = \"$path\" to use this one"
+	fi
+	check_config "$conf" || die "the web config does not load (see above)"
+	print_scrape_config
+}
+
+print_scrape_config() {
+	local ca_hint="a copy of $CONF_DIR/web/agent.crt from this node (self-signed)" target
+	[ -n "$WEB_CA_CERT" ] && ca_hint="your CA: $WEB_CA_CERT"
+	target=$(hostname -I 2>/dev/null | awk '{print $1}')
+	cat <<EOF
+
+# Prometheus scrape_config for this node. The password is in $CONF_DIR/web/$WEB_USER.password here;
+# put it in the password_file on the Prometheus host.
+scrape_configs:
+  - job_name: training-node-agent
+    scheme: https
+    tls_config:
+      ca_file: /etc/prometheus/training-node-agent-ca.crt  # $ca_hint
+    basic_auth:
+      username: $WEB_USER
+      password_file: /etc/prometheus/training-node-agent.password
+    static_configs:
+      - targets: ["${target:-$(hostname)}:9477"]
+
+EOF
+}
+
 enable_and_start() {
 	if live_systemd; then
 		systemctl daemon-reload
@@ -323,6 +472,7 @@ do_install() {
 	pip_install
 	install_config
 	create_state_dir
+	if [ "$WEB_CONFIG" = 1 ]; then write_web_config; fi
 	install_unit
 	enable_and_start
 	say "done"

@@ -282,6 +282,59 @@ def test_invalid_edited_config_is_reported(installer: Installer) -> None:
     assert not installer.path(f"{CONF}.new").exists()
 
 
+def test_web_config_certificate_user_and_scrape_config(installer: Installer) -> None:
+    import bcrypt
+    import yaml
+
+    need_binary("openssl", "openssl")
+    conf = installer.path(CONF)
+    default = conf.read_bytes()
+    r = installer("--no-start", "--web-config", "--web-user", "scraper")
+    web = installer.path(f"/etc/{NAME}/web.yml")
+    d = installer.path(f"/etc/{NAME}/web")
+    gid = int(installer.passwd_entry()[3])
+    # key and web.yml for the service group only, the password for root only
+    modes = {p.name: (stat.S_IMODE(p.stat().st_mode), p.stat().st_gid) for p in (web, *d.iterdir())}
+    assert modes["web.yml"] == (0o640, gid) and modes["agent.key"] == (0o640, gid)
+    assert modes["scraper.password"][0] == 0o600 and modes["agent.crt"][0] == 0o644
+    assert stat.S_IMODE(d.stat().st_mode) == 0o750
+    # agent.toml points at it, and the agent accepts it: https with one user
+    assert f'web_config = "/etc/{NAME}/web.yml"' in conf.read_text()
+    exe = installer.path(PREFIX / "bin" / NAME)
+    staged = conf.with_name("staged.toml")  # the config names the live path; check the staged file
+    staged.write_text(conf.read_text().replace(f"/etc/{NAME}/web.yml", str(web)))
+    cc = _run([str(exe), "check-config", "--config", str(staged)])
+    staged.unlink()
+    assert cc.returncode == 0, cc.stderr
+    assert "(https, 1 basic auth user)" in cc.stdout.splitlines()[0]
+    # the password in the file is the one the hash accepts
+    cfg = yaml.safe_load(web.read_text())
+    password = (d / "scraper.password").read_text().strip()
+    assert len(password) >= 20 and password not in r.stdout and password not in web.read_text()
+    assert bcrypt.checkpw(password.encode(), cfg["basic_auth_users"]["scraper"].encode())
+    # a certificate for this node, with loopback among its names
+    text = _run(["openssl", "x509", "-in", str(d / "agent.crt"), "-noout", "-text"]).stdout
+    assert "IP Address:127.0.0.1" in text and "prime256v1" in text
+    # the printed scrape_config is valid YAML in the secured form
+    block = r.stdout[r.stdout.index("scrape_configs:") :]
+    printed = yaml.safe_load(block[: block.index("\n\n")])
+    (job,) = printed["scrape_configs"]
+    assert job["scheme"] == "https" and job["basic_auth"]["username"] == "scraper"
+    assert "password_file" in job["basic_auth"] and "ca_file" in job["tls_config"]
+
+    # again: nothing is regenerated (agent.toml is now an edited config, so as for any edited
+    # config the new default lands beside it)
+    before = snapshot(installer.root)
+    r2 = installer("--no-start", "--web-config", "--web-user", "scraper")
+    after = snapshot(installer.root)
+    assert "exists; kept" in r2.stdout and password in d.joinpath("scraper.password").read_text()
+    assert {k: v for k, v in after.items() if not k.endswith("agent.toml.new")} == before
+    # back to the default config for the tests after this one
+    conf.write_bytes(default)
+    installer("--no-start")
+    assert not installer.path(f"{CONF}.new").exists()
+
+
 def test_uninstall_keeps_config_purge_removes_everything(installer: Installer) -> None:
     conf = installer.path(CONF)
     conf.write_text(conf.read_text() + "\n# operator's edit\n")
