@@ -136,11 +136,44 @@ def test_metrics_port_annotations_and_probes(ds: dict, container: dict, cfg) -> 
     ann = ds["spec"]["template"]["metadata"]["annotations"]
     assert ann == {
         "prometheus.io/scrape": "true",
+        "prometheus.io/scheme": "https",
         "prometheus.io/port": str(port),
         "prometheus.io/path": "/metrics",
     }
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "metrics", "scheme": "HTTPS"}
+
+
+def test_the_port_is_secured_by_the_web_secret(pod: dict, container: dict, cfg, tmp_path: Path) -> None:
+    """The ConfigMap's web_config is web.yml of the mounted Secret; that web.yml loads, names its
+    certificate and key as files of the same Secret, exempts the probes' /healthz from basic auth,
+    and the Secret is required (no pod serves the port unprotected while it is missing)."""
+    from agent.config.webconfig import load_web_config
+
+    vols, ms = volumes(pod), mounts(container)
+    web, scrape = yaml.safe_load_all((REPO / "deploy/kubernetes/web-secret.example.yaml").read_text())
+    assert vols["web"]["secret"]["secretName"] == web["metadata"]["name"]
+    assert "optional" not in vols["web"]["secret"] and ms["web"]["readOnly"]
+    assert cfg.http.web_config == ms["web"]["mountPath"] + "/web.yml"
+    for name, value in web["stringData"].items():
+        (tmp_path / name).write_text(value)
+    (tmp_path / "web.yml").write_text(
+        web["stringData"]["web.yml"].replace("REPLACE_WITH_BCRYPT_HASH", "$2b$10$" + "a" * 53)
+    )
+    wc = load_web_config(tmp_path / "web.yml")
+    tls = wc.tls_server_config
+    assert tls.enabled and {Path(tls.cert_file).name, Path(tls.key_file).name} <= set(web["stringData"])
+    assert wc.basic_auth_users and wc.auth_excluded_paths == ["/healthz"]
+    # the ServiceMonitor scrapes with the other Secret: TLS against the shared name, basic auth
+    (ep,) = load("servicemonitor.yaml")["spec"]["endpoints"]
+    assert ep["scheme"] == "https" and ep["tlsConfig"]["serverName"] == "training-node-agent"
+    refs = [ep["tlsConfig"]["ca"]["secret"], ep["basicAuth"]["username"], ep["basicAuth"]["password"]]
+    assert {r["name"] for r in refs} == {scrape["metadata"]["name"]}
+    assert {r["key"] for r in refs} == set(scrape["stringData"])
+    kube = yaml.safe_load((REPO / "configs/prometheus/scrape-kubernetes.yml").read_text())["scrape_configs"][
+        0
+    ]
+    assert kube["scheme"] == "https" and kube["tls_config"]["server_name"] == "training-node-agent"
 
 
 def test_service_and_servicemonitor_select_the_pods(ds: dict) -> None:

@@ -23,6 +23,7 @@ from webtls import bcrypt_hash, make_pki
 TRANSCRIPT = REPO / "bench" / "out" / "prometheus_webconfig.txt"
 PASSWORD = "scrape-Secret-42"
 WRONG = "not-the-Password-7"
+GZIP_SCRAPES = 'training_node_http_scrapes_total{encoding="gzip"} > 2'
 
 
 def query(port: int, expr: str) -> list[dict[str, Any]]:
@@ -76,10 +77,17 @@ def test_prometheus_scrapes_the_secured_port(agent_factory, tmp_path):
             j["basic_auth"] = {"username": "prometheus", "password_file": str(tmp_path / password_file)}
         return j
 
+    # the shipped example's job, as it is, with this run's files and target
+    shipped = yaml.safe_load((REPO / "configs" / "prometheus" / "scrape.yml").read_text())["scrape_configs"][
+        0
+    ]
+    assert shipped["scheme"] == "https" and shipped["basic_auth"]["username"] == "prometheus"
+    example = job("basic-auth", basic.port, {**shipped["tls_config"], **ca}, "password")
+    example["basic_auth"] = {**shipped["basic_auth"], "password_file": str(tmp_path / "password")}
     config = {
         "global": {"scrape_interval": "1s"},
         "scrape_configs": [
-            job("basic-auth", basic.port, ca, "password"),
+            example,
             job("wrong-password", basic.port, ca, "wrong"),
             job("mtls-with-cert", mutual.port, client),
             job("mtls-no-cert", mutual.port, ca),
@@ -119,7 +127,7 @@ def test_prometheus_scrapes_the_secured_port(agent_factory, tmp_path):
             assert {r["metric"]["job"] for r in errors} == {"wrong-password", "mtls-no-cert"}
             # gzip: Prometheus asked for it, and the samples it stored came from gzipped bodies
             gz = wait_until(
-                lambda: _quiet(lambda: by_job(port, 'training_node_http_scrapes_total{encoding="gzip"} > 2')),
+                lambda: (g := _quiet(lambda: by_job(port, GZIP_SCRAPES))) and len(g) == 2 and g,
                 30,
                 0.5,
                 "gzip scrapes recorded",
