@@ -151,6 +151,18 @@ def event_from_json(d: dict[str, Any]) -> PreemptionEvent:
     )
 
 
+def _legacy_key(source: str, event: PreemptionEvent) -> str:
+    """A notice saved before keys were (an agent upgraded during a notice): one whose id was the old
+    hash of its body (``aws-spot-termination-3f2a9c...``, 16 hex digits) is known by source and kind
+    now, so the upgraded agent takes it for the same notice rather than announce it again."""
+    prefix = f"{event.provider}-{event.kind}-"
+    digest = event.event_id.removeprefix(prefix)
+    hashed = event.event_id.startswith(prefix) and len(digest) == 16
+    if hashed and all(c in "0123456789abcdef" for c in digest):
+        return notice_key(source, replace(event, event_id=""))
+    return event.event_id
+
+
 class NoticeStore:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -173,7 +185,7 @@ class NoticeStore:
                 log.info("saved notices are for another provider; ignoring them", saved=doc.get("provider"))
                 return []
             return [
-                (str(item["source"]), ev, str(item.get("key") or ev.event_id))
+                (str(item["source"]), ev, str(item.get("key") or _legacy_key(str(item["source"]), ev)))
                 for item in doc["active"]
                 if (ev := event_from_json(item["event"]))
             ]

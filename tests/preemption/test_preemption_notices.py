@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from agent.core.events import PreemptionEvent
-from agent.preemption.notices import NoticeStore, NoticeTracker
+from agent.preemption.notices import NoticeStore, NoticeTracker, event_to_json
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -156,3 +157,21 @@ def test_corrupt_store_is_set_aside_not_lost(tmp_path):
     path.write_text(json.dumps({"version": 1, "provider": "alibaba", "active": [{"source": "spot"}]}))
     assert NoticeStore(path).load("alibaba") == []
     assert (tmp_path / "n.corrupt").exists()
+
+
+def test_a_notice_saved_by_an_older_agent_is_the_same_notice(tmp_path):
+    """Saved before identity keys (the id a hash of the body): upgraded mid-notice, not announced again."""
+    path = tmp_path / "n.json"
+    old = ev("aws-spot-termination-3f2a9c0d1e2b4a5f")
+    maint = ev("instance-event-0abc", kind="maintenance-reboot")
+    doc = {"version": 1, "provider": "aws", "active": []}
+    for source, e in (("spot", old), ("maintenance", maint)):
+        doc["active"].append({"source": source, "event": event_to_json(replace(e, provider="aws"))})
+    path.write_text(json.dumps(doc))
+    t = NoticeTracker()
+    for source, e, key in NoticeStore(path).load("aws"):
+        t.restore(source, e, key)
+    moved = replace(ev("", deadline_s=310, at_s=5), provider="aws")
+    assert t.observe("spot", [moved]) == []  # the same reclaim, its time moved a little later
+    assert t.find("aws-spot-termination-3f2a9c0d1e2b4a5f") is not None
+    assert "instance-event-0abc" in t.active  # a cloud's own id stays the key
