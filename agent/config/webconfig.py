@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from agent.config.types import StrictModel, parse_duration
@@ -235,6 +234,8 @@ def parse_web_config(data: Any, path: str, base_dir: Path) -> WebConfig:
 
 def load_web_config(path: str | Path) -> WebConfig:
     """Read, parse and validate; raises :class:`WebConfigError` naming the file."""
+    import yaml  # here: an agent without a web config does not pay for the YAML parser
+
     p = Path(path)
     try:
         raw = p.read_text(encoding="utf-8")

@@ -21,8 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 
-import bcrypt
-
 # bcrypt of a password nobody has, cost 10 like the toolkit's decoy
 _DECOY = b"$2b$10$z6u4cMOIUWrJu6b6y0Gf7emwNWa/nTjR4HUxfn5ZFhJ7obOME/kxG"
 CACHE_SIZE = 256
@@ -68,6 +66,9 @@ def parse_basic(header: str | None) -> tuple[str, str] | None:
 
 class BasicAuth:
     def __init__(self, users: dict[str, str]) -> None:
+        import bcrypt  # here: only an agent with basic auth users loads it
+
+        self._checkpw = bcrypt.checkpw
         self.users = {u: h.encode() for u, h in users.items()}
         self._cache: OrderedDict[bytes, bool] = OrderedDict()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bcrypt")
@@ -98,7 +99,7 @@ class BasicAuth:
             self._pending += 1
             try:
                 loop = asyncio.get_running_loop()
-                ok = await loop.run_in_executor(self._pool, bcrypt.checkpw, password.encode(), hashed)
+                ok = await loop.run_in_executor(self._pool, self._checkpw, password.encode(), hashed)
             finally:
                 self._pending -= 1
             ok = ok and known
