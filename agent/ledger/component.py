@@ -147,7 +147,12 @@ class LedgerComponent:
                 self.ledger.interruption()
         elif isinstance(ev, CheckpointEvent):
             r = self.ledger.checkpoint(
-                ev.phase, ev.event_id, ev.at.timestamp(), ev.drill, ev.duration_seconds
+                ev.phase,
+                ev.event_id,
+                ev.at.timestamp(),
+                ev.drill,
+                ev.duration_seconds,
+                ev.deadline.timestamp() if ev.deadline else None,
             )
             if r is not None:
                 log.info(

@@ -32,6 +32,8 @@ from agent.ledger.saved import Saved
 REQUEST_START = (CheckpointPhase.REQUESTED,)
 REQUEST_END = (CheckpointPhase.COMPLETED, CheckpointPhase.MISSED, CheckpointPhase.CANCELED)
 KEEP_SAVES = 20
+OPEN_MAX = 1800.0  # a request without a deadline stays open this long at most
+GRACE = 60.0
 SAME_SAVE_SECONDS = 2.0  # reports this close together are one checkpoint seen by several ranks
 
 
@@ -81,7 +83,7 @@ class Ledger:
     last_step: int | None = None
     saves: deque[tuple[float, float | None]] = field(default_factory=lambda: deque(maxlen=KEEP_SAVES))
     finals: deque[float] = field(default_factory=lambda: deque(maxlen=KEEP_SAVES))
-    open_requests: dict[str, float] = field(default_factory=dict)
+    open_requests: dict[str, float] = field(default_factory=dict)  # event id -> open until
     reclaims: deque[Reclaim] = field(default_factory=lambda: deque(maxlen=20))
     ticks: int = 0
     spot_seen: bool = False  # the metadata service announced a spot notice on this node
@@ -101,6 +103,8 @@ class Ledger:
     ) -> list[float]:
         """One snapshot's interval. Returns the seconds per bucket it was booked as."""
         job = job or any(g.busy for g in gpus)
+        if self.open_requests:
+            self.open_requests = {k: until for k, until in self.open_requests.items() if until > wall}
         if job and not self.job:
             # a job appearing while we watch starts up; one running when the agent starts does not
             self.startup = self.ticks > 0
@@ -130,12 +134,20 @@ class Ledger:
         return booked
 
     def checkpoint(
-        self, phase: str, event_id: str, at: float, drill: bool, duration: float | None
+        self,
+        phase: str,
+        event_id: str,
+        at: float,
+        drill: bool,
+        duration: float | None,
+        deadline: float | None = None,
     ) -> Reclaim | None:
         """The checkpoint handshake (``CheckpointEvent``). A notice's end is a reclaim: nothing lost
-        when the final checkpoint was acknowledged, the work since the last durable one when not."""
+        when the final checkpoint was acknowledged, the work since the last durable one when not.
+        An open request is kept until its deadline (and a grace) at most: an end that never came
+        (the agent restarted meanwhile) must not book checkpoint time forever."""
         if phase in REQUEST_START:
-            self.open_requests[event_id] = at
+            self.open_requests[event_id] = (deadline if deadline is not None else at + OPEN_MAX) + GRACE
             return None
         if phase not in REQUEST_END:
             return None
@@ -248,6 +260,7 @@ class Ledger:
             "saves": [list(s) for s in self.saves],
             "finals": list(self.finals),
             "reclaims": [r.as_dict() for r in self.reclaims],
+            "open_requests": dict(self.open_requests),
             "spot_seen": self.spot_seen,
             "saving": self.saving,
         }

@@ -85,6 +85,11 @@ def from_json(data: Any, book: Book) -> Ledger:
                 stuck_gpu_seconds=_number(r, "stuck_gpu_seconds"),
             )
         )
+    opened = data.get("open_requests", {})
+    if not isinstance(opened, dict):
+        raise ValueError("open_requests is not a table")
+    # a request open when the agent stopped stays open: the checkpoint episode resumes after a restart
+    ledger.open_requests = {str(k): _number(opened, k) for k in opened}
     ledger.spot_seen = bool(data.get("spot_seen"))
     ledger.saving = _number(data, "saving") if "saving" in data else 0.0
     # a job seen before the restart is the same job: no startup, no new job_since

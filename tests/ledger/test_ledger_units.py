@@ -80,6 +80,15 @@ def test_checkpoint_request_until_ack_is_checkpoint() -> None:
     assert led.interval(t + 5) == pytest.approx(t + 5 - T0, abs=1)
 
 
+def test_an_open_request_ends_by_its_deadline_even_without_its_end() -> None:
+    led = ledger()
+    t = run(led, T0, 10, ["working"])
+    led.checkpoint("requested", "lost-end", t, False, None, deadline=t + 30)
+    run(led, t, 200, ["working"])
+    assert bucket(led, Bucket.CHECKPOINT) == pytest.approx(30 + 60, abs=1)  # deadline, grace (a tick)
+    assert not led.open_requests
+
+
 def test_periodic_save_moves_waiting_time_to_checkpoint_never_productive_work() -> None:
     led = ledger(resolution=1.0)
     t = run(led, T0, 60, ["working"] * 2)
@@ -244,13 +253,16 @@ def test_restart_continues_the_counters_and_counts_nothing_twice(tmp_path) -> No
     led = ledger(resolution=10.0, settle=60.0)
     t = run(led, T0, 300, ["working"] * 2)
     led.saved(Saved(time=t, seconds=None, step=1, path=None, pid=1))
+    led.checkpoint("requested", "maint-1", t, False, None)  # a notice's checkpoint under way
     store.save(tmp_path, led)
     before = everything(led)
     settled_before = list(led.book.seconds)
     again = store.load(tmp_path, Book(10.0, 60.0, 86400.0))
     assert everything(again) == before
+    assert again.open_requests == {"maint-1": t + 1800 + 60}
     assert again.book.seconds == settled_before and again.last_durable == t
     assert again.job and not again.startup  # the same job, not a new one starting up
+    again.checkpoint("completed", "maint-1", t + 30, False, 30.0)
     run(again, t + 30, 100, ["working"] * 2)  # 30 s down: in no bucket
     after = everything(again)
     assert sum(after.values()) == pytest.approx(sum(before.values()) + 200)
