@@ -1,10 +1,12 @@
-"""Runs lab scenarios: prepares the data file, the throttled one-core cgroup, the shaped peer network
-and the fake GPUs; starts the synthetic trainer for each scenario; collects the agent's evaluations
-and scores them (``lab.scoring``).
+"""Runs lab scenarios: prepares the data file, the throttled cgroup, a shaped peer link per scenario
+that needs one and the fake GPUs; starts the synthetic trainer (or a real PyTorch job, ``lab.torchlab``)
+for each scenario, with its background noise; collects the agent's evaluations and scores them
+(``lab.scoring``).
 
 The agent itself is started by the caller (the lab tests use the real daemon as a subprocess) with
 ``Lab.agent_config()`` and ``Lab.agent_env()``; ``history`` fetches its evaluations and ``drill``
-asks it for a checkpoint drill, both over its control socket.
+asks it for a checkpoint drill, both over its control socket. The agent is told no capacity: the
+shaped link reports 10 Gb/s and is held to a few tens of Mbit/s, as a cloud instance's cap would.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.config.types import parse_duration
 from lab.blockdev import DataSource, make_data
 from lab.cgroups import TrainerCgroup
+from lab.draws import Draw
 from lab.gpu import LabGpus, default_state_path
 from lab.netns import REPO, PeerNetwork
 from lab.scoring import Result, score, segments_from_log
@@ -40,6 +43,7 @@ LAB_CONFIG: dict[str, dict[str, Any]] = {
         "history": 5000,
     },
 }
+NETWORK_REGIMES = {"network", "sync-wait"}
 
 
 @dataclass(frozen=True)
@@ -48,16 +52,35 @@ class Scenario:
     schedule: tuple[tuple[str, float], ...]  # (regime, seconds); empty: no job (idle)
     idle_seconds: float = 0.0
     drills_at: tuple[float, ...] = ()  # seconds after the trainer starts
+    args: dict[str, Any] = field(default_factory=dict)  # lab.trainer (or torch job) options
+    cpuset: int | None = None  # confine the job to this many cores; None: no cpuset
+    link_mbit: int = 80  # the peer link's tc rate, where the job uses the network
+    read_bps: int = READ_BPS
+    noise: str | None = None  # "disk" | "cpu": background load beside the job
+    family: str = ""  # for the time-to-first-verdict table; the name by default
+    torch: str | None = None  # a real PyTorch job (lab.torchlab.JOBS) instead of the synthetic trainer
+
+    @property
+    def regimes(self) -> set[str]:
+        return {r for r, _ in self.schedule}
+
+
+def from_draw(d: Draw) -> Scenario:
+    return Scenario(
+        d.name,
+        ((d.family, d.seconds),),
+        args=dict(d.args),
+        cpuset=d.cpuset,
+        link_mbit=d.link_mbit or 80,
+        read_bps=d.read_bps or READ_BPS,
+        noise=d.noise,
+        family=d.family,
+    )
 
 
 SCENARIOS = {
     s.name: s
     for s in (
-        Scenario("compute", (("compute", 12),)),
-        Scenario("data/storage", (("storage", 12),)),
-        Scenario("data/cpu", (("cpu", 12),)),
-        Scenario("network", (("network", 12),)),
-        Scenario("sync-wait", (("sync-wait", 12),)),
         Scenario("idle", (), idle_seconds=9),
         Scenario("regime change", (("compute", 8), ("storage", 8), ("network", 8), ("compute", 8))),
         Scenario("checkpoints", (("checkpoint", 20),), drills_at=(8.0,)),
@@ -70,28 +93,25 @@ class Lab:
         self.workdir = workdir
         self.data: DataSource | None = None
         self.cgroup: TrainerCgroup | None = None
-        self.net: PeerNetwork | None = None
+        self.net: PeerNetwork | None = None  # the current scenario's link
         self.gpus: LabGpus | None = None
         self.results: list[Result] = []
         self.last_verdict: str | None = None
         self.runtime_dir: Path | None = None
+        self.links: list[str] = []
 
     # --- environment -------------------------------------------------------------------------------
 
-    def setup(self, peer_seconds: float = 900) -> Lab:
+    def setup(self) -> Lab:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "checkpoints").mkdir(exist_ok=True)
         self.gpus = LabGpus(default_state_path(self.workdir))
         self.data = make_data(self.workdir)
-        cpus = "1" if (os.cpu_count() or 1) > 1 else "0"
-        self.cgroup = TrainerCgroup(f"tna-lab-{os.getpid()}", self.data.device, READ_BPS, cpus).create()
-        self.net = PeerNetwork().up()
-        self.net.start_peer(peer_seconds)
+        self.cgroup = TrainerCgroup(f"classifier-lab-{os.getpid()}", self.data.device, READ_BPS).create()
         return self
 
     def teardown(self) -> None:
-        if self.net:
-            self.net.down()
+        self._link_down()
         if self.cgroup:
             self.cgroup.remove()
         if self.data:
@@ -100,14 +120,9 @@ class Lab:
             self.gpus.path.unlink(missing_ok=True)
 
     def agent_config(self, runtime_dir: Path) -> dict[str, dict[str, Any]]:
-        """What the lab's agent needs beyond its defaults: short windows, and the shaped link's real
-        capacity (the veth reports 10 Gb/s; tc holds it to ``rate_mbit``), as an operator would set
-        it for a rate-limited link."""
-        assert self.net is not None
+        """What the lab's agent needs beyond its defaults: short windows. No capacities."""
         self.runtime_dir = runtime_dir
-        cfg = {k: dict(v) for k, v in LAB_CONFIG.items()}
-        cfg["classifier"]["nic_capacity"] = {self.net.host_if: self.net.rate_bytes}
-        return cfg
+        return {k: dict(v) for k, v in LAB_CONFIG.items()}
 
     def agent_env(self) -> dict[str, str]:
         from agent.devtools.fake_nvml import library_dir
@@ -116,13 +131,27 @@ class Lab:
         return {"LD_LIBRARY_PATH": str(library_dir()), "FAKE_NVML_STATE": str(self.gpus.path)}
 
     def describe(self) -> list[str]:
-        assert self.data and self.cgroup and self.net
+        assert self.data and self.cgroup
         return [
             f"data: {self.data.path} on {self.data.disk_name} ({self.data.device}), read with O_DIRECT",
             *(f"cgroup: {h}" for h in self.cgroup.how),
-            f"network: {self.net.host_if} <-> {self.net.ns}/{self.net.peer_if}, "
-            f"{self.net.host_ip} <-> {self.net.peer_ip}, tc tbf {self.net.rate_mbit} mbit each way",
+            "network: a fresh veth pair per scenario into a namespace on 198.19.x, tc tbf each way; "
+            "the veth reports 10 Gb/s and the agent is told no capacity",
+            *self.links,
         ]
+
+    def _link_up(self, mbit: int, peer: bool) -> PeerNetwork:
+        self._link_down()
+        self.net = PeerNetwork(rate_mbit=mbit).up()
+        if peer:
+            self.net.start_peer(120)
+        self.links.append(f"  {self.net.host_if} <-> {self.net.ns}/{self.net.peer_if}: tc tbf {mbit} mbit")
+        return self.net
+
+    def _link_down(self) -> None:
+        if self.net:
+            self.net.down()
+            self.net = None
 
     # --- scenarios ---------------------------------------------------------------------------------
 
@@ -131,8 +160,11 @@ class Lab:
         sc: Scenario,
         history: Callable[[], list[dict[str, Any]]],
         drill: Callable[[], Any] | None = None,
+        probe: Callable[[], Any] | None = None,
     ) -> Result:
-        assert self.gpus and self.cgroup and self.net and self.data
+        """``probe`` is called once, 80% of the way through the job (to read the agent's status while
+        the job runs)."""
+        assert self.gpus and self.cgroup and self.data
         start = time.time()
         regimes: list[tuple[float, str]] = []
         phases: list[tuple[float, str]] = []
@@ -140,28 +172,23 @@ class Lab:
             self.gpus.phase("idle", None)
             time.sleep(sc.idle_seconds)
         else:
+            self.cgroup.set_read_bps(sc.read_bps)
+            if sc.cpuset is not None:
+                self.cgroup.set_cpus(sc.cpuset)
+            if sc.regimes & NETWORK_REGIMES:
+                self._link_up(sc.link_mbit, peer=sc.torch is None)
             log = self.workdir / f"trainer-{len(self.results)}.jsonl"
-            proc = self._trainer(sc, log)
-            threads = [
-                threading.Thread(target=self._drill_at, args=(at, proc, drill), daemon=True)
-                for at in sc.drills_at
-                if drill
-            ]
-            for t in threads:
-                t.start()
             total = sum(s for _, s in sc.schedule)
+            noise = self._noise(sc.noise, total + 30)
+            if probe is not None:
+                threading.Thread(target=self._probe_at, args=(log, 0.8 * total, probe), daemon=True).start()
             try:
-                rc = proc.wait(total + 60)
+                self._run_job(sc, log, total, drill)
             finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-            if rc != 0:
-                raise RuntimeError(
-                    f"the synthetic trainer failed ({rc}):\n{(log.with_suffix('.err')).read_text()}"
-                )
-            for t in threads:
-                t.join(30)
+                if noise is not None and noise.poll() is None:
+                    noise.terminate()
+                    noise.wait(10)
+                self._link_down()
             lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
             regimes, phases = segments_from_log(lines)
         # the job ends with the trainer's last phase change (to idle); an idle run, now
@@ -177,13 +204,60 @@ class Lab:
             window=parse_duration(LAB_CONFIG["classifier"]["window"]),
             warmup=parse_duration(LAB_CONFIG["classifier"]["warmup"]),
             before=self.last_verdict,
+            family=sc.family or sc.name,
         )
         self.last_verdict = res.changes[-1].after if res.changes else None
         self.results.append(res)
         return res
 
+    def _run_job(self, sc: Scenario, log: Path, total: float, drill: Callable[[], Any] | None) -> None:
+        if sc.torch is not None:
+            from lab.torchlab import run_job
+
+            assert self.gpus and self.cgroup and self.data
+            run_job(sc, self, log)
+            return
+        proc = self._trainer(sc, log)
+        threads = [
+            threading.Thread(target=self._drill_at, args=(at, proc, drill), daemon=True)
+            for at in sc.drills_at
+            if drill
+        ]
+        for t in threads:
+            t.start()
+        try:
+            rc = proc.wait(total + 60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if rc != 0:
+            raise RuntimeError(
+                f"the synthetic trainer failed ({rc}):\n{(log.with_suffix('.err')).read_text()}"
+            )
+        for t in threads:
+            t.join(30)
+
+    def _noise(self, kind: str | None, seconds: float) -> subprocess.Popen[bytes] | None:
+        """A neighbour outside the job's cgroup: not its process tree, not its throttle."""
+        if kind is None:
+            return None
+        assert self.data is not None
+        cmd = [sys.executable, "-m", "lab.noise", "--kind", kind, "--seconds", str(seconds)]
+        if kind == "disk":
+            cmd += ["--path", str(self.data.path)]
+        return subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    def trainer_env(self) -> dict[str, str]:
+        assert self.runtime_dir is not None
+        return {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "TNA_CHECKPOINT_REQUEST_FILE": str(self.runtime_dir / "checkpoint" / "request.json"),
+        }
+
     def _trainer(self, sc: Scenario, log: Path) -> subprocess.Popen[bytes]:
-        assert self.gpus and self.cgroup and self.net and self.data and self.runtime_dir
+        assert self.gpus and self.cgroup and self.data
         schedule = ",".join(f"{r}:{s:g}" for r, s in sc.schedule)
         cmd = [
             sys.executable,
@@ -199,23 +273,37 @@ class Lab:
             str(self.data.path),
             "--data-size",
             str(self.data.size),
-            "--peer",
-            f"{self.net.peer_ip}:{self.net.port}",
             "--checkpoint-dir",
             str(self.workdir / "checkpoints"),
         ]
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(REPO),
-            "TNA_CHECKPOINT_REQUEST_FILE": str(self.runtime_dir / "checkpoint" / "request.json"),
-        }
+        if self.net is not None:
+            cmd += ["--peer", f"{self.net.peer_ip}:{self.net.port}"]
+        for k, v in sc.args.items():
+            cmd += [f"--{k}", str(v)]
         err = open(log.with_suffix(".err"), "wb")  # noqa: SIM115 - handed to the child
+        cgroup, cpuset = self.cgroup, sc.cpuset is not None
         try:
             return subprocess.Popen(
-                cmd, cwd=REPO, env=env, stdout=err, stderr=err, preexec_fn=self.cgroup.join
+                cmd,
+                cwd=REPO,
+                env=self.trainer_env(),
+                stdout=err,
+                stderr=err,
+                preexec_fn=lambda: cgroup.join(cpuset=cpuset),
             )
         finally:
             err.close()
+
+    @staticmethod
+    def _probe_at(log: Path, after: float, probe: Callable[[], Any]) -> None:
+        """``after`` seconds from the job's first regime line (a PyTorch job imports for seconds)."""
+        deadline = time.monotonic() + after + 120
+        while time.monotonic() < deadline:
+            if log.exists() and '"seconds"' in log.read_text():
+                time.sleep(after)
+                probe()
+                return
+            time.sleep(0.1)
 
     def _drill_at(self, at: float, proc: subprocess.Popen[bytes], drill: Callable[[], Any] | None) -> None:
         deadline = time.monotonic() + at

@@ -3,6 +3,7 @@ in both directions, addresses from 198.18.0.0/15. Created and deleted by the lab
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -20,19 +21,27 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return out
 
 
+_COUNT = itertools.count()
+
+
+def _tag() -> str:
+    """A fresh link per scenario (a new NIC name has no learned ceiling), unique within this lab."""
+    return str((os.getpid() * 7 + next(_COUNT)) % 1000)
+
+
 @dataclass
 class PeerNetwork:
     rate_mbit: int = 80
-    tag: str = field(default_factory=lambda: str(os.getpid() % 100000))
+    tag: str = field(default_factory=_tag)
     port: int = 29500  # torch.distributed's default, for the look of it
 
     def __post_init__(self) -> None:
-        self.ns = f"tnalab{self.tag}"
-        self.host_if = f"tnalab{self.tag}h"[:15]
-        self.peer_if = f"tnalab{self.tag}p"[:15]
-        octet = 100 + int(self.tag) % 150  # a /30 of our own inside 198.19.0.0/16
-        self.host_ip = f"198.19.{octet}.1"
-        self.peer_ip = f"198.19.{octet}.2"
+        self.ns = f"classifier{self.tag}"
+        self.host_if = f"classifier{self.tag}h"  # at most 14 characters of IFNAMSIZ's 15
+        self.peer_if = f"classifier{self.tag}p"
+        octet = 4 * (int(self.tag) % 64)  # a /30 of our own inside 198.19.0.0/16
+        self.host_ip = f"198.19.{100 + int(self.tag) // 64}.{octet + 1}"
+        self.peer_ip = f"198.19.{100 + int(self.tag) // 64}.{octet + 2}"
         self.peer: subprocess.Popen[bytes] | None = None
 
     @property

@@ -8,6 +8,8 @@
   seconds.
 - A *spin-wait window* is an evaluation window in which the GPUs spent more time spinning than
   computing (from the trainer's phase log, time-weighted); none of them may be called ``compute``.
+- The *time to first verdict* is from the job's start (its first regime) to the first evaluation
+  whose verdict is right, warm-up, window filling and confirmations included.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class Change:
 @dataclass
 class Result:
     name: str
+    family: str = ""
+    first_verdict_seconds: float | None = None  # job start -> first right verdict; None: never
     confusion: Counter[tuple[str, str]] = field(default_factory=Counter)
     changes: list[Change] = field(default_factory=list)
     spin_windows: int = 0
@@ -50,6 +54,8 @@ class Result:
     all_right: int = 0
     all_total: int = 0
     held: Counter[str] = field(default_factory=Counter)
+    trace: list[str] = field(default_factory=list)  # each evaluation of the run, for a failure's message
+    phases: list[tuple[float, str]] = field(default_factory=list)  # the job's own, for checking the truth
 
     @property
     def scored(self) -> int:
@@ -100,10 +106,11 @@ def score(
     warmup: float,
     allowance: int = 3,
     before: str | None = None,
+    family: str = "",
 ) -> Result:
     """``regimes`` empty: no job ran between ``start`` and ``end`` (the truth is idle throughout).
     ``before`` is the verdict expected just before ``start`` (the previous scenario's)."""
-    res = Result(name)
+    res = Result(name, family or name, phases=list(phases))
     evs = [e for e in evaluations if start < e["at"] <= end]
     res.evaluations = len(evs)
     if regimes:
@@ -130,6 +137,10 @@ def score(
                 label = TRUTH[r]
         return label
 
+    if regimes:
+        first = TRUTH[regimes[0][1]]
+        hit = next((e for e in evs if e["at"] >= job_start and e["verdict"] == first), None)
+        res.first_verdict_seconds = round(hit["at"] - job_start, 2) if hit else None
     for ch in res.changes:
         after = [e for e in evs if e["at"] > ch.at]
         for k, e in enumerate(after, 1):
@@ -137,6 +148,13 @@ def score(
                 ch.latency_evaluations = k
                 ch.latency_seconds = round(e["at"] - ch.at, 2)
                 break
+    t0 = regimes[0][0] if regimes else start
+    res.trace = [
+        f"{e['at'] - t0:+6.2f}s {e['verdict']} (vote {e['vote']}"
+        + (f", held: {e['held']}) " if e.get("held") else ") ")
+        + " ".join(f"{k}={v:.2f}" for k, v in e.get("scores", {}).items())
+        for e in evs
+    ]
     for e in evs:
         verdict = e["verdict"] or "none"
         if e.get("held"):
@@ -159,6 +177,24 @@ def score(
                 continue  # inside the detection allowance of the latest change
         res.confusion[(truth, verdict)] += 1
     return res
+
+
+def first_verdicts(results: list[Result]) -> list[str]:
+    """Time to the first right verdict per scenario family: median and worst, seconds."""
+    fams: dict[str, list[float | None]] = {}
+    for r in results:
+        if r.changes and r.family != "idle":
+            fams.setdefault(r.family, []).append(r.first_verdict_seconds)
+    lines = ["time to first right verdict from the job's start (family: runs, median, worst; s)"]
+    for fam, xs in sorted(fams.items()):
+        got = sorted(x for x in xs if x is not None)
+        missing = len(xs) - len(got)
+        med = f"{got[len(got) // 2]:.2f}" if got else "-"
+        worst = f"{got[-1]:.2f}" if got else "-"
+        lines.append(
+            f"  {fam:<28} {len(xs):>3}  {med:>6}  {worst:>6}" + (f"  ({missing} never)" if missing else "")
+        )
+    return lines
 
 
 def render(results: list[Result]) -> str:
@@ -201,6 +237,8 @@ def render(results: list[Result]) -> str:
                 else "NOT DETECTED"
             )
             lines.append(f"  {r.name:<18} {ch.before:>13} -> {ch.after:<13} {lat}")
+    lines.append("")
+    lines += first_verdicts(results)
     lines.append("")
     lines.append("per scenario: scored / right / accuracy, spin-wait windows (called compute), holds")
     for r in results:

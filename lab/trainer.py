@@ -7,12 +7,13 @@ Regimes (one training step each, repeated until the regime's seconds are up):
 - ``compute``: the GPUs are busy; the process itself only sleeps (the work is on the "GPU");
 - ``storage``: read the next batch with O_DIRECT (the cgroup throttles it) while the GPUs starve,
   then compute on it;
-- ``cpu``: take the next batch from data-loader worker processes that burn the trainer's one allowed
-  core "decoding" it, while the GPUs starve, then compute;
+- ``cpu``: take the next batch from data-loader worker processes that burn CPU "decoding" it, while
+  the GPUs starve, then compute; with ``--workers 0`` the trainer decodes each batch itself, as
+  ``DataLoader(num_workers=0)`` does;
 - ``network``: exchange the step's gradients with the peer over the shaped link while the GPUs spin
   in the collective (utilization ~100%, low power, low SM activity), then compute;
-- ``sync-wait``: spin while waiting for a straggler, exchange a few KB, then compute: the GPUs spin
-  but this node's network is quiet;
+- ``sync-wait``: spin while waiting for a straggler (``--straggle``), exchange a few KB
+  (``--sync-bytes``), then compute: the GPUs spin but this node's network is quiet;
 - ``checkpoint``: compute, with a short checkpoint write burst every ``--burst-every`` seconds; a
   checkpoint request from the agent (``agent.trainer.PreemptionGuard``) makes a long checkpoint of
   ``--checkpoint-seconds`` that is acknowledged when durable.
@@ -39,9 +40,9 @@ from lab.blockdev import DirectReader
 from lab.gpu import LabGpus, PhaseLog
 from lab.peer import exchange
 
-# Step times are drawn at random around these means: a fixed period would alias with the agent's
-# sampling interval (a 0.25 s step sampled every 0.2 s shows a wrong compute share for seconds)
-COMPUTE_STEP = 0.1  # mean seconds of "GPU work" per step in the bottlenecked regimes
+# Step times are drawn at random around their means (--compute-step, --step): a fixed period would
+# alias with the agent's sampling interval (a 0.25 s step sampled every 0.2 s shows a wrong compute
+# share for seconds)
 REGIMES = ("compute", "storage", "cpu", "network", "sync-wait", "checkpoint")
 
 
@@ -60,17 +61,25 @@ def parse_schedule(text: str) -> list[tuple[str, float]]:
     return out
 
 
+def decode(cpu_seconds: float) -> bytes:
+    """Burn about ``cpu_seconds`` of CPU (not wall) time: "decoding" one batch."""
+    block = _BLOCK
+    start = time.process_time()
+    h = hashlib.sha256()
+    cost = jitter(cpu_seconds)
+    while time.process_time() - start < cost:
+        for _ in range(32):
+            h.update(block)
+    return h.digest()
+
+
+_BLOCK = os.urandom(1 << 16)
+
+
 def decode_worker(queue: mp.Queue, cpu_seconds: float, parent: int) -> None:
     """A data-loader worker: burn ``cpu_seconds`` of CPU per batch, hand the batch over."""
-    block = os.urandom(1 << 16)
     while os.getppid() == parent:
-        start = time.process_time()
-        h = hashlib.sha256()
-        cost = jitter(cpu_seconds)
-        while time.process_time() - start < cost:
-            for _ in range(32):
-                h.update(block)
-        queue.put(h.digest())
+        queue.put(decode(cpu_seconds))
 
 
 class Trainer:
@@ -104,7 +113,7 @@ class Trainer:
             host, _, port = a.peer.rpartition(":")
             self.sock = socket.create_connection((host, int(port)), timeout=30)
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if "cpu" in regimes:
+        if "cpu" in regimes and a.workers > 0:
             # workers first: the agent follows the trainer's process tree from the moment the GPUs
             # show its pid
             ctx = mp.get_context("fork")
@@ -146,30 +155,32 @@ class Trainer:
     def run_step(self, regime: str) -> None:
         a = self.args
         if regime == "compute":
-            self.compute(0.25)
+            self.compute(a.step)
         elif regime == "storage":
             assert self.reader is not None
             self.phase("starved")
             self.reader.read(random.randint(1, 5) * (self.args.batch_bytes // 3))
-            self.compute(COMPUTE_STEP)
+            self.compute(a.compute_step)
         elif regime == "cpu":
-            assert self.queue is not None
             self.phase("starved")
-            self.queue.get(timeout=30)
-            self.compute(COMPUTE_STEP)
+            if self.queue is None:  # num_workers=0: the training process decodes the batch itself
+                decode(a.decode_seconds)
+            else:
+                self.queue.get(timeout=30)
+            self.compute(a.compute_step)
         elif regime == "network":
             assert self.sock is not None
             self.phase("spin")
             exchange(self.sock, int(jitter(a.grad_bytes)))
-            self.compute(COMPUTE_STEP)
+            self.compute(a.compute_step)
         elif regime == "sync-wait":
             assert self.sock is not None
             self.phase("spin")
-            time.sleep(jitter(0.4))  # the straggler on another node
-            exchange(self.sock, 16 << 10)
-            self.compute(COMPUTE_STEP)
+            time.sleep(jitter(a.straggle))  # the straggler on another node
+            exchange(self.sock, a.sync_bytes)
+            self.compute(a.compute_step)
         elif regime == "checkpoint":
-            self.compute(0.25)
+            self.compute(a.step)
             if time.monotonic() - self.last_burst >= a.burst_every:
                 self.write_checkpoint(a.burst_bytes, 0.0, "burst")
                 self.last_burst = time.monotonic()
@@ -219,7 +230,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-bytes", type=int, default=4 << 20, help="mean batch size")
     ap.add_argument("--peer", help="HOST:PORT of lab.peer (network, sync-wait)")
     ap.add_argument("--grad-bytes", type=int, default=3_500_000, help="mean gradient size per step")
-    ap.add_argument("--workers", type=int, default=3, help="data-loader workers (cpu regime)")
+    ap.add_argument(
+        "--workers", type=int, default=3, help="data-loader workers (cpu regime); 0: decode inline"
+    )
+    ap.add_argument("--step", type=float, default=0.25, help="mean GPU seconds per step (compute regime)")
+    ap.add_argument("--compute-step", type=float, default=0.1, help="mean GPU seconds per bottlenecked step")
+    ap.add_argument("--straggle", type=float, default=0.4, help="mean seconds waiting for the straggler")
+    ap.add_argument("--sync-bytes", type=int, default=16 << 10, help="bytes exchanged after a straggler")
     ap.add_argument("--decode-seconds", type=float, default=0.45, help="CPU seconds per batch per worker")
     ap.add_argument("--checkpoint-dir", default="/tmp")
     ap.add_argument("--burst-every", type=float, default=4.0)

@@ -57,6 +57,7 @@ class Engine:
         self.ignore_before = float("-inf")
         self.first_t: float | None = None
         self.warmup_until = float("-inf")
+        self.new_job = False  # a job started: its first verdict after the warm-up needs no confirmations
         self.checkpoints: dict[str, float] = {}  # active request id -> when it started
         self.next_eval: float | None = None
         self.history: deque[dict[str, Any]] = deque(maxlen=self.cfg.history)
@@ -107,8 +108,13 @@ class Engine:
                 fresh = True
             recent[pid] = (start or (seen[0] if seen else 0), s.t)
         if fresh and s.t != self.first_t:
-            self.warmup_until = s.t + self.cfg.warmup
-            self.ignore_before = max(self.ignore_before, s.t + self.cfg.warmup)
+            # the window restarts inside the warm-up, so that it holds min_window_fill when the hold
+            # ends: the job's first samples (workers starting, prefetching) are dropped, its last kept
+            cfg = self.cfg
+            self.warmup_until = s.t + cfg.warmup
+            keep = cfg.min_window_fill * cfg.window
+            self.ignore_before = max(self.ignore_before, s.t + max(0.0, cfg.warmup - keep))
+            self.new_job = True
         if len(recent) > 64 or fresh:
             horizon = s.t - self.cfg.window
             self._recent_pids = {p: v for p, v in recent.items() if v[1] >= horizon}
@@ -137,7 +143,7 @@ class Engine:
         if self.first_t is None:
             return 0.0
         start = max(self.first_t, self.ignore_before)
-        return max(0.0, min(1.0, (now - start) / self.cfg.window))
+        return max(0.0, min(1.0, (now - start) / self.cfg.window + 1e-9))
 
     def evaluate(self, now: float, wall: float) -> Evaluation:
         cfg = self.cfg
@@ -164,6 +170,13 @@ class Engine:
             events += self._adopt(vote, now, wall)
         elif held is not None or vote.verdict == current:
             self.candidate, self.count = None, 0
+            if held is None:
+                self.new_job = False
+        elif self.new_job and vote.verdict != "mixed":
+            # the warm-up hold stood in for the confirmations: what is in force is from before the job
+            self.new_job = False
+            changed = True
+            events += self._adopt(vote, now, wall)
         else:
             if vote.verdict == self.candidate:
                 self.count += 1

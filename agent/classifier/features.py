@@ -18,33 +18,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain, repeat
-from operator import attrgetter, is_, truediv
+from operator import attrgetter, is_, is_not, truediv
 
-from agent.classifier.baselines import Baselines, capacity, idle_power, quantile
+from agent.classifier.baselines import Baselines, capacity, quantile
+from agent.classifier.gpus import work_of
+from agent.classifier.health import health
+from agent.classifier.ramp import per_wait, ramp
 from agent.classifier.running import FAMILIES
 from agent.classifier.samples import Sample, columns
+from agent.classifier.traffic import Traffic, traffic
 from agent.config.classifier import ClassifierSection
-from agent.sources.gpu.reasons import ClockReason
+
+__all__ = ["Features", "GpuTally", "Load", "Signal", "measure", "per_wait", "ramp", "tally"]
 
 _KEYS = attrgetter("keys")
 _VALUES = attrgetter("values")
-
-
-def ramp(value: float | None, r: tuple[float, float]) -> float:
-    if value is None:
-        return 0.0
-    start, full = r
-    if value <= start:
-        return 0.0
-    if value >= full:
-        return 1.0
-    return (value - start) / (full - start)
-
-
-def per_wait(value: float, share: float) -> float | None:
-    """``value`` (a window mean) per unit of the window the GPUs waited, at most 1 when a ratio."""
-    return value / share if share > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +88,16 @@ class Features:
     cpu_allowed: float | None = None
     cpu_saturation: float | None = None
     cpu_pressure: float = 0.0
+    cpu_busiest: float | None = None  # the busiest process's cores (ran or waited to run), window mean
+    cpu_pegged: float = 0.0  # processes at least at cpu_pegged[0], window mean
+    cpu_pegged_level: float | None = None  # their mean cores each
+    cpu_workers: int = 0  # data-loader workers (descendants of the training processes)
+    cpu_ranks: int = 0  # training processes
+    cpu_idle_cores: float | None = None  # allowed cores nothing ran on, window mean
     links_wait: tuple[Load, ...] = ()  # NIC/RDMA against the waiting share, busiest first
     links_spin: tuple[Load, ...] = ()  # against the spinning share
     congestion: tuple[Signal, ...] = ()
+    traffic: tuple[Traffic, ...] = ()  # the busiest links judged by their traffic, most pressing first
     network_pressure: float = 0.0  # while waiting
     network_pressure_spin: float = 0.0  # while spinning
     waiting_gpus: tuple[int, ...] = ()  # GPUs that spent most of the window not working
@@ -128,6 +125,7 @@ def _scalar_mean(window: Sequence[Sample], attr: str) -> float | None:
 
 
 _Cap = tuple[str, str, float, "float | None", str]  # kind, name, mean rate, capacity, source
+_CAP_MEMO: dict[str, tuple[object, object, dict[tuple[str, float | None], tuple[float | None, str]]]] = {}
 
 
 def _capacities(
@@ -135,13 +133,23 @@ def _capacities(
 ) -> list[_Cap]:
     configured = getattr(cfg, f"{kind}_capacity")
     peaks = baselines.peaks.get(kind, {})
+    # a capacity changes only with the config or a learned peak: remembered per (device, link speed)
+    memo = _CAP_MEMO.get(kind)
+    if memo is None or memo[0] is not cfg or memo[1] is not peaks:
+        memo = _CAP_MEMO[kind] = (cfg, peaks, {})
+    known = memo[2]
     out: list[_Cap] = []
     for name, rate in rates.items():
-        if name in configured or name in links or name in peaks:
-            cap, source = capacity(kind, name, baselines, cfg, links.get(name))
-        else:
-            cap, source = None, "unknown"
-        out.append((kind, name, rate, cap, source))
+        link = links.get(name)
+        hit = known.get((name, link))
+        if hit is None:
+            if name in configured or link or name in peaks:
+                hit = capacity(kind, name, baselines, cfg, link)
+            else:
+                hit = (None, "unknown")
+            if len(known) < 4096:
+                known[(name, link)] = hit
+        out.append((kind, name, rate, hit[0], hit[1]))
     return out
 
 
@@ -175,8 +183,6 @@ class GpuTally:
 
 def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
     """Pure; the engine memoizes it per sample, so a sliding window sorts each GPU sample once."""
-    busy_sm = cfg.busy_sm_active
-    busy_pw = cfg.busy_power_ratio
     spin_u = cfg.spin_utilization
     starve_u = cfg.starved_utilization
     utils: list[float] = []
@@ -190,20 +196,8 @@ def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
         util = g.util
         if not g.up or util is None:
             continue
-        if g.sm is not None:
-            work = g.sm
-            is_working = work >= busy_sm
-            sources.add("sm")
-        elif g.power is not None and g.limit:
-            idle = idle_power(g.uuid, g.limit, baselines, cfg)
-            span = g.limit - idle
-            work = min(1.0, max(0.0, (g.power - idle) / span)) if span > 0 else 0.0
-            is_working = work >= busy_pw
-            sources.add("power")
-        else:  # nothing but utilization: cannot tell a spin from work
-            work = util
-            is_working = util >= spin_u
-            sources.add("utilization")
+        work, is_working, source = work_of(g, baselines, cfg)
+        sources.add(source)
         utils.append(util)
         seen.append(g.index)
         work_sum += work
@@ -302,7 +296,8 @@ def measure(
     io_pressure = max([x.pressure for x in storage[:1]] + [x.pressure for x in signals[:1]] + [0.0])
 
     # --- the trainer's CPU: data-loader workers prefetch, so over the whole window ---
-    cores, allowed, saturation, trainer_read = _trainer_means(window)
+    cores, allowed, saturation, trainer_read, idle_cores = _trainer_means(window)
+    busiest, pegged, pegged_level = _pegged(window, cfg.cpu_pegged[0])
     # host-wide I/O pressure is the job's only when the job reads: a neighbour's backup, logging or
     # another container's I/O must not make a CPU-bound trainer "storage-bound"
     storage_gate = 1.0
@@ -318,8 +313,20 @@ def measure(
     links_spin = _busiest(caps, spin_share, cfg.network_utilization)
     congestion = _congestion(cnp, xmit_wait, wait_share, cfg)
     cong_spin = _congestion(cnp, xmit_wait, spin_share, cfg)
-    net_wait = max([x.pressure for x in links_wait[:1] + congestion[:1]] + [0.0])
-    net_spin = max([x.pressure for x in links_spin[:1] + cong_spin[:1]] + [0.0])
+    wait = [(t.spinning + t.starved) / t.n if t.n else 0.0 for t in tallies]
+    work = [t.working / t.n if t.n else 0.0 for t in tallies]
+    moved = traffic(
+        window,
+        wait,
+        work,
+        {"nic": nic, "rdma": rdma},
+        {"nic": last.nic_speed, "rdma": last.rdma_rate},
+        baselines,
+        cfg,
+    )
+    by_traffic = moved[0].pressure if moved else 0.0
+    net_wait = max([x.pressure for x in links_wait[:1] + congestion[:1]] + [by_traffic])
+    net_spin = max([x.pressure for x in links_spin[:1] + cong_spin[:1]] + [by_traffic])
 
     trainers = last.trainers
     trainer_count = None
@@ -331,6 +338,7 @@ def measure(
     util_mean = util_p5 = util_p95 = None
     if utils:
         util_mean = sum(utils) / len(utils)
+        utils.sort()  # once for both quantiles (quantile sorts a sorted list in linear time)
         util_p5 = quantile(utils, 0.05)
         util_p95 = quantile(utils, 0.95)
     waiting = tuple(sorted(i for i, k in not_working.items() if k * 2 > seen_gpus.get(i, 0)))
@@ -358,24 +366,48 @@ def measure(
         cpu_cores=cores,
         cpu_allowed=allowed,
         cpu_saturation=saturation,
-        cpu_pressure=ramp(saturation, cfg.cpu_saturation),
+        cpu_pressure=max(ramp(saturation, cfg.cpu_saturation), ramp(busiest, cfg.cpu_pegged)),
+        cpu_busiest=busiest,
+        cpu_pegged=pegged,
+        cpu_pegged_level=pegged_level,
+        cpu_workers=last.trainers.workers if last.trainers else 0,
+        cpu_ranks=last.trainers.ranks if last.trainers else 0,
+        cpu_idle_cores=idle_cores,
+        traffic=moved,
         links_wait=links_wait,
         links_spin=links_spin,
         congestion=congestion,
         network_pressure=net_wait,
         network_pressure_spin=net_spin,
         waiting_gpus=waiting,
-        health=_health(window, throttled),
+        health=health(window, throttled),
     )
 
 
 def _trainer_means(window: Sequence[Sample]) -> tuple[float | None, ...]:
-    """Means of the trainers' cores, allowed cores, saturation and read rate over the window."""
-    trainers = [s.trainers for s in window if s.trainers is not None]
-    return tuple(
-        sum(vals) / len(vals) if (vals := [v for t in trainers if (v := getattr(t, a)) is not None]) else None
-        for a in ("cores", "allowed", "saturation", "read")
-    )
+    """Means of the trainers' cores, allowed cores, saturation, read rate and idle cores (each over the
+    samples that have it); one pass, as this runs every evaluation."""
+    trainers = [t for s in window if (t := s.trainers) is not None]
+    out: list[float | None] = []
+    for get in _TRAINER_FIELDS:
+        vals = list(filter(_NOT_NONE, map(get, trainers)))
+        out.append(sum(vals) / len(vals) if vals else None)
+    return tuple(out)
+
+
+_TRAINER_FIELDS = tuple(map(attrgetter, ("cores", "allowed", "saturation", "read", "idle_cores")))
+_NOT_NONE = partial(is_not, None)
+
+
+def _pegged(window: Sequence[Sample], level: float) -> tuple[float | None, float, float | None]:
+    """The busiest training process or worker (mean over the window of each sample's busiest), how
+    many were at least ``level`` busy on average, and how busy those were."""
+    busy = [s.trainers.busy for s in window if s.trainers is not None and s.trainers.busy]
+    if not busy:
+        return None, 0.0, None
+    top = [b[0] for b in busy]
+    hot = [x for b in busy for x in b if x >= level]
+    return sum(top) / len(top), len(hot) / len(busy), (sum(hot) / len(hot) if hot else None)
 
 
 def _congestion(
@@ -394,37 +426,3 @@ def _congestion(
         if v / share > r[0]
     ]
     return tuple(sorted(out, key=lambda x: x.pressure, reverse=True))
-
-
-_THROTTLE_NAMES = {
-    ClockReason.SW_POWER_CAP: "at its power cap",
-    ClockReason.HW_SLOWDOWN: "hardware slowdown",
-    ClockReason.SW_THERMAL_SLOWDOWN: "thermal throttling (software)",
-    ClockReason.HW_THERMAL_SLOWDOWN: "thermal throttling (hardware)",
-    ClockReason.HW_POWER_BRAKE_SLOWDOWN: "power brake",
-}
-
-
-def _health(window: Sequence[Sample], throttled: dict[tuple[int, int], int]) -> tuple[str, ...]:
-    """GPU health shown beside the verdict: lost GPUs, new Xids, throttling in >= 20% of samples."""
-    notes: list[str] = []
-    last = window[-1]
-    first_xids = {g.uuid: g.xids for g in window[0].gpus}
-    for g in last.gpus:
-        if not g.up:
-            notes.append(f"GPU {g.index} lost (fell off the bus)")
-        new = g.xids - first_xids.get(g.uuid, g.xids)
-        if new > 0:
-            notes.append(f"GPU {g.index}: {new} Xid error{'s' if new > 1 else ''} in the window")
-    n = len(window)
-    per_bit: dict[tuple[int, int], int] = {}
-    for (index, reasons), count in throttled.items():
-        for bit in _THROTTLE_NAMES:
-            if reasons & bit:
-                per_bit[(index, bit)] = per_bit.get((index, bit), 0) + count
-    for (index, reason), count in sorted(per_bit.items()):
-        if count * 5 >= n:
-            notes.append(
-                f"GPU {index} {_THROTTLE_NAMES[ClockReason(reason)]} {count * 100 // n}% of the time"
-            )
-    return tuple(notes)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from agent.classifier.features import Features
 from agent.core.vocabulary import DataSubReason, Verdict
 
@@ -16,9 +18,13 @@ HINTS = {
         "NFS raise rsize to 1 MiB and nconnect (e.g. nconnect=8); raise DataLoader prefetch_factor."
     ),
     "data/cpu": (
-        "Input is CPU-bound: raise DataLoader num_workers (up to the allowed cores), set "
-        "pin_memory=True and persistent_workers=True, move decoding and augmentation off the hot path "
-        "(pre-decode offline, or decode on the GPU with DALI/nvJPEG); check the container's CPU quota."
+        "Input is CPU-bound and every allowed core is busy: make decoding cheaper (pre-decoded or "
+        "pre-resized shards, decoding on the GPU with DALI or nvJPEG), or choose an instance with more "
+        "vCPUs per GPU; check the container's CPU quota."
+    ),
+    "data/cpu+cores": (
+        "Input is CPU-bound while {idle} allowed cores are idle: {who}; raise DataLoader num_workers "
+        "(try num_workers={suggest}), set persistent_workers=True and pin_memory=True."
     ),
     Verdict.NETWORK: (
         "Gradient sync is network-bound: use eRDMA/RDMA (GPUDirect) instead of TCP; check "
@@ -40,8 +46,31 @@ HINTS = {
 }
 
 
+IDLE_CORES = 1.0  # idle allowed cores from which more workers are the remedy
+
+
+def suggest_workers(f: Features) -> int:
+    """A num_workers per training process that would keep up: the decoders' throughput must grow by
+    the share of time the GPUs got no batch, within the idle cores."""
+    ranks = max(f.cpu_ranks, 1)
+    per_rank = f.cpu_workers / ranks
+    decoders = max(per_rank, 1.0)  # num_workers=0: the training process is the one decoder
+    need = math.ceil(decoders / max(1.0 - f.starved_share, 0.1))
+    cap = per_rank + math.floor((f.cpu_idle_cores or 0.0) / ranks)
+    return int(max(per_rank + 1, min(need, cap)))
+
+
 def hint(verdict: str, sub_reason: str | None, f: Features) -> str:
     if verdict == Verdict.DATA:
+        if sub_reason == DataSubReason.CPU and (f.cpu_idle_cores or 0.0) >= IDLE_CORES:
+            who = (
+                "the training process decodes every batch itself (num_workers=0)"
+                if f.cpu_workers == 0
+                else f"{f.cpu_workers // max(f.cpu_ranks, 1)} data-loader workers per process are too few"
+            )
+            return HINTS["data/cpu+cores"].format(
+                idle=f"{f.cpu_idle_cores:.1f}", who=who, suggest=suggest_workers(f)
+            )
         return HINTS[f"data/{sub_reason or DataSubReason.STORAGE}"]
     if verdict == Verdict.IDLE and f.trainers:
         return HINTS["idle/stalled"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agent.classifier.features import Features, Load, Signal
 from agent.classifier.scores import Scores
+from agent.classifier.traffic import Traffic
 from agent.core.vocabulary import DataSubReason, Verdict
 
 
@@ -39,6 +40,25 @@ def load_text(x: Load, verb: str, when: str) -> str:
             text += f" over the {pct(x.share)} of the time the GPUs {when}"
     else:
         text += " (capacity unknown: set it in [classifier])"
+    return text
+
+
+def traffic_text(x: Traffic) -> str:
+    """``NIC eth0 moved 6.1 MB/s while the GPUs waited (steady in 92% of the waits; 14x its rate while
+    they worked) = 97% of the ~6.3 MB/s it has carried at most (reported 1.25 GB/s: an upper bound)``"""
+    text = (
+        f"{_KIND[x.kind]} {x.name} moved {rate(x.rate_wait)} while the GPUs waited "
+        f"(steady in {pct(x.steady)} of the waits"
+    )
+    c = x.contrast
+    if c is not None:
+        text += (
+            f"; {c:.0f}x its rate while they worked" if c != float("inf") else "; nothing while they worked"
+        )
+    seen = "it has carried at most" if x.ceiling_source == "learned" else "this window's plateau"
+    text += f") = {pct(x.utilization)} of the ~{rate(x.ceiling)} {seen}"
+    if x.link:
+        text += f" (reported speed {rate(x.link)}: an upper bound)"
     return text
 
 
@@ -84,7 +104,7 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
     elif verdict == Verdict.DATA:
         out.append(f"GPUs starved (low utilization, no real work) in {pct(f.starved_share)} of samples")
         if sub_reason == DataSubReason.CPU:
-            out.append(_cpu_text(f))
+            out += _cpu_text(f)
         else:
             out += [signal_text(x, "starved") for x in _pressing(f.storage_signals)]
             if f.storage:  # the busiest reader, pressing or not: what the stalls were waiting for
@@ -96,14 +116,19 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
             f"GPUs waiting in {pct(f.spin_share + f.starved_share)} of samples "
             f"(spinning {pct(f.spin_share)}: utilization high at low power/SM activity, as in NCCL)"
         )
-        out += [load_text(x, "moved", "waited") for x in f.links_wait[:1]]
+        if f.traffic and f.traffic[0].pressure > (f.links_wait[0].pressure if f.links_wait else 0.0):
+            out.append(traffic_text(f.traffic[0]))
+        else:
+            out += [load_text(x, "moved", "waited") for x in f.links_wait[:1]]
         out += [signal_text(x, "waited") for x in _pressing(f.congestion)]
     elif verdict == Verdict.SYNC_WAIT:
         out.append(
             f"GPUs spinning in {pct(f.spin_share)} of samples: utilization {pct(f.spin_util)} "
             f"with {pct(f.spin_work)} real work (a collective waiting)"
         )
-        if f.links_spin:
+        if f.traffic:
+            out.append("network quiet meanwhile: busiest " + traffic_text(f.traffic[0]))
+        elif f.links_spin:
             top = f.links_spin[0]
             out.append("network quiet meanwhile: busiest " + load_text(top, "moved", "spun"))
         else:
@@ -136,10 +161,28 @@ def _top_signal(f: Features) -> str:
     return load_text(f.storage[0], "read", "starved") if f.storage else "-"
 
 
-def _cpu_text(f: Features) -> str:
-    if f.cpu_saturation is None:
-        return "trainer CPU not measured"
-    return (
-        f"trainer {f.trainer_label} using {f.cpu_cores or 0:.2f} of {f.cpu_allowed or 0:.2f} allowed cores "
-        f"({pct(f.cpu_saturation)})"
-    )
+def _cpu_text(f: Features) -> list[str]:
+    if f.cpu_saturation is None and f.cpu_busiest is None:
+        return ["trainer CPU not measured"]
+    out = []
+    if f.cpu_pegged_level is not None:
+        if f.cpu_workers == 0:
+            out.append(
+                f"the training process decodes every batch itself (DataLoader num_workers=0): "
+                f"{f.trainer_label} busy {pct(f.cpu_pegged_level)} of a core (running or waiting to run)"
+            )
+        else:
+            out.append(
+                f"{f.cpu_pegged:.0f} of {f.cpu_workers} data-loader workers"
+                f"{f' ({f.cpu_ranks} training processes)' if f.cpu_ranks > 1 else ''} busy "
+                f"{pct(f.cpu_pegged_level)} of a core each (running or waiting to run)"
+            )
+    if f.cpu_saturation is not None:
+        text = (
+            f"trainer {f.trainer_label} using {f.cpu_cores or 0:.2f} of {f.cpu_allowed or 0:.2f} allowed "
+            f"cores ({pct(f.cpu_saturation)})"
+        )
+        if f.cpu_idle_cores is not None:
+            text += f"; {f.cpu_idle_cores:.1f} allowed cores idle"
+        out.append(text)
+    return out

@@ -23,6 +23,7 @@ HW_POWER_BRAKE = 0x80
 THROTTLE_MASK = SW_POWER_CAP | HW_SLOWDOWN | SW_THERMAL | HW_THERMAL | HW_POWER_BRAKE
 
 _KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+MAX_BUSY = 16  # the busiest processes kept per sample: enough to count the pegged workers
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,12 @@ class Trainers:
     saturation: float | None  # cores over allowed, the tighter of per-process and all together
     label: str  # "pid 4242 (python) +3 workers"
     read: float | None = None  # bytes/s the trees read (the larger of read() bytes and storage reads)
+    # each process of the trees: cores it ran or waited to run (schedstat), busiest first; a
+    # data-loader worker that is CPU-bound reads ~1.0 here even when other load takes its core
+    busy: tuple[float, ...] = ()
+    workers: int = 0  # descendants of the training processes (data-loader workers), all trees
+    ranks: int = 0  # training processes (trees)
+    idle_cores: float | None = None  # of the allowed cores, how many nothing ran on
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +174,13 @@ def _trainers(snap: NodeSnapshot) -> Trainers | None:
     if measured and total_allowed > 0:
         # several ranks sharing one cpuset each see the whole set: the sum over the host catches that
         saturation = max(per_process, total_cores / total_allowed)
+    member_busy = snap.rates.process_member_busy
+    busy = sorted((b for p in procs for b in member_busy.get(p.pid, ())), reverse=True)[:MAX_BUSY]
+    idle_cores = None
+    if measured and snap.host is not None and snap.host.cpu_count and snap.rates.cpu_busy_ratio is not None:
+        # the host's idle cores, as far as they are ones the trainers may use
+        host_idle = snap.host.cpu_count * (1.0 - snap.rates.cpu_busy_ratio)
+        idle_cores = max(0.0, min(host_idle, total_allowed - total_cores))
     return Trainers(
         keys=frozenset(keys),
         cores=total_cores if measured else None,
@@ -174,6 +188,10 @@ def _trainers(snap: NodeSnapshot) -> Trainers | None:
         saturation=saturation,
         label=_label(procs, gpu_pids),
         read=sum(read_rates) if read_rates else None,
+        busy=tuple(busy),
+        workers=sum(p.descendants for p in procs),
+        ranks=len(procs),
+        idle_cores=idle_cores,
     )
 
 

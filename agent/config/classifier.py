@@ -28,16 +28,20 @@ Ramp = Annotated[tuple[float, float], AfterValidator(_ramp)]
 class ClassifierSection(StrictModel):
     enabled: bool = True
     window: Duration = Field("60s", gt=0, description="sliding window the verdict is computed over")
-    evaluate_every: Duration = Field("10s", gt=0)
+    evaluate_every: Duration = Field("5s", gt=0)
     min_window_fill: float = Field(
-        0.5, gt=0, le=1, description="share of the window that must hold samples before a verdict changes"
+        0.25, gt=0, le=1, description="share of the window that must hold samples before a verdict changes"
     )
     # --- hysteresis ---
     confirmations: int = Field(3, ge=1, le=100, description="consecutive wins a new verdict needs")
     enter_score: float = Field(0.5, gt=0, le=1, description="a class must score this to become the verdict")
     exit_score: float = Field(0.35, ge=0, le=1, description="the current verdict holds while it scores this")
     margin: float = Field(0.1, ge=0, le=1, description="lead over the runner-up; less is `mixed`")
-    warmup: Duration = Field("2m", ge=0, description="verdict held after a training job starts")
+    warmup: Duration = Field(
+        "20s",
+        ge=0,
+        description="verdict held after a training job starts; its first verdict then needs no confirmations",
+    )
     checkpoint_hold_max: Duration = Field(
         "30m", gt=0, description="longest a checkpoint request suppresses verdicts without an answer"
     )
@@ -72,7 +76,13 @@ class ClassifierSection(StrictModel):
         " I/O pressure to count as theirs",
     )
     cpu_saturation: Ramp = (0.7, 0.9)  # trainer + workers CPU over their allowed cores
-    network_utilization: Ramp = (0.6, 0.85)  # NIC/RDMA throughput over capacity
+    # one training process or data-loader worker: cores it ran or waited to run (schedstat)
+    cpu_pegged: Ramp = (0.6, 0.85)
+    network_utilization: Ramp = (0.6, 0.85)  # NIC/RDMA throughput over capacity (or learned ceiling)
+    # the traffic itself, for links whose reported speed is only an upper bound (docs/classifier.md):
+    network_bulk: Ramp = (0.5e6, 2e6)  # bytes/s moving while the GPUs wait
+    network_contrast: Ramp = (1.5, 3.0)  # traffic while the GPUs wait over traffic while they work
+    network_steady: Ramp = (0.3, 0.6)  # share of the waits carrying at least half the link's plateau
     rdma_cnp_per_second: Ramp = (100.0, 1000.0)  # CNPs sent + handled
     rdma_xmit_wait_per_second: Ramp = (1e5, 1e7)  # port_xmit_wait ticks
     # --- capacities: configured ones win; the others are learned from observed peaks ---

@@ -54,6 +54,10 @@ class Regime:
     cnp: float = 0.0  # CNP/s on mlx5_0/1 while waiting
     rdma: float = 0.0
     trainer_read: float | None = None  # bytes/s the trainer's tree reads (None: not measured)
+    workers: int = 3  # data-loader workers under the trainer
+    busy: tuple[float, ...] = ()  # cores each process of the tree ran or waited to run (schedstat)
+    host_busy: float = 0.2  # the host's CPU busy share (8 CPUs)
+    nic_bursts: int = 0  # >0: traffic only in every n-th waiting sample, at n times the rate
     extra: dict = field(default_factory=dict)
 
 
@@ -80,12 +84,16 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
     pid = r.pid if r.trainer else None
     gpu = GpuPart("550.54", "12.550", tuple(gpu_stats(i, phase, r.gpm, pid) for i in range(r.gpus)))
     procs = ProcessPart(
-        (ProcessStat(r.pid, 1000, "python", t * r.cores, None, None, r.allowed, 8, 3),) if r.trainer else ()
+        (ProcessStat(r.pid, 1000, "python", t * r.cores, None, None, r.allowed, 8, r.workers),)
+        if r.trainer
+        else ()
     )
     nic_rate = r.nic if waiting else r.nic_other
+    if r.nic_bursts and waiting:
+        nic_rate = r.nic * r.nic_bursts if seq % r.nic_bursts == 0 else 0.0
     rates = NodeRates(
         interval_seconds=1.0,
-        cpu_busy_ratio=0.2,
+        cpu_busy_ratio=r.host_busy,
         cpu_iowait_ratio=r.iowait if starved else 0.0,
         pressure_some_ratio={"io": r.psi_io if starved else 0.0},
         disk_read={"vda": r.disk_read if starved else 0.0},
@@ -99,6 +107,7 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
         rdma_tx={("mlx5_0", 1): r.rdma if waiting else 0.0},
         rdma_cnp={("mlx5_0", 1): r.cnp if waiting else 0.0},
         process_cpu_cores={r.pid: r.cores} if r.trainer else {},
+        process_member_busy={r.pid: r.busy} if r.trainer and r.busy else {},
         process_read={r.pid: r.trainer_read} if r.trainer and r.trainer_read is not None else {},
         **r.extra,
     )
@@ -162,7 +171,7 @@ COMPUTE = Regime(("work",))
 STORAGE = Regime(("starved", "starved", "work"), disk_read=200e6, iowait=0.3, psi_io=0.7)
 CPU = Regime(("starved", "starved", "work"), cores=3.9, allowed=4.0)
 NETWORK = Regime(("spin", "spin", "work"), nic=2.9e9, nic_other=1e6, nic_speed=3_125_000_000)
-SYNC = Regime(("spin", "spin", "spin", "work"), nic=20e6, nic_other=5e6, nic_speed=3_125_000_000)
+SYNC = Regime(("spin", "spin", "spin", "work"), nic=300e3, nic_other=100e3, nic_speed=3_125_000_000)
 IDLE = Regime(("starved",), trainer=False)
 
 

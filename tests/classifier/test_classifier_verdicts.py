@@ -105,8 +105,11 @@ def test_nfs_at_configured_capacity() -> None:
 
 def test_cpu_reasons_and_hint() -> None:
     v = last(run(CPU))
-    assert "trainer pid 4242 (python) +3 workers using 3.90 of 4.00 allowed cores (97%)" in v.reasons
-    assert "num_workers" in v.hint and "pin_memory" in v.hint
+    assert (
+        "trainer pid 4242 (python) +3 workers using 3.90 of 4.00 allowed cores (97%); 0.1 allowed cores idle"
+    ) in v.reasons
+    # every allowed core busy: more workers would not help
+    assert "every allowed core is busy" in v.hint and "DALI" in v.hint and "vCPUs per GPU" in v.hint
 
 
 def test_network_reasons_and_hint() -> None:
@@ -137,7 +140,7 @@ def test_sync_wait_reasons_and_hint() -> None:
     assert v.verdict == "sync-wait"
     assert any(x.startswith("GPUs spinning in 70% of samples: utilization 100% with 4%") for x in v.reasons)
     assert (
-        "network quiet meanwhile: busiest NIC eth0 moved 15.5 MB/s on average = 1% of 3.12 GB/s "
+        "network quiet meanwhile: busiest NIC eth0 moved 240 KB/s on average = 0% of 3.12 GB/s "
         "capacity over the 70% of the time the GPUs spun"
     ) in v.reasons
     assert "slow rank" in v.hint
@@ -160,7 +163,9 @@ def test_no_training_process_is_never_a_bottleneck() -> None:
 
 def test_mixed_when_no_class_clearly_wins() -> None:
     half = Regime(("starved", "work"), disk_read=200e6, iowait=0.3)
-    r = run(half)
+    # judged on a half-full window (with less, the first verdict may settle either way and then
+    # keep its exit band: that is the hysteresis, not the question here)
+    r = run(half, cfg=fast_cfg(min_window_fill=0.5))
     v = last(r)
     assert v.verdict == "mixed"
     assert any(x.startswith("no class clearly wins: ") for x in v.reasons)

@@ -129,6 +129,49 @@ def test_a_reaped_worker_does_not_make_counters_go_backwards(tree):
     assert rates.process_read[tree.pid] >= 0.0 and rates.process_cpu_cores[tree.pid] >= 0.0
 
 
+def test_a_pegged_worker_shows_as_busy_even_when_it_shares_its_core(tmp_path):
+    """Two CPU burners pinned to one core, under a parent that sleeps: each gets half the core, but
+    each was running or waiting to run all the time (schedstat), so each reads ~1 busy core."""
+    burn = "import os, time\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\nwhile True: pass\n"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys, time\n"
+            f"ps = [subprocess.Popen([sys.executable, '-c', {burn!r}]) for _ in range(2)]\n"
+            f"print('ready', flush=True)\ntime.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    kids: list[int] = []
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        kids = [c.pid for c in psutil.Process(parent.pid).children()]
+        c = ProcessCollector("/proc", "/sys", lambda: [parent.pid])
+        time.sleep(0.5)  # the burners pin themselves and get going
+        t0 = time.monotonic()
+        before = c.collect()
+        time.sleep(1.0)
+        after = c.collect()
+        r = process_rates(before, after, time.monotonic() - t0)
+        busy = r.process_member_busy[parent.pid]
+        cores = r.process_cpu_cores[parent.pid]
+        assert len(busy) == 3  # the parent and both burners
+        assert sorted(busy)[0] < 0.2  # the sleeping parent
+        # each burner had at most ~half the core, yet was busy (running or runnable) all along
+        assert all(b > 0.8 for b in sorted(busy)[1:]), busy
+        assert cores < 1.0 + 0.3, cores
+    finally:
+        for pid in kids:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        parent.kill()
+        parent.wait(timeout=10)
+
+
 def test_listed_child_inside_another_listed_tree_is_counted_once(tree):
     child = psutil.Process(tree.pid).children()[0].pid
     part = ProcessCollector("/proc", "/sys", lambda: [child, tree.pid]).collect()

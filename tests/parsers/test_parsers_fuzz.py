@@ -18,7 +18,7 @@ from agent.sources.processes.cgroup import (
     parse_io_stat,
     parse_proc_cgroup,
 )
-from agent.sources.processes.procpid import parse_cpus_allowed, parse_pid_io, parse_pid_stat
+from agent.sources.processes.procpid import parse_cpus_allowed, parse_pid_io, parse_pid_stat, parse_schedstat
 from agent.sources.storage.diskstats import parse_diskstats
 from agent.sources.storage.mountstats import parse_mountstats
 
@@ -85,6 +85,7 @@ TEXT_PARSERS = [
     parse_rate,
     parse_pid_stat,
     parse_pid_io,
+    parse_schedstat,
     parse_cpus_allowed,
     parse_proc_cgroup,
     parse_cpu_max,

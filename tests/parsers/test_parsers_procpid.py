@@ -5,7 +5,13 @@ from __future__ import annotations
 import os
 
 from agent.sources.processes.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
-from agent.sources.processes.procpid import count_cpu_list, parse_cpus_allowed, parse_pid_io, parse_pid_stat
+from agent.sources.processes.procpid import (
+    count_cpu_list,
+    parse_cpus_allowed,
+    parse_pid_io,
+    parse_pid_stat,
+    parse_schedstat,
+)
 
 STAT_TAIL = "S 5392 7446 5392 34835 7446 4218880 32533 309516 26 82 1677 44 158 99 20 0 12 0 82375 56274944"
 
@@ -88,3 +94,13 @@ def test_quotas():
     p = parse_cfs_quota("-1\n", "100000\n")
     assert p.value is None and p.malformed == 0
     assert parse_cfs_quota("x", "100000").malformed == 1
+
+
+def test_schedstat():
+    assert parse_schedstat("1500000000 500000000 42\n").value == 2.0
+    assert parse_schedstat("").malformed == 0 and parse_schedstat("").value is None
+    for bad in ("12", "x 1 2", "-5 1 2"):
+        p = parse_schedstat(bad)
+        assert p.value is None and p.malformed == 1
+    with open("/proc/self/schedstat") as f:
+        assert parse_schedstat(f.read()).value > 0

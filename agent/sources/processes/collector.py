@@ -33,7 +33,13 @@ from agent.core.openfiles import OpenFiles
 from agent.sources.host.parse import USER_HZ
 from agent.sources.processes.cgroup import parse_cfs_quota, parse_cpu_max, parse_proc_cgroup
 from agent.sources.processes.part import ProcessPart, ProcessStat
-from agent.sources.processes.procpid import PidStat, parse_cpus_allowed, parse_pid_io, parse_pid_stat
+from agent.sources.processes.procpid import (
+    PidStat,
+    parse_cpus_allowed,
+    parse_pid_io,
+    parse_pid_stat,
+    parse_schedstat,
+)
 from agent.sources.processes.readcounters import CgroupReads, unreadable
 
 log = structlog.get_logger("processes")
@@ -62,11 +68,13 @@ class ProcessCollector:
         self._shape: dict[int, tuple[int, list[tuple[int, int]]]] = {}
         self._shape_at = -TREE_SECONDS
         self._bad = 0
-        self._files = OpenFiles()  # the tree members' stat and io files
+        self._files = OpenFiles()  # the tree members' stat, schedstat and io files
         self._cgroups = CgroupReads(self.proc, self.cgroup_root)
         # (pid, start time) -> why its /proc/<pid>/io cannot be read (not tried again while it lives)
         self._denied: dict[tuple[int, int], str] = {}
         self._said: set[tuple[int, int]] = set()  # trees whose missing read counters were logged
+        # one source for every member's busy time: a series must not switch between the two
+        self._schedstat = read_optional(self.proc / "self" / "schedstat") is not None
 
     # --- reading one process -------------------------------------------------------------------
 
@@ -76,6 +84,18 @@ class ProcessCollector:
         if text is None:
             return None  # gone
         p = parse_pid_stat(text)
+        self._bad += p.malformed
+        return p.value
+
+    def _busy(self, st: PidStat) -> float | None:
+        """Seconds on a CPU or waiting for one (schedstat); CPU time alone where the kernel has no
+        schedstat (CONFIG_SCHED_INFO off). None when it cannot be read now (the process left)."""
+        if not self._schedstat:
+            return (st.utime + st.stime) / USER_HZ
+        text = self._files.read(f"{self._procdir}/{st.pid}/schedstat")
+        if text is None:
+            return None
+        p = parse_schedstat(text)
         self._bad += p.malformed
         return p.value
 
@@ -242,9 +262,12 @@ class ProcessCollector:
         read_bytes: int | None = None
         rchar: int | None = None
         cpu_ticks = threads = 0
+        members = []
         for st in tree:  # one pass: this runs for every data-loader worker every tick
             cpu_ticks += st.cpu_ticks
             threads += st.threads
+            if (busy := self._busy(st)) is not None:
+                members.append((st.pid, st.start_time, busy))
             io = self._io(st)
             if io is None:
                 continue
@@ -271,6 +294,7 @@ class ProcessCollector:
             io_problem=problem,
             cgroup_read_bytes=cgroup[0] if cgroup else None,
             cgroup=cgroup[1] if cgroup else None,
+            members=tuple(members),
         )
 
     def _say_once(self, root: PidStat, problem: str, cgroup: tuple[int, str] | None) -> None:

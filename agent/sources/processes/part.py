@@ -29,6 +29,9 @@ class ProcessStat:
     io_problem: str | None = None
     cgroup_read_bytes: int | None = None
     cgroup: str | None = None
+    # (pid, start time, seconds on a CPU or waiting for one) of each member, the root first: a
+    # data-loader worker pegged at one core is visible even where the tree's total is not
+    members: tuple[tuple[int, int, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

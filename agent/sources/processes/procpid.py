@@ -1,4 +1,5 @@
-"""/proc/<pid>/stat, /proc/<pid>/io and the ``Cpus_allowed_list`` line of /proc/<pid>/status."""
+"""/proc/<pid>/stat, /proc/<pid>/io, /proc/<pid>/schedstat and the ``Cpus_allowed_list`` line of
+/proc/<pid>/status."""
 
 from __future__ import annotations
 
@@ -74,6 +75,22 @@ def parse_pid_io(text: str) -> Parsed[dict[str, int]]:
         except ValueError:
             bad += 1
     return Parsed(out, bad)
+
+
+def parse_schedstat(text: str) -> Parsed[float | None]:
+    """/proc/<pid>/schedstat ``run_ns wait_ns timeslices``: seconds on a CPU plus seconds runnable
+    but waiting for one. Their sum grows at ~1 s/s for a process that would use a whole core, even
+    while other load on the host takes part of that core from it."""
+    f = text.split()
+    if len(f) < 2:
+        return Parsed(None, 1 if text.strip() else 0)
+    try:
+        run, wait = int(f[0]), int(f[1])
+    except ValueError:
+        return Parsed(None, 1)
+    if run < 0 or wait < 0:
+        return Parsed(None, 1)
+    return Parsed((run + wait) / 1e9, 0)
 
 
 def count_cpu_list(spec: str) -> int | None:

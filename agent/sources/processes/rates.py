@@ -17,6 +17,8 @@ class ProcessRates:
     process_read: dict[int, float] = field(default_factory=dict)  # pid -> bytes/s (rchar, tree)
     # pid -> bytes/s fetched from storage (read_bytes, tree): counts mmap'd datasets that rchar misses
     process_storage_read: dict[int, float] = field(default_factory=dict)
+    # pid -> cores each member of its tree ran or waited to run, per member present in both ticks
+    process_member_busy: dict[int, tuple[float, ...]] = field(default_factory=dict)
 
 
 def process_rates(prev: ProcessPart, cur: ProcessPart, dt: float) -> ProcessRates:
@@ -25,7 +27,19 @@ def process_rates(prev: ProcessPart, cur: ProcessPart, dt: float) -> ProcessRate
     cpu = rates(procs, attrgetter("cpu_seconds"), dt)
     read = rates(procs, attrgetter("rchar"), dt)
     storage = rates(procs, attrgetter("read_bytes"), dt)
+    busy: dict[int, tuple[float, ...]] = {}
+    if dt > 0:
+        for (pid, _), a, b in procs:
+            if not b.members:
+                continue
+            before = {(m[0], m[1]): m[2] for m in a.members}
+            busy[pid] = tuple(
+                (m[2] - x) / dt
+                for m in b.members
+                if (x := before.get((m[0], m[1]))) is not None and m[2] >= x
+            )
     return ProcessRates(
+        process_member_busy=busy,
         process_cpu_cores={pid: r for (pid, _), r in cpu.items()},
         process_read={pid: r for (pid, _), r in read.items()},
         process_storage_read={pid: r for (pid, _), r in storage.items()},

@@ -1,0 +1,41 @@
+"""GPU health shown beside the verdict (pure): lost GPUs, new Xid errors, throttling."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agent.classifier.samples import Sample
+from agent.sources.gpu.reasons import ClockReason
+
+_THROTTLE_NAMES = {
+    ClockReason.SW_POWER_CAP: "at its power cap",
+    ClockReason.HW_SLOWDOWN: "hardware slowdown",
+    ClockReason.SW_THERMAL_SLOWDOWN: "thermal throttling (software)",
+    ClockReason.HW_THERMAL_SLOWDOWN: "thermal throttling (hardware)",
+    ClockReason.HW_POWER_BRAKE_SLOWDOWN: "power brake",
+}
+
+
+def health(window: Sequence[Sample], throttled: dict[tuple[int, int], int]) -> tuple[str, ...]:
+    """GPU health shown beside the verdict: lost GPUs, new Xids, throttling in >= 20% of samples."""
+    notes: list[str] = []
+    last = window[-1]
+    first_xids = {g.uuid: g.xids for g in window[0].gpus}
+    for g in last.gpus:
+        if not g.up:
+            notes.append(f"GPU {g.index} lost (fell off the bus)")
+        new = g.xids - first_xids.get(g.uuid, g.xids)
+        if new > 0:
+            notes.append(f"GPU {g.index}: {new} Xid error{'s' if new > 1 else ''} in the window")
+    n = len(window)
+    per_bit: dict[tuple[int, int], int] = {}
+    for (index, reasons), count in throttled.items():
+        for bit in _THROTTLE_NAMES:
+            if reasons & bit:
+                per_bit[(index, bit)] = per_bit.get((index, bit), 0) + count
+    for (index, reason), count in sorted(per_bit.items()):
+        if count * 5 >= n:
+            notes.append(
+                f"GPU {index} {_THROTTLE_NAMES[ClockReason(reason)]} {count * 100 // n}% of the time"
+            )
+    return tuple(notes)

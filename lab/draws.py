@@ -1,0 +1,96 @@
+"""Randomized lab scenarios drawn from a seed, so the classifier cannot be tuned to one example (pure).
+
+Each seed picks a family (round robin) and its parameters: data-loader workers 0..4 and how costly a
+batch is to decode, allowed cores with or without a cpuset, the shaped link's rate against the 10 Gb/s
+the veth reports, step times and batch or gradient sizes, how many GPUs, and background noise (a
+neighbour reading the disk, a busy process outside the job). The parameters are bounded so that
+the family really is what limits the job (a CPU-bound draw decodes slower than its GPUs compute,
+a network-bound one moves its gradients for longer than it computes): the truth is the family.
+
+Thresholds were tuned on ``TUNE_SEEDS`` only; ``HELD_OUT_SEEDS`` were run once tuning was over.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+FAMILIES = ("compute", "storage", "cpu", "network", "sync-wait")
+TUNE_SEEDS = tuple(range(100, 140))
+HELD_OUT_SEEDS = tuple(range(9000, 9100))
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Draw:
+    seed: int
+    family: str  # the trainer regime, and so the truth
+    seconds: float
+    args: dict[str, float | int] = field(default_factory=dict)  # lab.trainer options
+    cpuset: int | None = None  # cores of the trainer's cpuset; None: no cpuset at all
+    link_mbit: int | None = None  # tc rate of the peer link (network, sync-wait)
+    read_bps: int | None = None  # the cgroup's read throttle (storage)
+    noise: str | None = None  # "disk" | "cpu" | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.family}#{self.seed}"
+
+    def describe(self) -> str:
+        parts = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(self.args.items())]
+        if self.cpuset is not None:
+            parts.append(f"cpuset={self.cpuset}")
+        if self.link_mbit:
+            parts.append(f"link={self.link_mbit}mbit")
+        if self.read_bps:
+            parts.append(f"read={self.read_bps / MIB:.0f}MiB/s")
+        parts.append(f"noise={self.noise or '-'}")
+        return " ".join(parts)
+
+
+def draw(seed: int, cpus: int) -> Draw:
+    """The scenario for ``seed`` on a host with ``cpus`` CPUs."""
+    rnd = random.Random(seed)
+    family = FAMILIES[seed % len(FAMILIES)]
+    gpus = rnd.choice((1, 2, 2, 4, 8))
+    noise = rnd.choice((None, None, "disk", "cpu"))
+    seconds = 10.0
+    if family == "compute":
+        return Draw(seed, family, seconds, {"gpus": gpus, "step": rnd.uniform(0.08, 0.4)}, noise=noise)
+    if family == "storage":
+        read_bps = rnd.choice((4, 6, 8, 12)) * MIB
+        batch = rnd.randint(1, 6) * MIB
+        # the GPUs compute for less than a third of the time a batch takes to arrive
+        compute = rnd.uniform(0.02, min(0.15, 0.3 * batch / read_bps))
+        args = {"gpus": gpus, "batch-bytes": batch, "compute-step": compute}
+        return Draw(seed, family, seconds, args, read_bps=read_bps, noise=noise)
+    if family == "cpu":
+        workers = rnd.randint(0, 4)
+        cpuset = rnd.choice((None, None, 1, 2)) if cpus > 1 else None
+        if cpuset is not None:
+            cpuset = min(cpuset, cpus - 1)
+        decode = rnd.uniform(0.15, 0.5)
+        # decoders running at once: the workers (or the trainer itself), as far as cores allow
+        cores = cpuset or cpus
+        if noise == "cpu":
+            cores = max(1, cores - 1)
+        parallel = min(max(workers, 1), cores)
+        compute = rnd.uniform(0.02, 0.3 * decode / parallel)
+        args = {"gpus": gpus, "workers": workers, "decode-seconds": decode, "compute-step": compute}
+        return Draw(seed, family, seconds, args, cpuset=cpuset, noise=noise)
+    if family == "network":
+        mbit = rnd.choice((20, 30, 50, 80, 120))
+        compute = rnd.uniform(0.03, 0.15)
+        # the exchange (each way) takes at least two and a half times the compute
+        low = max(1 * MIB, int(2.5 * compute * mbit * 1e6 / 8))
+        grad = rnd.randint(low, max(low, 5 * MIB))
+        args = {"gpus": gpus, "grad-bytes": grad, "compute-step": compute}
+        return Draw(seed, family, seconds, args, link_mbit=mbit, noise=noise)
+    mbit = rnd.choice((50, 80, 200))
+    args = {
+        "gpus": gpus,
+        "straggle": rnd.uniform(0.2, 0.6),
+        "sync-bytes": rnd.randint(4, 64) << 10,
+        "compute-step": rnd.uniform(0.03, 0.12),
+    }
+    return Draw(seed, family, seconds, args, link_mbit=mbit, noise=noise)

@@ -1,0 +1,175 @@
+"""A real PyTorch training job for the lab, with fake GPU state that follows its real phase.
+
+    python lab/torchjob.py --mode jpeg --workers 0 --images DIR --gpu-state S --log L ...
+    torchrun --nnodes 2 --node-rank R ... lab/torchjob.py --mode dist --elems 1048576 ...
+
+Each step has three phases, and the fake GPUs of this rank show the one it is in:
+
+- **waiting for the next batch** (``starved``): ``next()`` on a ``torch.utils.data.DataLoader``;
+- **forward/backward** (``compute``): a small model on the batch, plus ``--gpu-seconds`` standing in
+  for the kernels a real GPU would run;
+- **inside the all-reduce** (``spin``, ``--mode dist``): ``torch.distributed.all_reduce`` of a
+  gradient bucket of ``--elems`` float32 over gloo, as NCCL's spinning kernels would show.
+
+Modes: ``jpeg`` decodes real JPEG files (Pillow) in the DataLoader's workers (``--workers 0``: in
+the training process itself); ``direct`` reads samples with O_DIRECT from the lab's throttled device;
+``dist`` takes synthetic batches and all-reduces every step. The job ends by itself after
+``--seconds`` (in ``dist``, rank 0 decides and the stop rides on the last all-reduce, so both ranks
+make the same number of calls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from lab.gpu import LabGpus, PhaseLog  # run as a script by torchrun: the repo is put on the path
+
+SIDE = 160  # the decoded, resized image side
+
+
+class JpegFolder(Dataset):
+    """Decode + resize + flip, the usual image pipeline, on real JPEG files."""
+
+    def __init__(self, folder: Path) -> None:
+        self.files = sorted(folder.glob("*.jpg"))
+
+    def __len__(self) -> int:
+        return 1 << 30  # cycles over the files: the job ends by time, not by epoch
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        from PIL import Image
+
+        with Image.open(self.files[i % len(self.files)]) as im:
+            img = im.convert("RGB").resize((SIDE, SIDE))
+            if i % 2:
+                img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+            data = bytearray(img.tobytes())
+        return torch.frombuffer(data, dtype=torch.uint8).view(SIDE, SIDE, 3).permute(2, 0, 1)
+
+
+class DirectSamples(Dataset):
+    """Samples read with O_DIRECT from a file or device: every byte crosses the cgroup's throttle."""
+
+    def __init__(self, path: str, size: int, sample_bytes: int) -> None:
+        self.path, self.sample_bytes = path, sample_bytes
+        self.count = max(1, size // sample_bytes)
+        self.fd: int | None = None  # opened in each worker
+        self.buf: mmap.mmap | None = None
+
+    def __len__(self) -> int:
+        return 1 << 30
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECT)
+            self.buf = mmap.mmap(-1, self.sample_bytes)
+        assert self.buf is not None
+        os.preadv(self.fd, [self.buf], (i % self.count) * self.sample_bytes)
+        return torch.frombuffer(bytearray(self.buf[: 3 * 32 * 32]), dtype=torch.uint8).view(3, 32, 32)
+
+
+def batches(args: argparse.Namespace):
+    if args.mode == "dist":
+        while True:
+            yield torch.randint(0, 255, (args.batch, 3, 32, 32), dtype=torch.uint8)
+    ds: Dataset = (
+        JpegFolder(Path(args.images))
+        if args.mode == "jpeg"
+        else DirectSamples(args.data, args.data_size, args.sample_bytes)
+    )
+    loader = DataLoader(ds, batch_size=args.batch, num_workers=args.workers, shuffle=False)
+    yield from loader
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="a real PyTorch job for the classifier lab")
+    ap.add_argument("--mode", choices=("jpeg", "direct", "dist"), required=True)
+    ap.add_argument("--regime", required=True, help="what the lab says limits this job (the truth)")
+    ap.add_argument("--gpu-state", required=True)
+    ap.add_argument("--gpus", type=int, default=2)
+    ap.add_argument("--phase-log", required=True)
+    ap.add_argument("--seconds", type=float, default=12.0)
+    ap.add_argument("--gpu-seconds", type=float, default=0.02, help="GPU time per step, mean")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--images", help="folder of .jpg files (jpeg)")
+    ap.add_argument("--data", help="file or device (direct)")
+    ap.add_argument("--data-size", type=int, default=64 << 20)
+    ap.add_argument("--sample-bytes", type=int, default=128 << 10)
+    ap.add_argument("--elems", type=int, default=1 << 20, help="float32 elements all-reduced per step")
+    ap.add_argument("--straggle", type=float, default=0.0, help="extra seconds per step on rank 1")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)  # the "GPU" work is simulated; keep the CPU for the input pipeline
+    dist = args.mode == "dist"
+    rank = 0
+    if dist:
+        import torch.distributed as tdist
+
+        tdist.init_process_group("gloo")
+        rank = tdist.get_rank()
+    gpus = LabGpus(Path(args.gpu_state), gpus=args.gpus)
+    log = PhaseLog(Path(args.phase_log))
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    bucket = torch.zeros(args.elems)
+    pid = os.getpid()
+    current = ""
+
+    def phase(name: str) -> None:
+        nonlocal current
+        if name != current:
+            gpus.phase(name, pid)
+            log.write(phase=name, regime=args.regime)
+            current = name
+
+    def step(x: torch.Tensor) -> None:
+        x = F.adaptive_avg_pool2d(x.float() / 255.0, 32)
+        loss = F.cross_entropy(model(x), torch.zeros(x.shape[0], dtype=torch.long))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    # torch's first autograd step costs a second here: on a GPU node that is the CUDA/cuDNN warm-up
+    # before the job shows on the GPUs; the lab's job starts when it does
+    step(torch.zeros(args.batch, 3, 32, 32, dtype=torch.uint8))
+    it = batches(args)
+    log.write(regime=args.regime, seconds=args.seconds)
+    end = time.monotonic() + args.seconds
+    try:
+        while True:
+            phase("starved")
+            x = next(it)
+            phase("compute")
+            step(x)
+            time.sleep(args.gpu_seconds * random.uniform(0.6, 1.4) + (args.straggle if rank == 1 else 0.0))
+            if dist:
+                phase("spin")
+                bucket.fill_(0.0)
+                bucket[-1] = 1.0 if rank == 0 and time.monotonic() >= end else 0.0
+                tdist.all_reduce(bucket)
+                if bucket[-1].item() > 0:
+                    break
+            elif time.monotonic() >= end:
+                break
+    finally:
+        gpus.phase("idle", None)
+        log.write(phase="idle", regime="end")
+        log.close()
+        if dist:
+            tdist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,179 @@
+"""Real PyTorch jobs in the lab (``lab/torchjob.py``): a DataLoader decoding real JPEG files with
+``num_workers`` 0, 1 and many, a DataLoader reading from the throttled device, and
+``torch.distributed`` (gloo) between two ranks launched by ``torchrun``, rank 0 on this host and rank 1
+in the peer's network namespace, over the tc-shaped veth that reports 10 Gb/s.
+
+Rank 0's fake GPUs are the ones the agent watches; rank 1 (the other node) drives its own state
+file, following its own phase. The JPEG files are made at setup with Pillow.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lab.netns import REPO
+
+if TYPE_CHECKING:
+    from lab.harness import Lab, Scenario
+
+JOB = REPO / "lab" / "torchjob.py"
+IMAGES = 32
+SECONDS = 12.0
+
+
+def make_images(folder: Path, count: int = IMAGES) -> Path:
+    """640x480 JPEGs (quality 90) of shapes over noise: ~6 ms of CPU each to decode and resize."""
+    from PIL import Image, ImageDraw
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        path = folder / f"img{i:03d}.jpg"
+        if path.exists():
+            continue
+        rnd = random.Random(i)
+        im = Image.effect_noise((640, 480), 40).convert("RGB")
+        draw = ImageDraw.Draw(im)
+        for _ in range(30):
+            x, y = rnd.randrange(640), rnd.randrange(480)
+            box = (x, y, x + rnd.randrange(20, 200), y + rnd.randrange(20, 200))
+            draw.ellipse(box, fill=(rnd.randrange(256), rnd.randrange(256), rnd.randrange(256)))
+        buf = io.BytesIO()
+        im.save(buf, "JPEG", quality=90)
+        path.write_bytes(buf.getvalue())
+    return folder
+
+
+def scenarios(cpus: int) -> dict[str, Scenario]:
+    from lab.harness import Scenario
+
+    jpeg: dict[str, Any] = {"mode": "jpeg", "gpu-seconds": 0.015, "batch": 16}
+    many = max(4, min(8, cpus + 2))
+    out = [
+        Scenario("torch num_workers=0", (("cpu", SECONDS),), args={**jpeg, "workers": 0}, torch="jpeg"),
+        Scenario("torch num_workers=1", (("cpu", SECONDS),), args={**jpeg, "workers": 1}, torch="jpeg"),
+        Scenario(
+            f"torch num_workers={many}",
+            (("cpu", SECONDS),),
+            # GPUs that need a batch far faster than the cores decode one
+            args={**jpeg, "workers": many, "batch": 32, "gpu-seconds": 0.005},
+            cpuset=min(2, cpus),  # every allowed core busy, on any box
+            torch="jpeg",
+        ),
+        Scenario(
+            "torch throttled reads",
+            (("storage", SECONDS),),
+            args={"mode": "direct", "workers": 2, "batch": 8, "sample-bytes": 128 << 10, "gpu-seconds": 0.03},
+            torch="direct",
+        ),
+        Scenario(
+            "torch all-reduce 4 MB, 50 Mbit/s link",
+            (("network", SECONDS),),
+            args={"mode": "dist", "elems": 1 << 20, "gpu-seconds": 0.08},
+            link_mbit=50,
+            torch="dist",
+        ),
+        Scenario(
+            "torch straggler",
+            (("sync-wait", SECONDS),),
+            args={"mode": "dist", "elems": 4096, "gpu-seconds": 0.05, "straggle": 0.4},
+            link_mbit=50,
+            torch="dist",
+        ),
+    ]
+    return {s.name: s for s in out}
+
+
+def _args(sc: Scenario, lab: Lab, state: Path, log: Path) -> list[str]:
+    assert lab.data is not None
+    regime = sc.schedule[0][0]
+    out = [
+        "--regime",
+        regime,
+        "--gpu-state",
+        str(state),
+        "--phase-log",
+        str(log),
+        "--seconds",
+        str(sc.schedule[0][1]),
+    ]
+    out += ["--images", str(make_images(lab.workdir / "images")), "--data", str(lab.data.path)]
+    out += ["--data-size", str(lab.data.size)]
+    for k, v in sc.args.items():
+        out += [f"--{k}", str(v)]
+    return out
+
+
+def _wait(procs: list[subprocess.Popen[bytes]], timeout: float, errs: list[Path]) -> None:
+    try:
+        for p in procs:
+            p.wait(timeout)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    bad = [p.returncode for p in procs if p.returncode != 0]
+    if bad:
+        text = "\n".join(e.read_text()[-4000:] for e in errs if e.exists())
+        raise RuntimeError(f"the PyTorch job failed ({bad}):\n{text}")
+
+
+def run_job(sc: Scenario, lab: Lab, log: Path) -> None:
+    """Run ``sc``'s PyTorch job to its end; rank 0's phase log goes to ``log``."""
+    assert lab.gpus is not None and lab.cgroup is not None
+    env = {**lab.trainer_env(), "OMP_NUM_THREADS": "1"}
+    cgroup, cpuset = lab.cgroup, sc.cpuset is not None
+    err0 = log.with_suffix(".err")
+    timeout = sc.schedule[0][1] + 90
+    if sc.torch != "dist":
+        with open(err0, "wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, str(JOB), *_args(sc, lab, lab.gpus.path, log)],
+                cwd=REPO,
+                env=env,
+                stdout=err,
+                stderr=err,
+                preexec_fn=lambda: cgroup.join(cpuset=cpuset),
+            )
+        _wait([proc], timeout, [err0])
+        return
+    net = lab.net
+    assert net is not None
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
+    common = ["--nnodes", "2", "--nproc-per-node", "1", "--master-addr", net.host_ip]
+    common += ["--master-port", str(net.port), "--max-restarts", "0"]
+    other = log.with_name(log.stem + "-rank1.jsonl")
+    state1 = lab.gpus.path.with_name(lab.gpus.path.stem + "-rank1.json")
+    err1 = log.with_name(log.stem + "-rank1.err")
+    rank1 = _args(sc, lab, state1, other)
+    procs = []
+    try:
+        with open(err0, "wb") as e0, open(err1, "wb") as e1:
+            procs.append(
+                subprocess.Popen(
+                    [torchrun, *common, "--node-rank", "0", str(JOB), *_args(sc, lab, lab.gpus.path, log)],
+                    cwd=REPO,
+                    env={**env, "GLOO_SOCKET_IFNAME": net.host_if},
+                    stdout=e0,
+                    stderr=e0,
+                    preexec_fn=lambda: cgroup.join(cpuset=cpuset),
+                )
+            )
+            procs.append(
+                subprocess.Popen(
+                    ["ip", "netns", "exec", net.ns, torchrun, *common, "--node-rank", "1", str(JOB), *rank1],
+                    cwd=REPO,
+                    env={**env, "GLOO_SOCKET_IFNAME": net.peer_if},
+                    stdout=e1,
+                    stderr=e1,
+                )
+            )
+        _wait(procs, timeout, [err0, err1])
+    finally:
+        state1.unlink(missing_ok=True)
