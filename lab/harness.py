@@ -78,9 +78,17 @@ def from_draw(d: Draw) -> Scenario:
     )
 
 
+# one of each regime with the trainer's defaults (the goodput ledger's lab runs them all), plus no job,
+# a regime change within one run and checkpoints; the classifier's lab runs the last three and draws
+# the single regimes at random instead
 SCENARIOS = {
     s.name: s
     for s in (
+        Scenario("compute", (("compute", 12),)),
+        Scenario("data/storage", (("storage", 12),)),
+        Scenario("data/cpu", (("cpu", 12),), cpuset=1),
+        Scenario("network", (("network", 12),)),
+        Scenario("sync-wait", (("sync-wait", 12),)),
         Scenario("idle", (), idle_seconds=9),
         Scenario("regime change", (("compute", 8), ("storage", 8), ("network", 8), ("compute", 8))),
         Scenario("checkpoints", (("checkpoint", 20),), drills_at=(8.0,)),
