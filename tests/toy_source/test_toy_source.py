@@ -39,6 +39,8 @@ async def test_a_toy_source_reaches_snapshot_metrics_and_status(toy, tmp_path):
             },
             "http": {"listen": f"127.0.0.1:{port}", "control_socket": str(tmp_path / "run" / "control.sock")},
             "gpu": {"enabled": False},
+            # never the real /run/training-node-agent/agent.json
+            "trainer": {"discovery_file": str(tmp_path / "run" / "agent.json")},
             "preemption": {"provider": "none"},
         }
     )
