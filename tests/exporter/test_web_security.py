@@ -271,3 +271,25 @@ def test_tcp_status_off_keeps_the_control_socket_view(agent_factory):
     assert "/api/v1/status" not in a.get("/")[1]
     code, body = unix_get(a.control_socket, "/status")
     assert code == 200 and json.loads(body)["config"] == str(a.config_path)
+
+
+@pytest.mark.parametrize(("sans", "allowed"), [(["prometheus.example"], True), (["other.example"], False)])
+def test_client_allowed_sans(agent_factory, tmp_path, pki, sans, allowed):
+    # client_allowed_sans belongs to tls_server_config: just before http_server_config
+    lines = web_yml(pki, mtls=True).splitlines()
+    at = lines.index("http_server_config:")
+    lines.insert(at, f"  client_allowed_sans: {json.dumps(sans)}")
+    a = secured_agent(agent_factory, tmp_path, "\n".join(lines) + "\n")
+    ctx = client_context(pki, "client")  # its SAN is DNS:prometheus.example
+    if allowed:
+        assert https_get(a.port, "/metrics", ctx)[0] == 200
+    else:
+        refused(a.port, ctx)
+        assert a.status()["http"]["connections_closed"]["client_cert_san"] >= 1
+
+
+def test_rate_limit_answers_429_beyond_the_bucket(agent_factory, tmp_path, pki):
+    a = secured_agent(agent_factory, tmp_path, web_yml(pki) + "rate_limit:\n  interval: 10s\n  burst: 3\n")
+    ctx = client_context(pki)
+    codes = [https_get(a.port, "/healthz", ctx)[0] for _ in range(5)]
+    assert all(c in (200, 503) for c in codes[:3]) and codes[3:] == [429, 429], codes
