@@ -45,6 +45,10 @@ class CheckpointMetrics:
         for d in DRILL:
             for m in (self.requests, self.completed, self.missed, self.duration):
                 m.labels(d)
+        # the families change only when a checkpoint does (rarely): collected once per change, not
+        # per scrape (prometheus_client's collect() builds every sample anew)
+        self._version = 0
+        self._collected: tuple[int, list[Metric]] = (-1, [])
 
     @staticmethod
     def _drill(drill: bool) -> str:
@@ -52,20 +56,31 @@ class CheckpointMetrics:
 
     def requested(self, drill: bool) -> None:
         self.requests.labels(self._drill(drill)).inc()
+        self._version += 1
 
     def acknowledged(self, drill: bool, seconds: float) -> None:
         self.completed.labels(self._drill(drill)).inc()
         self.duration.labels(self._drill(drill)).observe(seconds)
+        self._version += 1
 
     def deadline_missed(self, drill: bool) -> None:
         self.missed.labels(self._drill(drill)).inc()
+        self._version += 1
+
+    def _counted(self) -> list[Metric]:
+        version, families = self._collected
+        if version != self._version:
+            version, families = self._version, []
+            for m in (self.requests, self.completed, self.missed, self.duration):
+                for fam in m.collect():
+                    # the exposition has no *_created series anywhere else; keep it that way
+                    fam.samples = [s for s in fam.samples if not s.name.endswith("_created")]
+                    families.append(fam)
+            self._collected = (version, families)
+        return families
 
     def families(self, targets: int, unsignalable: int, in_progress: int) -> Iterable[Metric]:
-        for m in (self.requests, self.completed, self.missed, self.duration):
-            for fam in m.collect():
-                # the exposition has no *_created series anywhere else; keep it that way
-                fam.samples = [s for s in fam.samples if not s.name.endswith("_created")]
-                yield fam
+        yield from self._counted()
         yield GaugeMetricFamily(
             "training_node_checkpoint_targets",
             "Training processes found by [trainer] discover.",
