@@ -47,6 +47,7 @@ def _timed(fn: Callable[[], Any]) -> Outcome:
 @dataclass
 class _Slot:
     collector: Collector
+    rates_fn: Callable[[Any, Any, float], Any] | None  # its source's rates(prev, cur, seconds)
     # Set while a call is queued or running, None when idle: the loop sets it when it queues the
     # slot (and clears it if no worker took the slot by the deadline); the worker that takes the slot
     # sets it to the call's start and clears it after setting ``outcome``, so the loop never sees an
@@ -110,9 +111,8 @@ class _Batch:
                     pass
 
 
-def _rates(source: str, prev: Any, cur: Any, dt: float) -> Any:
+def _rates(fn: Callable[[Any, Any, float], Any] | None, prev: Any, cur: Any, dt: float) -> Any:
     """The source's rates over the interval from ``prev`` to ``cur``; None without a valid interval."""
-    fn = registry.source(source).rates
     if fn is None or prev is None or dt <= 0:
         return None
     return fn(prev, cur, dt)
@@ -132,7 +132,7 @@ class Sampler:
     listeners: list[Callable[[NodeSnapshot], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._slots = [_Slot(c) for c in self.collectors]
+        self._slots = [_Slot(c, registry.source(c.part).rates) for c in self.collectors]
         # one thread per collector, plus one spare so a returning stuck call never blocks a fresh one
         self._pool = ThreadPoolExecutor(max_workers=len(self._slots) + 1, thread_name_prefix="collector")
         self.latest: NodeSnapshot = NodeSnapshot(seq=0, timestamp=time.time(), monotonic=time.monotonic())
@@ -222,7 +222,7 @@ class Sampler:
         result, exc, t0, finished = outcome
         duration = finished - t0
         if exc is None:
-            s.rates = _rates(s.collector.part, s.last_part, result, finished - s.finished)
+            s.rates = _rates(s.rates_fn, s.last_part, result, finished - s.finished)
             s.last_part = result
             s.finished = finished
             s.last_status = CollectorStatus(name, True, duration)
