@@ -46,7 +46,9 @@ HINTS = {
 }
 
 
-IDLE_CORES = 1.0  # idle allowed cores from which more workers are the remedy
+# idle allowed cores from which more workers are the remedy: on a small box the agent and the job's
+# main process take a slice of the core a new worker would get
+IDLE_CORES = 0.5
 
 
 def suggest_workers(f: Features) -> int:
@@ -56,7 +58,7 @@ def suggest_workers(f: Features) -> int:
     per_rank = f.cpu_workers / ranks
     decoders = max(per_rank, 1.0)  # num_workers=0: the training process is the one decoder
     need = math.ceil(decoders / max(1.0 - f.starved_share, 0.1))
-    cap = per_rank + math.floor((f.cpu_idle_cores or 0.0) / ranks)
+    cap = per_rank + round((f.cpu_idle_cores or 0.0) / ranks)
     return int(max(per_rank + 1, min(need, cap)))
 
 

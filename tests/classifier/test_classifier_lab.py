@@ -25,6 +25,7 @@ import re
 import pytest
 from conftest import REPO, AgentProcess, need_binary, need_root
 
+from agent.classifier.hints import IDLE_CORES
 from agent.runtime.control import control_request
 from lab.draws import HELD_OUT_SEEDS, TUNE_SEEDS, draw
 from lab.harness import SCENARIOS, Lab, from_draw
@@ -149,7 +150,7 @@ def test_lab_real_pytorch(session: LabSession, name: str) -> None:
         ]
         if "num_workers=0" in name:
             assert any("num_workers=0" in r for r in verdict["reasons"]), verdict["reasons"]
-        if idle and idle[0] >= 1.0:
+        if idle and idle[0] >= IDLE_CORES:
             assert "raise DataLoader num_workers (try num_workers=" in verdict["hint"], verdict
         else:
             assert "every allowed core is busy" in verdict["hint"], verdict
