@@ -13,14 +13,7 @@ from operator import attrgetter, is_
 from typing import Any
 
 from agent.snapshot import NodeSnapshot
-
-# NVML clocks event reasons that mean the GPU is held back (not idle or app-clock settings)
-SW_POWER_CAP = 0x4
-HW_SLOWDOWN = 0x8
-SW_THERMAL = 0x20
-HW_THERMAL = 0x40
-HW_POWER_BRAKE = 0x80
-THROTTLE_MASK = SW_POWER_CAP | HW_SLOWDOWN | SW_THERMAL | HW_THERMAL | HW_POWER_BRAKE
+from agent.sources.gpu.reasons import THROTTLING as THROTTLE_MASK
 
 _KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
 MAX_BUSY = 16  # the busiest processes kept per sample: enough to count the pegged workers

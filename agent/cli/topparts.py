@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.text import Text
 
-from agent.sources.gpu.reasons import ClockReason
+from agent.sources.gpu.reasons import LABELS as CLOCK_LABELS
 
 GB = 1e9
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -97,7 +97,7 @@ def countdown(seconds: float) -> str:
 
 
 def throttle_names(mask: int) -> list[str]:
-    return [_THROTTLE_SHORT[r.label] for r in ClockReason if mask & r and r.label in _THROTTLE_SHORT]
+    return [_THROTTLE_SHORT[label] for bit, label in CLOCK_LABELS if mask & bit and label in _THROTTLE_SHORT]
 
 
 def fit(sections: Sequence[tuple[list[Text], int]], height: int | None, width: int) -> list[Text]:

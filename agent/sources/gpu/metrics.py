@@ -8,7 +8,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import GpuStats
-from agent.sources.gpu.reasons import ClockReason
+from agent.sources.gpu.reasons import LABELS as CLOCK_LABELS
 
 LABELS = ["gpu", "uuid", "model"]
 
@@ -106,8 +106,8 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
     )
     for g in part.gpus:
         if g.clocks_event_reasons is not None:
-            for r in ClockReason:
-                reasons.add_metric([*_labels(g), r.label], 1.0 if g.clocks_event_reasons & r else 0.0)
+            for bit, label in CLOCK_LABELS:
+                reasons.add_metric([*_labels(g), label], 1.0 if g.clocks_event_reasons & bit else 0.0)
         for xid, count in sorted(g.xid_counts.items()):
             xids.add_metric([*_labels(g), str(xid)], count)
     if reasons.samples:
