@@ -58,7 +58,6 @@ class Soak:
     faults: Counter[str] = field(default_factory=Counter)
     notices: list[dict[str, Any]] = field(default_factory=list)  # id, added, canceled (monotonic)
     rss: list[tuple[int, float, int]] = field(default_factory=list)  # lifetime, t, KiB
-    scrapes: dict[int, dict[str, float]] = field(default_factory=dict)  # lifetime -> last counters
     hups: int = 0
     rss_slack_kib: int = 8 * 1024
 
@@ -139,22 +138,26 @@ secret = "{self.chat.secret}"
     # --- the schedule ------------------------------------------------------------------------------
 
     def plan(self) -> None:
-        """Faults every ~2.5 s between a warm-up and a quiet tail; kill -9 only in the first half, so
-        that the last process lives long enough for its RSS to mean something; notices in slots."""
+        """Faults every 1-4 s between a warm-up and a quiet tail, each kind at least once (in a random
+        order), then random picks; kill -9 only in the first half, so that the last process lives
+        long enough for its RSS to mean something. Notices one at a time, in slots."""
         warm, tail = 8.0, 20.0
         end = self.seconds - tail
+        half = warm + (end - warm) / 2
+        order = self.rng.sample(FAULTS, len(FAULTS))
+        order.remove("kill9")
+        order.insert(self.rng.randrange(3), "kill9")  # early, so the short run has one
         t = warm
         while t < end:
-            kind = self.rng.choice(FAULTS)
-            if kind == "kill9" and t > warm + (end - warm) / 2:
+            kind = order.pop(0) if order else self.rng.choice(FAULTS)
+            if kind == "kill9" and t > half:
                 kind = "sighup_storm"
             self.at(t, kind)
             t += self.rng.uniform(1.0, 4.0)
-        slot = max(30.0, (end - warm) / max(1, int((end - warm) / 40)))
-        t = warm + 2
-        while t + 20 < end:
-            self.at(t, "notice", life=self.rng.uniform(10, min(25, slot - 6)))
-            t += slot
+        slots = max(1, int((end - warm) / 40))
+        slot = (end - warm - 4) / slots
+        for k in range(slots):
+            self.at(warm + 2 + k * slot, "notice", life=self.rng.uniform(8, max(9, slot - 8)))
 
     def act(self, action: str, args: dict[str, Any]) -> None:
         rng, now = self.rng, time.monotonic()
@@ -175,9 +178,11 @@ secret = "{self.chat.secret}"
         elif action == "meta_drop":
             self.sim.control("/fault", {"kind": "drop", "seconds": args["seconds"]})
         elif action == "chat_429":
-            self.chat.script([(429, {"Retry-After": "1"}, "rate limited"), dingtalk_reply(130101)] * 2)
+            self.chat.script("receiver", [(429, {"Retry-After": "1"}, "rate limited")] * 2)
+            self.chat.script("dingtalk", [dingtalk_reply(130101)] * 2)
         elif action == "chat_5xx":
-            self.chat.script([(rng.choice([500, 502, 503]), {}, "unavailable")] * 3)
+            for service in self.chat.SERVICES:
+                self.chat.script(service, [(rng.choice([500, 502, 503]), {}, "unavailable")] * 3)
         elif action == "chat_outage":
             self.chat.outage()
             self.at(now - self.t0 + d, "chat_back")
@@ -198,7 +203,6 @@ secret = "{self.chat.secret}"
                     self.hups += 1
                 time.sleep(0.05)
         elif action == "kill9":
-            self._scrape()
             self.agent.kill9()
             time.sleep(rng.uniform(0.2, 1.5))
             self.agent.start()
@@ -210,21 +214,28 @@ secret = "{self.chat.secret}"
             self.sim.control("/cancel", {"id": args["id"]})
             next(n for n in self.notices if n["id"] == args["id"])["canceled"] = now
 
-    def _scrape(self) -> None:
-        body = self.agent.get("/metrics", timeout=3)
-        if not body:
-            return
-        counters: Counter[str] = Counter()
-        for line in body.splitlines():
-            for family in ("sent", "failed", "dropped", "messages", "digests"):
-                if line.startswith(f"training_node_alerts_{family}_total"):
-                    counters[family] += float(line.rsplit(" ", 1)[1])
-        self.scrapes[self.agent.lifetimes] = dict(counters)
+    def _log_counts(self) -> Counter[str]:
+        """What the agent's own log says about delivery, across every process and reload (its
+        counters start over at each)."""
+        out: Counter[str] = Counter()
+        for line in (self.tmp / "agent.log").read_text(errors="replace").splitlines():
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            e = d.get("event")
+            if e == "alert delivered":
+                out["sent"] += d.get("alerts", 1)
+            elif e == "alert delivery failed; will retry":
+                out["retried"] += 1
+            elif e in ("alert refused by the service; not retrying", "alert queue full; dropped the oldest"):
+                out["failed"] += 1
+        return out
 
     def run(self) -> None:
         self.plan()
         self.initial_tasks = self._running_tasks()
-        end = self.t0 + self.seconds - 20
+        end = self.t0 + self.seconds
         last_sample = 0.0
         while self.queue or time.monotonic() < end:
             now = time.monotonic()
@@ -237,7 +248,6 @@ secret = "{self.chat.secret}"
                 assert self.agent.proc is not None
                 if (kib := rss_kib(self.agent.proc.pid)) is not None:
                     self.rss.append((self.agent.lifetimes, now - self.t0, kib))
-                self._scrape()
             time.sleep(0.2)
 
     def _running_tasks(self) -> set[str]:
@@ -248,7 +258,6 @@ secret = "{self.chat.secret}"
     def settle(self, limit: float = 60.0) -> None:
         """Faults off; wait until the spool is empty and the ledger has stopped growing."""
         self.sim.control("/clear-faults")
-        self.chat.script([])
         for bots in self.chat.bots.values():
             bots[-1].script.clear()
         deadline, stable, last = time.monotonic() + limit, 0, -1
@@ -261,7 +270,6 @@ secret = "{self.chat.secret}"
 
     def figures(self) -> dict[str, Any]:
         rows, waiting = read_ledger(self.tmp / "state" / "alerts.sqlite3")
-        self._scrape()
         final_tasks = self._running_tasks()
         task_restarts = sum(t.get("restarts", 0) for t in self.agent.status().get("tasks", {}).values())
         enqueued = Counter(identity(m) for _, ch, m in rows if ch == "hook")
@@ -272,11 +280,16 @@ secret = "{self.chat.secret}"
         )
         missing = sum((enqueued - got).values())
         duplicates = sum((got - enqueued).values())
+        titles = {identity(m): m.title for _, ch, m in rows if ch == "hook"}
+        self.problems = {
+            "missing": [(titles.get(k), k[2]) for k in (enqueued - got)],
+            "duplicates": [k for k in (got - enqueued)],
+        }
+        notice_alerts = Counter(
+            m.deadline for _, ch, m in rows if ch == "hook" and m.kind == "preemption" and not m.resolved
+        )
         ding_enqueued = sum(1 for _, ch, _m in rows if ch == "ding")
         ding_sent = represented(self.chat.accepted("dingtalk"))
-        totals: Counter[str] = Counter()
-        for c in self.scrapes.values():
-            totals.update(c)
         signals = [json.loads(ln) for ln in self.trainer_events.read_text().splitlines()]
         signals = [s for s in signals if s["event"] == "signal"]
         per_notice = []
@@ -288,14 +301,16 @@ secret = "{self.chat.secret}"
         warm = [k for t, k in last if t >= last[0][0] + 10] if last else []
         rss_start, rss_end = (warm[0], warm[-1]) if warm else (None, None)
         exit_code = self.agent.stop()
+        totals = self._log_counts()
         checks = {
             "every alert delivered (receiver: identities)": missing == 0,
             "no alert delivered twice (receiver)": duplicates == 0,
             "every alert delivered (dingtalk: count, digests included)": ding_sent == ding_enqueued,
             "nothing left in the spool": waiting == 0,
-            "none dropped": totals.get("dropped", 0) == 0,
+            "none failed for good": totals["failed"] == 0,
             "one checkpoint signal per notice": per_notice == [1] * len(self.notices)
             and len(signals) == len(self.notices),
+            "one preemption alert per notice": sorted(notice_alerts.values()) == [1] * len(self.notices),
             "every task running at the start runs at the end": self.initial_tasks <= final_tasks,
             "RSS flat": rss_start is not None and rss_end - rss_start <= self.rss_slack_kib,
             "clean exit on SIGTERM": exit_code == 0,
@@ -309,6 +324,7 @@ secret = "{self.chat.secret}"
             "notices": len(self.notices),
             "signals": len(signals),
             "signals_per_notice": per_notice,
+            "preemption_alerts_per_notice": sorted(notice_alerts.values()),
             "alerts": {
                 "enqueued": len(rows),
                 "receiver": {
@@ -321,10 +337,10 @@ secret = "{self.chat.secret}"
                     "sent": ding_sent,
                     "digests": sum(1 for p in self.chat.accepted("dingtalk") if "alerts on" in json.dumps(p)),
                 },
-                "sent_per_agent_counters": totals.get("sent", 0),
-                "retried_attempts": totals.get("failed", 0),
+                "sent": totals["sent"],
+                "retried": totals["retried"],
+                "failed": totals["failed"],
                 "refused_by_chat": self.chat.refused(),
-                "failed_dropped": totals.get("dropped", 0),
                 "waiting_at_end": waiting,
             },
             "restarts": {
@@ -339,6 +355,7 @@ secret = "{self.chat.secret}"
                 "growth": None if rss_start is None else rss_end - rss_start,
             },
             "checks": checks,
+            "problems": self.problems,
             "ok": all(checks.values()),
         }
 
@@ -357,8 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rss-slack", type=float, default=8.0, help="MiB the last process may grow (default 8)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, spool)")
+    p.add_argument("--dir", type=Path, help="work in this folder (kept) instead of a temporary one")
     args = p.parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="tna-soak-"))
+    tmp = args.dir or Path(tempfile.mkdtemp(prefix="tna-soak-"))
+    tmp.mkdir(parents=True, exist_ok=True)
     soak = Soak(args.seconds, args.seed, tmp, rss_slack_kib=int(args.rss_slack * 1024))
     try:
         soak.start()
@@ -368,13 +387,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         soak.close()
     fig["folder"] = str(tmp)
+    (tmp / "figures.json").write_text(json.dumps(fig, indent=1))
     if args.json:
         print(json.dumps(fig, indent=1))
     else:
         for name, ok in fig["checks"].items():
             print(f"{'ok  ' if ok else 'FAIL'} {name}")
         print(json.dumps({k: v for k, v in fig.items() if k != "checks"}, indent=1))
-    if not args.keep and fig["ok"]:
+    if not (args.keep or args.dir):
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)

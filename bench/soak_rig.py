@@ -162,15 +162,16 @@ class Chat:
         self.chat = FakeChat(port=self.port).start()
         self._add_bots()
 
-    def script(self, answers: list[tuple[int, dict[str, str], str]]) -> None:
-        for s in self.SERVICES:
-            self.bots[s][-1].script.extend(answers)
+    def script(self, service: str, answers: list[tuple[int, dict[str, str], str]]) -> None:
+        """The next requests to ``service`` get these answers (each service's own error shape)."""
+        self.bots[service][-1].script.extend(answers)
 
     def accepted(self, service: str) -> list[dict[str, Any]]:
         return [p for b in self.bots[service] for p in b.accepted]
 
     def refused(self) -> int:
-        return sum(1 for bots in self.bots.values() for b in bots for s in b.seen if s.answer[0] != 200)
+        """Requests the services answered with an error (a 429, a 5xx, DingTalk's errcode)."""
+        return sum(len(b.seen) - len(b.accepted) for bots in self.bots.values() for b in bots)
 
     def stop(self) -> None:
         self.chat.stop()
