@@ -184,8 +184,8 @@ secret = "{self.chat.secret}"
             for service in self.chat.SERVICES:
                 self.chat.script(service, [(rng.choice([500, 502, 503]), {}, "unavailable")] * 3)
         elif action == "chat_outage":
-            self.chat.outage()
-            self.at(now - self.t0 + d, "chat_back")
+            if self.chat.outage():
+                self.at(now - self.t0 + d, "chat_back")
         elif action == "chat_back":
             self.chat.back()
         elif action == "gpu_lost":
@@ -248,7 +248,7 @@ secret = "{self.chat.secret}"
                 assert self.agent.proc is not None
                 if (kib := rss_kib(self.agent.proc.pid)) is not None:
                     self.rss.append((self.agent.lifetimes, now - self.t0, kib))
-            time.sleep(0.2)
+            time.sleep(0.3)
 
     def _running_tasks(self) -> set[str]:
         return {n for n, t in self.agent.status().get("tasks", {}).items() if t.get("running")}
@@ -258,6 +258,10 @@ secret = "{self.chat.secret}"
     def settle(self, limit: float = 60.0) -> None:
         """Faults off; wait until the spool is empty and the ledger has stopped growing."""
         self.sim.control("/clear-faults")
+        self.chat.back()
+        self.proc.garbled_until = 0.0
+        for i in range(GPUS):
+            self.fake.set(i, lost=False)
         for bots in self.chat.bots.values():
             bots[-1].script.clear()
         deadline, stable, last = time.monotonic() + limit, 0, -1

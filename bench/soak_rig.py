@@ -143,6 +143,7 @@ class Chat:
         self.secret = "SEC" + "ab" * 30
         self.bots: dict[str, list[Bot]] = {s: [] for s in self.SERVICES}
         self.tokens: dict[str, str] = {}
+        self.out = False
         self._add_bots()
 
     def _add_bots(self) -> None:
@@ -155,12 +156,18 @@ class Chat:
     def url(self, service: str) -> str:
         return self.bots[service][-1].url
 
-    def outage(self) -> None:
+    def outage(self) -> bool:
+        if self.out:
+            return False
         self.chat.stop()
+        self.out = True
+        return True
 
     def back(self) -> None:
-        self.chat = FakeChat(port=self.port).start()
-        self._add_bots()
+        if self.out:
+            self.chat = FakeChat(port=self.port).start()
+            self._add_bots()
+            self.out = False
 
     def script(self, service: str, answers: list[tuple[int, dict[str, str], str]]) -> None:
         """The next requests to ``service`` get these answers (each service's own error shape)."""
@@ -174,7 +181,8 @@ class Chat:
         return sum(len(b.seen) - len(b.accepted) for bots in self.bots.values() for b in bots)
 
     def stop(self) -> None:
-        self.chat.stop()
+        if not self.out:
+            self.chat.stop()
 
 
 # --- the agent -------------------------------------------------------------------------------------
