@@ -25,6 +25,7 @@ import heapq
 import json
 import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -364,11 +365,16 @@ secret = "{self.chat.secret}"
         }
 
     def close(self) -> None:
-        self.agent.stop()
-        self.trainer.terminate()
-        self.trainer.wait(10)
-        self.sim.stop()
-        self.chat.stop()
+        """Everything started, stopped; whatever part of start() ran."""
+        if hasattr(self, "agent"):
+            self.agent.stop()
+        if hasattr(self, "trainer"):
+            self.trainer.terminate()
+            self.trainer.wait(10)
+        if hasattr(self, "sim"):
+            self.sim.stop()
+        if hasattr(self, "chat"):
+            self.chat.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -380,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, spool)")
     p.add_argument("--dir", type=Path, help="work in this folder (kept) instead of a temporary one")
     args = p.parse_args(argv)
+    # SIGTERM (a CI timeout, kill) ends the soak through its clean-up: no agent, trainer or simulator
+    # is left behind
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = args.dir or Path(tempfile.mkdtemp(prefix="tna-soak-"))
     tmp.mkdir(parents=True, exist_ok=True)
     soak = Soak(args.seconds, args.seed, tmp, rss_slack_kib=int(args.rss_slack * 1024))
