@@ -318,6 +318,7 @@ secret = "{self.chat.secret}"
             "one preemption alert per notice": sorted(notice_alerts.values()) == [1] * len(self.notices),
             "every task running at the start runs at the end": self.initial_tasks <= final_tasks,
             "RSS flat": rss_start is not None and rss_end - rss_start <= self.rss_slack_kib,
+            "every start serves within 30 s": self.agent.hangs == 0,
             "clean exit on SIGTERM": exit_code == 0,
         }
         return {
@@ -351,6 +352,7 @@ secret = "{self.chat.secret}"
             "restarts": {
                 "kill9": self.faults["kill9"],
                 "agent_processes": self.agent.lifetimes,
+                "start_hangs": self.agent.hangs,
                 "task_restarts_last_process": task_restarts,
             },
             "tasks": {"start": sorted(self.initial_tasks), "end": sorted(final_tasks)},

@@ -203,13 +203,30 @@ class Agent:
         self.tmp, self.config, self.env, self.socket, self.port = tmp, config, env, socket, port
         self.proc: subprocess.Popen[bytes] | None = None
         self.lifetimes = 0
+        self.hangs = 0  # starts that did not serve within 30 s
         self.log = open(tmp / "agent.log", "ab")  # noqa: SIM115 - lives as long as the soak
 
     def start(self) -> None:
+        """Start the agent; one that does not serve within 30 s is counted in ``hangs``, dumps its
+        threads' stacks into the log (faulthandler, on SIGABRT) and is started again."""
+        for _ in range(3):
+            if self._start_once():
+                return
+            self.hangs += 1
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGABRT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        raise RuntimeError(f"the agent did not serve three times in a row; see {self.tmp / 'agent.log'}")
+
+    def _start_once(self) -> bool:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agent", "run", "--config", str(self.config)],
             cwd=REPO,
-            env=self.env,
+            env={**self.env, "PYTHONFAULTHANDLER": "1"},
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
@@ -219,9 +236,9 @@ class Agent:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the agent exited {self.proc.returncode}; see {self.tmp / 'agent.log'}")
             if self.get("/healthz") is not None:
-                return
+                return True
             time.sleep(0.1)
-        raise RuntimeError("the agent did not serve within 30 s")
+        return False
 
     def get(self, path: str, timeout: float = 5) -> str | None:
         try:
