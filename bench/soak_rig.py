@@ -165,8 +165,11 @@ class Chat:
 
     def back(self) -> None:
         if self.out:
+            left = {s: list(self.bots[s][-1].script) for s in self.SERVICES}
             self.chat = FakeChat(port=self.port).start()
             self._add_bots()
+            for s, answers in left.items():  # scripted errors not yet met still come
+                self.bots[s][-1].script.extend(answers)
             self.out = False
 
     def script(self, service: str, answers: list[tuple[int, dict[str, str], str]]) -> None:
