@@ -34,6 +34,7 @@ CHECKS = (
     "one preemption alert per notice",
     "every task running at the start runs at the end",
     "RSS flat",
+    "every start serves within 30 s",
     "clean exit on SIGTERM",
 )
 
