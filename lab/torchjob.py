@@ -134,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
             current = name
 
     def step(x: torch.Tensor) -> None:
-        x = F.adaptive_avg_pool2d(x.float() / 255.0, 32)
+        # a strided view to 32x32 first: the training process's own CPU work stays small, so its
+        # "GPU" phase does not compete with the data-loader workers it is measured against
+        stride = max(1, x.shape[-1] // 32)
+        x = F.adaptive_avg_pool2d(x[:, :, ::stride, ::stride].float() / 255.0, 32)
         loss = F.cross_entropy(model(x), torch.zeros(x.shape[0], dtype=torch.long))
         opt.zero_grad()
         loss.backward()

@@ -360,7 +360,9 @@ def measure(
         trainer_label=label,
         storage=storage,
         storage_signals=tuple(signals),
-        storage_pressure=io_pressure * storage_gate,
+        # a training process or worker that runs (or waits to run) all the time is not waiting on I/O:
+        # the node's I/O pressure counts against the job only as far as its decoders are not pegged
+        storage_pressure=io_pressure * storage_gate * (1.0 - ramp(busiest, cfg.cpu_pegged)),
         io_pressure=io_pressure,
         trainer_read=trainer_read,
         cpu_cores=cores,

@@ -145,7 +145,11 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
     ):
         out.append(
             f"I/O pressure on the node ({_top_signal(f)}) counted {pct(f.storage_pressure / f.io_pressure)}: "
-            f"the training processes read only {rate(f.trainer_read or 0.0)}"
+            + (
+                f"a training process was running or waiting to run {pct(f.cpu_busiest)} of the time"
+                if (f.cpu_busiest or 0.0) >= 0.6
+                else f"the training processes read only {rate(f.trainer_read or 0.0)}"
+            )
         )
     if verdict == Verdict.MIXED:
         ranked = sorted(s.by_class.items(), key=lambda kv: kv[1], reverse=True)

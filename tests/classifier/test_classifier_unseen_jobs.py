@@ -116,3 +116,16 @@ def test_first_verdict_within_40s_of_the_job_start_at_default_settings(family: s
     assert at <= 40, (family, at)
     # and it stays
     assert r.verdict == label
+
+
+def test_pegged_decoders_reading_cached_files_under_a_neighbours_io_are_cpu_bound() -> None:
+    """The workers read their JPEGs from the page cache (the trainer reads plenty) while a neighbour
+    loads the disk (PSI io, iowait): pegged workers are not waiting on I/O, so data/cpu."""
+    v = last(run(like(FEW, trainer_read=20e6, iowait=0.3, psi_io=0.8)))
+    assert v.label == "data/cpu", v.reasons
+    assert v.features.io_pressure == 1.0 and v.features.storage_pressure < 0.01
+    assert any("a training process was running or waiting to run 98% of the time" in x for x in v.reasons)
+    # the same I/O with workers blocked on it (not pegged): storage
+    assert last(
+        run(like(FEW, busy=(0.3, 0.2, 0.1), cores=0.6, trainer_read=20e6, iowait=0.3, psi_io=0.8))
+    ).label == ("data/storage")
