@@ -1,0 +1,1 @@
+"""Alerts to chat: one receiver per service, a shared retry rule, a spool."""

@@ -1,0 +1,1 @@
+"""The ``training-node-agent`` command and its sub-commands."""

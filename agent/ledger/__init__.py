@@ -1,0 +1,1 @@
+"""Goodput ledger: every GPU-second of the node in one bucket, priced."""
