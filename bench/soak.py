@@ -25,6 +25,7 @@ import heapq
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -377,6 +378,9 @@ secret = "{self.chat.secret}"
             self.sim.stop()
         if hasattr(self, "chat"):
             self.chat.stop()
+        if hasattr(self, "proc"):
+            # its symlinks lead into /proc (every pid's root is /): a tree walk must never meet it
+            shutil.rmtree(self.proc.root, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -410,8 +414,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'ok  ' if ok else 'FAIL'} {name}")
         print(json.dumps({k: v for k, v in fig.items() if k != "checks"}, indent=1))
     if not (args.keep or args.dir):
-        import shutil
-
         shutil.rmtree(tmp, ignore_errors=True)
     return 0 if fig["ok"] else 1
 
