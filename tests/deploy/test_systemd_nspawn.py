@@ -233,7 +233,7 @@ def test_control_socket_members_only(node: Node) -> None:
     assert member.stdout.startswith(f"{NAME} ") and "healthy" in member.stdout, member.stdout
     other = _agent(node, "status", user="bob")
     assert other.returncode != 0, other.stdout
-    assert f"/run/{NAME}/control.sock: Permission denied" in other.stderr, other.stderr
+    assert f"permission denied on /run/{NAME}/control.sock" in other.stderr.lower(), other.stderr
 
 
 def test_load_credential_secrets_reach_the_chat_service(node: Node) -> None:
@@ -326,7 +326,10 @@ def test_device_policy_closed_is_enforced(node: Node) -> None:
 def test_journal_has_no_sandbox_denials(node: Node) -> None:
     lines = _journal(node, "-u", UNIT).splitlines()
     assert any("agent started" in ln for ln in lines), lines[-20:]
-    denials = [ln for ln in lines if DENIAL.search(ln)]
+    # the agent's own, documented notice that another user's /proc/<pid>/io is closed to it is no
+    # sandbox refusal (docs/deploy.md: the unit has no CAP_SYS_PTRACE on purpose)
+    said = "read counters of a training process are unreadable"
+    denials = [ln for ln in lines if DENIAL.search(ln) and said not in ln]
     assert not denials, "\n".join(denials)
 
 
