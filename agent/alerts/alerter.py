@@ -160,6 +160,10 @@ class Alerter:
         if isinstance(event, InstanceIdentityEvent):
             self.identity = event
             return
+        if isinstance(event, PreemptionEvent) and event.replayed:
+            # a notice restored after a restart or reload was alerted when it first came (the spool
+            # keeps what was not delivered yet); saying it again at every reload floods the chat
+            return
         f = facts(event)
         if f is None:
             return

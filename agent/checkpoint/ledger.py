@@ -71,9 +71,11 @@ class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.episodes: dict[str, Episode] = {}
+        self.loaded = False
 
     def load(self) -> None:
         """Read the ledger; an unreadable one is moved aside (kept for a post-mortem), never fatal."""
+        self.loaded = True
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -98,6 +100,10 @@ class Ledger:
         self.episodes = episodes
 
     def save(self) -> None:
+        # A component stopped before its ledger was read (a reload right after a start) must not
+        # write its empty one over the file: the next one would then signal handled notices again.
+        if not self.loaded:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = {"version": 1, "episodes": {k: asdict(v) for k, v in self.episodes.items()}}
         write_atomic(self.path, json.dumps(data, indent=1).encode(), 0o600)

@@ -422,3 +422,19 @@ async def test_a_message_that_cannot_be_formatted_is_dropped_counted_and_the_res
         assert (
             counter(alerter, "training_node_alerts_dropped_total", channel="ops", reason="render_error") == 1
         )
+
+
+async def test_a_notice_restored_after_a_restart_is_not_said_again(tmp_path) -> None:
+    """Every reload and restart re-announces the active notice as ``replayed``; the rebuilt alerter
+    once sent the chat alert again each time (22 alerts for one reclaim in the 30-minute soak)."""
+    from dataclasses import replace
+
+    cfg = config(
+        tmp_path, [{"name": "ops", "type": "wecom", "url": "http://127.0.0.1:9/x?key=k"}], queue_size=10
+    )
+    alerter = Alerter(context(cfg))
+    alerter.handle(replace(spot(), replayed=True))
+    assert alerter.spool.peek("ops", 20) == []
+    alerter.handle(spot())
+    assert len(alerter.spool.peek("ops", 20)) == 1
+    await alerter.stop()

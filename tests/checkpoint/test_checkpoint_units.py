@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from datetime import UTC, datetime, timedelta
@@ -152,9 +153,36 @@ def test_trainer_config_is_validated():
         parse_config({"trainer": {"signal": "SIGNOPE"}})
 
 
+def test_a_component_stopped_before_its_ledger_was_read_keeps_the_file(tmp_path):
+    """A reload right after a start stops a component whose ledger load has not run: writing its
+    empty ledger then made the next component signal a notice the trainer had already acked."""
+    from agent.checkpoint.component import CheckpointComponent
+    from agent.core.component import Context
+    from agent.core.events import EventBus
+    from agent.snapshot import NodeSnapshot
+
+    cfg = parse_config({"agent": {"state_dir": str(tmp_path), "runtime_dir": str(tmp_path / "run")}})
+    path = tmp_path / "checkpoint-ledger.json"
+    first = Ledger(path)
+    first.load()
+    first.episodes["e1"] = _episode(3.0)
+    first.save()
+    snap = NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0)
+    ctx = Context(cfg, EventBus(), lambda: snap, tmp_path, tmp_path / "run", [])
+
+    async def start_and_stop() -> None:
+        await CheckpointComponent(ctx).stop()
+
+    asyncio.run(start_and_stop())
+    again = Ledger(path)
+    again.load()
+    assert list(again.episodes) == ["e1"]
+
+
 def test_ledger_round_trip_and_corrupt_file_moved_aside(tmp_path):
     path = tmp_path / "checkpoint-ledger.json"
     led = Ledger(path)
+    led.load()  # none yet
     led.episodes["e1"] = _episode(3.0)
     led.save()
     assert oct(path.stat().st_mode & 0o777) == "0o600"

@@ -16,14 +16,10 @@ pytestmark = pytest.mark.slow
 
 SECONDS = 75
 SEED = 11  # the schedule is seeded: each fault kind comes at least once in any seed
-# checks the agent on main does not pass yet (bugs reported in issue 12's note): they are run and
-# shown, and turn into plain passes once fixed
-KNOWN = {
-    "one checkpoint signal per notice": "a reload soon after a restart re-requests and re-signals a "
-    "notice whose checkpoint already completed (its old ack completes it again, a reclaim is booked twice)",
-    "one preemption alert per notice": "every reload and restart re-announces the active notice, and the "
-    "rebuilt alerter sends it to chat again",
-}
+# checks the agent does not pass yet (xfail, not strict): they are run and shown, and turn into plain
+# passes once fixed
+KNOWN: dict[str, str] = {}  # the two found by the first long run (re-signal and re-alert after a
+# reload that follows a restart) are fixed: a ledger never read is never written, replays are not alerted
 CHECKS = (
     "every alert delivered (receiver: identities)",
     "no alert delivered twice (receiver)",
