@@ -1,10 +1,12 @@
 """The checkpoint action: a notice arrives, the training processes are asked to checkpoint before the
 deadline, and the operator learns whether they made it.
 
-One episode per notice: ``episode.py`` decides each step (a pure state machine), this module does
-the I/O: signals and the request file (``channels.py``, ``signals.py``), the ledger that makes an
-episode survive restarts so that no notice is acted on twice, and the bus. The control handlers are
-in ``control.py``, the status in ``status.py``, the metrics in ``metrics.py``.
+One episode per notice: this module takes the notices in (a new one, the same one again, an earlier
+deadline, a withdrawal), keeps the ledger that makes an episode survive restarts so that no notice is
+acted on twice, and runs one task per open episode. ``episode.py`` decides each step (a pure state
+machine), ``runner.py`` carries it out (signals and the request file through ``channels.py``, the ack
+wait, escalation, the bus). The control handlers are in ``control.py``, the status in ``status.py``,
+the metrics in ``metrics.py``.
 """
 
 from __future__ import annotations
@@ -28,16 +30,14 @@ from agent.checkpoint.policy import Plan, acts_on, moved_earlier, plan
 from agent.checkpoint.publish import agent_identity, discovery_path, publish_logged, unpublish
 from agent.checkpoint.report import build_report
 from agent.checkpoint.request import prepare_dir
+from agent.checkpoint.runner import EpisodeRunner
 from agent.checkpoint.watch import TargetWatch
 from agent.config.trainer import signal_number
 from agent.core.component import Context, Route
-from agent.core.events import CheckpointEvent, PreemptionEvent
-from agent.core.vocabulary import UNREACHABLE_OUTCOMES, CheckpointPhase, DeliveryOutcome, EpisodeState
+from agent.core.events import PreemptionEvent
+from agent.core.vocabulary import CheckpointPhase, EpisodeState
 
 log = structlog.get_logger("checkpoint")
-
-ACK_POLL_SECONDS = 0.2
-MAX_SLEEP_SECONDS = 30.0  # long waits are cut so a wall-clock jump is noticed
 
 
 def _dt(ts: float) -> datetime:
@@ -59,11 +59,20 @@ class CheckpointComponent:
         self.ledger = Ledger(ctx.state_dir / "checkpoint-ledger.json")
         self.watch = TargetWatch(ctx, self.tcfg, self.signum, self.request_file)
         self.stats = CheckpointMetrics()
+        self.runner = EpisodeRunner(
+            ctx.bus,
+            self.tcfg,
+            self.signum,
+            self.procfs,
+            self.channels,
+            self.ledger,
+            self.watch,
+            self.stats,
+            self.discovery_file,
+        )
         self._queue = ctx.bus.subscribe("checkpoint", (PreemptionEvent,))
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._done: dict[str, asyncio.Future[None]] = {}
-        self._control_acks: dict[str, dict[str, Any]] = {}
-        self._wake = asyncio.Event()
         self._force_dry: set[str] = set()
         self._loaded = False
 
@@ -194,7 +203,7 @@ class CheckpointComponent:
             seconds_left=round(ep.deadline - time.time(), 1),
             escalate_at=p.escalate_at.isoformat() if p.escalate_at and not ep.escalated else None,
         )
-        self._wake.set()  # the ack wait looks at the new deadline and escalation time now
+        self.runner.wake.set()  # the ack wait looks at the new deadline and escalation time now
 
     def _start(self, ep: Episode) -> None:
         self._done.setdefault(ep.event_id, asyncio.get_running_loop().create_future())
@@ -202,23 +211,7 @@ class CheckpointComponent:
 
     async def _episode(self, ep: Episode) -> None:
         try:
-            if ep.phase == EpisodeState.SCHEDULED:
-                await _sleep_until(ep.act_at)
-                await self._act(ep)
-            elif ep.phase == EpisodeState.ACTING:
-                # we died while signalling: do not signal twice; the request file is idempotent
-                ep.problems.append(
-                    "agent restarted while signalling: request file rewritten, no second signal"
-                )
-                ep.phase = episode.on_resume(ep).state
-                self.channels.write(ep, EpisodeState.REQUESTED)
-                self.ledger.save()
-            elif ep.phase == EpisodeState.REQUESTED:
-                step = episode.on_resume(ep)
-                if step.request_state is not None:
-                    self.channels.update(ep, step.request_state)
-            if ep.phase == EpisodeState.REQUESTED:
-                await self._await_ack(ep)
+            await self.runner.run(ep)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -234,135 +227,7 @@ class CheckpointComponent:
         if fut is not None and not fut.done() and not ep.open:
             fut.set_result(None)
 
-    # --- acting ------------------------------------------------------------------------------------
-
-    async def _act(self, ep: Episode) -> None:
-        ep.requested_at = time.time()
-        if not ep.dry_run:
-            ep.phase = EpisodeState.ACTING
-            self.ledger.save()
-        found = await self.watch.rediscover()
-        ep.problems.extend(found.problems)
-        ep.channels["trainers"] = self.channels.trainers(self.watch.trainers, self.discovery_file)
-        if not ep.dry_run:
-            # the file goes first: a handler that looks at it right after the signal finds it
-            self.channels.write(ep, EpisodeState.REQUESTED)
-        deliveries = await self.channels.signal(ep, found.targets, self.signum, self.procfs)
-        await self.channels.post(ep)
-        step = episode.on_signals_sent([d.outcome for d in deliveries], ep.dry_run)
-        ep.phase = step.state
-        if ep.phase == EpisodeState.DRY_RUN:
-            ep.finished_at = time.time()
-            ep.channels.setdefault("file", f"would write {self.request_file}")
-            log.info(
-                "dry-run: nothing was sent",
-                event_id=ep.event_id,
-                would_signal=[
-                    d.target.describe() for d in deliveries if d.outcome == DeliveryOutcome.DRY_RUN
-                ],
-            )
-            self.ledger.save()
-            return
-        self.ledger.save()
-        self.stats.requested(ep.drill)
-        for phase in step.publish:
-            if phase == CheckpointPhase.UNREACHABLE:
-                unreachable = [d for d in deliveries if d.outcome in UNREACHABLE_OUTCOMES]
-                self._publish(
-                    ep,
-                    phase,
-                    targets=tuple(d.target.describe() for d in unreachable),
-                    detail="; ".join(d.line() for d in unreachable)
-                    + f"; not signalled, they must watch {self.request_file}",
-                )
-            elif phase == CheckpointPhase.NO_TARGET:
-                why = "; ".join(found.problems) or f"discover = {self.tcfg.discover} found no process"
-                log.warning(
-                    "no checkpoint target found; only the request file was written",
-                    event_id=ep.event_id,
-                    why=why,
-                )
-                self._publish(ep, phase, detail=f"no training process found ({why}); request file written")
-            else:
-                reached = tuple(f"{d.target.describe()}: {d.outcome}" for d in deliveries)
-                self._publish(
-                    ep, phase, targets=reached, detail=f"{self.tcfg.signal} and {self.request_file}"
-                )
-
-    async def _await_ack(self, ep: Episode) -> None:
-        ack_file = self.channels.ack_file(ep)
-        while True:
-            ack = self._control_acks.pop(ep.event_id, None) or self.channels.read_ack(ack_file, ep)
-            if ack is not None:
-                self._complete(ep, ack)
-                return
-            now = time.time()
-            due = episode.on_time(ep, now)
-            if episode.Wake.ESCALATE in due:
-                await self._escalate(ep)
-            if episode.Wake.MISS in due:
-                self._miss(ep)
-                return
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), min(ACK_POLL_SECONDS, max(0.01, ep.deadline - now)))
-
-    def _complete(self, ep: Episode, ack: dict[str, Any]) -> None:
-        ep.ack = ack
-        ep.finished_at = float(ack["at"])
-        duration = ep.duration or 0.0
-        step = episode.on_ack(ep, ep.finished_at)
-        if step.late_ack:
-            ep.late_ack = True
-            self._miss(ep)
-            return
-        ep.phase = step.state
-        self.stats.acknowledged(ep.drill, duration)
-        self.ledger.save()
-        if step.request_state is not None:
-            self.channels.update(ep, step.request_state)
-        where = f" at {ack['path']}" if ack.get("path") else ""
-        what = f"step {ack['step']}" if "step" in ack else "checkpoint"
-        log.info(
-            "checkpoint acknowledged",
-            event_id=ep.event_id,
-            via=ack["via"],
-            duration_seconds=round(duration, 3),
-            seconds_before_deadline=round(ep.deadline - ep.finished_at, 1),
-            step=ack.get("step"),
-            path=ack.get("path"),
-        )
-        self._publish(
-            ep,
-            CheckpointPhase.COMPLETED,
-            duration=duration,
-            detail=f"{what}{where}, {ep.deadline - ep.finished_at:.0f} s before the deadline",
-        )
-
-    def _miss(self, ep: Episode) -> None:
-        step = episode.on_deadline(ep)
-        ep.phase = step.state
-        ep.finished_at = ep.finished_at or time.time()
-        self.stats.deadline_missed(ep.drill)
-        self.ledger.save()
-        if step.request_state is not None:
-            self.channels.update(ep, step.request_state)
-        log.error("checkpoint deadline missed", event_id=ep.event_id, kind=ep.kind, late_ack=ep.late_ack)
-        self._publish(
-            ep,
-            CheckpointPhase.MISSED,
-            duration=ep.duration,
-            detail="the ack came after the deadline" if ep.late_ack else "no ack before the deadline",
-        )
-
-    async def _escalate(self, ep: Episode) -> None:
-        ep.escalated = True
-        ep.channels["escalation"] = await self.channels.escalate(ep, self.procfs)
-        self.ledger.save()
-        log.warning(
-            "final SIGTERM before the deadline", event_id=ep.event_id, results=ep.channels["escalation"]
-        )
-        self._publish(ep, CheckpointPhase.ESCALATED, detail=ep.channels["escalation"])
+    # --- withdrawal --------------------------------------------------------------------------------
 
     def _cancel(self, event_id: str, why: str) -> None:
         ep = self.ledger.episodes.get(event_id)
@@ -382,29 +247,8 @@ class CheckpointComponent:
         log.info(
             "checkpoint canceled", event_id=event_id, why=why, had_signalled=step.request_state is not None
         )
-        self._publish(ep, CheckpointPhase.CANCELED, detail=why)
+        self.runner.publish(ep, CheckpointPhase.CANCELED, detail=why)
         self._finish(ep)
-
-    def _publish(
-        self,
-        ep: Episode,
-        phase: CheckpointPhase,
-        targets: tuple[str, ...] = (),
-        detail: str = "",
-        duration: float | None = None,
-    ) -> None:
-        self.ctx.bus.publish(
-            CheckpointEvent(
-                phase=phase,
-                event_id=ep.event_id,
-                notice_kind=ep.kind,
-                deadline=_dt(ep.deadline),
-                duration_seconds=duration,
-                targets=targets,
-                detail=detail,
-                drill=ep.drill,
-            )
-        )
 
     # --- control socket ----------------------------------------------------------------------------
 
@@ -427,8 +271,3 @@ class CheckpointComponent:
     def metrics(self) -> Iterable[Metric]:
         unsignalable = sum(1 for v in self.watch.handlers.values() if v in ("no-handler", "ignored"))
         return self.stats.families(len(self.watch.found.targets), unsignalable, len(self._open_requested()))
-
-
-async def _sleep_until(ts: float) -> None:
-    while (left := ts - time.time()) > 0:
-        await asyncio.sleep(min(left, MAX_SLEEP_SECONDS))

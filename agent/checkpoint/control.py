@@ -58,8 +58,8 @@ async def ack(c: CheckpointComponent, request: web.Request) -> web.Response:
         return web.json_response(
             {"error": f"event {ep.event_id} is {ep.phase}; nothing to acknowledge"}, status=409
         )
-    c._control_acks[ep.event_id] = clean_ack(body, via="control socket")
-    c._wake.set()
+    c.runner.control_acks[ep.event_id] = clean_ack(body, via="control socket")
+    c.runner.wake.set()
     fut = c._done.get(ep.event_id)
     if fut is not None:
         with contextlib.suppress(TimeoutError):

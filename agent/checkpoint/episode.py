@@ -1,6 +1,6 @@
 """The checkpoint episode as a state machine: pure functions of the episode, what happened and the
-time, returning what the episode becomes and what to tell the world. The component
-(``component.py``) does the I/O: signals, the request file, the ledger, the bus.
+time, returning what the episode becomes and what to tell the world. The runner
+(``runner.py``) does the I/O: signals, the request file, the ledger, the bus.
 
     scheduled --act_at--> acting --signals sent--> requested --ack--> completed
                                        |               |--deadline or late ack--> missed
