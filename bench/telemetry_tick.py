@@ -11,8 +11,8 @@ devices that are excluded), 8 NICs (plus lo and veths), 20 NFSv4.1 mounts among 
 build/fakenvml/libnvidia-ml.so.1 present (``make fakenvml``) the agent also reads 8 fake GPUs
 through the real NVML binding, each running one of the training processes.
 
-The agent's collectors are built by the daemon's own ``build_collectors`` and run by the real
-``Sampler`` (worker threads, rates), back to back. Reported:
+The agent's collectors are built by the daemon's own ``build_collectors`` (``agent/runtime/build.py``)
+and run by the real ``Sampler`` (worker threads, rates), back to back. Reported:
 - CPU per tick in total (process CPU time over N ticks) and per collector (thread CPU time of its
   ``collect()``), as the median of 5 rounds with the spread (other work on the machine shows up as
   slow rounds); the same collectors called one after the other in one thread, which is their own
@@ -46,7 +46,7 @@ from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 from agent.config import parse_config  # noqa: E402
 from agent.devtools import fake_nvml  # noqa: E402
 from agent.exporter import SnapshotExporter  # noqa: E402
-from agent.runtime import daemon  # noqa: E402
+from agent.runtime import build  # noqa: E402
 from agent.runtime.logsetup import setup_logging  # noqa: E402
 from agent.snapshot.sampler import Sampler  # noqa: E402
 from agent.sources.network import metrics as network_metrics  # noqa: E402
@@ -294,7 +294,7 @@ def measure_agent(root: Path, gpus: int, ticks: int) -> dict:
         }
     )
     sampler: Sampler | None = None
-    collectors: list[Timed] = [Timed(c) for c in daemon.build_collectors(cfg, lambda: sampler.latest)]
+    collectors: list[Timed] = [Timed(c) for c in build.build_collectors(cfg, lambda: sampler.latest)]
     sampler = Sampler(collectors, interval=1.0, timeout=30.0, stall_after=600.0)
 
     async def run() -> list[tuple[float, dict[str, float], float]]:
@@ -365,7 +365,7 @@ def measure_agent(root: Path, gpus: int, ticks: int) -> dict:
         "sequential_min_ms": sequential[0],
         "process_rescan_ms": rescan * 1000,
         "process_rescan_per_tick_ms_at_1s": rescan * 1000 / process_collector.RESCAN_SECONDS,
-        "render_all_ms": render_cpu(daemon.build_renderers(cfg)) * 1000,
+        "render_all_ms": render_cpu(build.build_renderers(cfg)) * 1000,
         "render_storage_network_ms": render_cpu([storage_metrics.render, network_metrics.render]) * 1000,
         "render_network_ms": render_cpu([network_metrics.render]) * 1000,
     }

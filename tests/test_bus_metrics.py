@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.core.events import AgentLifecycleEvent, EventBus
 from agent.core.vocabulary import AgentPhase
-from agent.runtime.daemon import bus_families
+from agent.runtime.metrics import bus_families
 
 
 class _Families:

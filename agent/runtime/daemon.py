@@ -1,5 +1,7 @@
-"""The only place that wires parts together: it builds them from the config, runs them under
-supervision, serves the HTTP and control faces, and speaks systemd's notify protocol.
+"""The daemon: it builds the parts from the config (``build.py`` says which), runs them under
+supervision, rebuilds them on a reload, serves the HTTP and control faces (its own metric families
+are in ``metrics.py``), and speaks systemd's notify protocol. With ``build.py`` it is the only place
+that wires parts together.
 """
 
 from __future__ import annotations
@@ -8,93 +10,36 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import structlog
 from aiohttp import web
-from prometheus_client.core import CounterMetricFamily, Metric
 
 from agent import __version__
-from agent.checkpoint.component import CheckpointComponent
-from agent.classifier.component import ClassifierComponent
 from agent.config import Config, ConfigError, load_config
 from agent.core.component import Component, Context, optional
 from agent.core.events import AgentLifecycleEvent, EventBus, event_to_dict
 from agent.core.vocabulary import AgentPhase
 from agent.exporter import SnapshotExporter, make_registry
-from agent.exporter import malformed as malformed_metrics
 from agent.exporter.server import HttpFace, WebConfigInvalid
 from agent.exporter.status import summarize, tcp_view
 from agent.health.collectors import CollectorFailureWatch
-from agent.health.gpu import GpuHealth
-from agent.ledger.component import LedgerComponent
-from agent.preemption.watcher import PreemptionWatcher
+from agent.runtime.build import EMPTY, PidSource, build_collectors, build_components, build_renderers
 from agent.runtime.control import ControlServer
+from agent.runtime.metrics import PartMetrics
 from agent.runtime.sdnotify import Notifier
 from agent.runtime.supervisor import Supervisor
 from agent.snapshot import NodeSnapshot
 from agent.snapshot.sampler import Sampler
-from agent.sources import Collector
-from agent.sources import registry as sources
 
 log = structlog.get_logger("daemon")
 
-_EMPTY = NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0)
 SHUTDOWN_SECONDS = 4.0  # SIGTERM must end within 5 s with exit code 0
 
 
 class StartupError(Exception):
     """A one-line reason the daemon cannot start (port in use, socket path not writable)."""
-
-
-# other sources of training pids (the checkpoint targets), set by build_components
-PidSource = Callable[[], Iterable[int]]
-
-
-def training_pids(snap: NodeSnapshot, sources: Iterable[PidSource] = ()) -> set[int]:
-    """The processes whose trees the process collector follows: every GPU compute process in the
-    latest snapshot, plus what the parts found (the checkpoint targets of [trainer] discover)."""
-    pids: set[int] = set()
-    if snap.gpu is not None:
-        for g in snap.gpu.gpus:
-            pids.update(p.pid for p in g.processes)
-    for source in sources:
-        pids.update(source())
-    return pids
-
-
-def build_collectors(
-    cfg: Config, latest: Callable[[], NodeSnapshot] = lambda: _EMPTY, pid_sources: Iterable[PidSource] = ()
-) -> list[Collector]:
-    """One collector per registered source that the config leaves on."""
-    ctx = sources.BuildContext(cfg, latest, lambda: training_pids(latest(), pid_sources))
-    return sources.build_collectors(ctx)
-
-
-def build_renderers(cfg: Config) -> list[Any]:
-    return [*sources.renderers(cfg), malformed_metrics.render]
-
-
-def build_components(ctx: Context) -> list[Component]:
-    components: list[Component] = [CheckpointComponent(ctx)]
-    classifier = None
-    if ctx.cfg.classifier.enabled:
-        classifier = ClassifierComponent(ctx)
-        components.append(classifier)
-    if ctx.cfg.goodput.enabled:
-        # after the classifier: each snapshot is booked with the pressures of the window it closes
-        components.append(LedgerComponent(ctx, classifier.view if classifier else None))
-    components.append(PreemptionWatcher(ctx))
-    if ctx.cfg.gpu.enabled:
-        components.append(GpuHealth(ctx))
-    if ctx.cfg.alerts.webhooks:
-        # imported only when a channel is configured: most of its weight (sqlite3, rendering) is memory
-        from agent.alerts.alerter import Alerter
-
-        components.append(Alerter(ctx))
-    return components
 
 
 class Daemon:
@@ -117,7 +62,7 @@ class Daemon:
         self.recent_events: list[dict[str, Any]] = []
         self._exporter = SnapshotExporter(self._latest, [])
         self.registry.register(self._exporter)
-        self.registry.register(_ComponentMetrics(self))
+        self.registry.register(PartMetrics(lambda: self.components, lambda: self.http, self.bus))
         self.reloads = 0
         self._reload_lock = asyncio.Lock()  # a SIGHUP storm reloads one after another, never interleaved
         self._pending: set[asyncio.Task[Any]] = set()
@@ -127,7 +72,7 @@ class Daemon:
     # --- wiring ------------------------------------------------------------------------------------
 
     def _latest(self) -> NodeSnapshot:
-        return self.sampler.latest if self.sampler else _EMPTY
+        return self.sampler.latest if self.sampler else EMPTY
 
     def _build(self) -> None:
         cfg = self.cfg
@@ -374,43 +319,6 @@ class Daemon:
         if self.http is not None:
             await self.http.stop()
         self.notifier.close()
-
-
-def bus_families(bus: EventBus) -> Iterable[Metric]:
-    published = CounterMetricFamily("training_node_events_published", "Events published on the agent's bus.")
-    published.add_metric([], bus.published)
-    yield published
-    dropped = CounterMetricFamily(
-        "training_node_events_dropped",
-        "Events a subscriber lost because its queue was full (it fell behind; the oldest go first).",
-        labels=["subscriber"],
-    )
-    for name in bus.subscribers:
-        dropped.add_metric([name], bus.dropped.get(name, 0))
-    yield dropped
-
-
-class _ComponentMetrics:
-    """Families that components keep themselves (notices, checkpoints, verdicts, alerts), and the
-    metrics port's own (connections, refusals, web config reloads)."""
-
-    def __init__(self, daemon: Daemon) -> None:
-        self._daemon = daemon
-
-    def collect(self) -> Iterable[Metric]:
-        for comp in self._daemon.components:
-            fn = optional(comp, "metrics")
-            if fn:
-                try:
-                    yield from fn()
-                except Exception:
-                    log.exception("component metrics failed", component=comp.name)
-        if self._daemon.http is not None:
-            yield from self._daemon.http.metrics()
-        yield from bus_families(self._daemon.bus)
-
-    def describe(self) -> Iterable[Metric]:
-        return []
 
 
 def _json(obj: Any) -> str:

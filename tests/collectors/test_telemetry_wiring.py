@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from agent.config import parse_config
 from agent.exporter import SnapshotExporter
-from agent.runtime import daemon
+from agent.runtime import build
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
 from agent.sources.network.part import NetworkPart, NicStat, RdmaPort
@@ -22,7 +22,7 @@ def _snap(**parts) -> NodeSnapshot:
 
 def _exposition(cfg, snap: NodeSnapshot) -> str:
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(SnapshotExporter(lambda: snap, daemon.build_renderers(cfg)))
+    reg.register(SnapshotExporter(lambda: snap, build.build_renderers(cfg)))
     return generate_latest(reg).decode()
 
 
@@ -35,16 +35,16 @@ def test_training_pids_are_the_gpu_compute_processes():
             GpuStats(1, "GPU-b", "H800", True, processes=(GpuProcess(101, 1),)),
         ),
     )
-    assert daemon.training_pids(_snap(gpu=gpu)) == {101, 102}
-    assert daemon.training_pids(_snap()) == set()
-    assert daemon.training_pids(_snap(gpu=gpu), [lambda: [7]]) == {7, 101, 102}
+    assert build.training_pids(_snap(gpu=gpu)) == {101, 102}
+    assert build.training_pids(_snap()) == set()
+    assert build.training_pids(_snap(gpu=gpu), [lambda: [7]]) == {7, 101, 102}
 
 
 def test_collectors_follow_the_config():
-    names = [c.name for c in daemon.build_collectors(parse_config({}))]
+    names = [c.name for c in build.build_collectors(parse_config({}))]
     assert {"storage", "network", "processes"} <= set(names)
     cfg = parse_config({"storage": {"enabled": False}, "network": {"enabled": False}})
-    names = [c.name for c in daemon.build_collectors(cfg)]
+    names = [c.name for c in build.build_collectors(cfg)]
     assert "storage" not in names and "network" not in names
 
 
@@ -54,7 +54,7 @@ def test_process_collector_follows_the_latest_snapshot(tmp_path):
     (proc / "77" / "stat").write_text("77 (python) S 1 1 1 0 -1 0 0 0 0 0 250 50 0 0 20 0 3 0 99 0\n")
     cfg = parse_config({"agent": {"procfs": str(proc), "sysfs": str(tmp_path)}})
     snap = _snap(gpu=GpuPart(None, None, (GpuStats(0, "u", "m", True, processes=(GpuProcess(77, 1),)),)))
-    (c,) = [c for c in daemon.build_collectors(cfg, lambda: snap) if c.name == "processes"]
+    (c,) = [c for c in build.build_collectors(cfg, lambda: snap) if c.name == "processes"]
     (p,) = c.collect().processes
     assert (p.pid, p.cpu_seconds, p.threads, p.allowed_cores) == (77, 3.0, 3, float(os.cpu_count()))
 

@@ -1,0 +1,71 @@
+"""What a config turns into: the collectors, the exporter's renderers and the parts (components).
+
+The daemon (``daemon.py``) calls these at start and at every reload and runs what they return; no
+other module builds parts, so this and the daemon are the only places that wire them together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from agent.checkpoint.component import CheckpointComponent
+from agent.classifier.component import ClassifierComponent
+from agent.config import Config
+from agent.core.component import Component, Context
+from agent.exporter import malformed as malformed_metrics
+from agent.health.gpu import GpuHealth
+from agent.ledger.component import LedgerComponent
+from agent.preemption.watcher import PreemptionWatcher
+from agent.snapshot import NodeSnapshot
+from agent.sources import Collector
+from agent.sources import registry as sources
+
+EMPTY = NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0)  # before the first tick
+
+# other sources of training pids (the checkpoint targets), set by build_components
+PidSource = Callable[[], Iterable[int]]
+
+
+def training_pids(snap: NodeSnapshot, sources: Iterable[PidSource] = ()) -> set[int]:
+    """The processes whose trees the process collector follows: every GPU compute process in the
+    latest snapshot, plus what the parts found (the checkpoint targets of [trainer] discover)."""
+    pids: set[int] = set()
+    if snap.gpu is not None:
+        for g in snap.gpu.gpus:
+            pids.update(p.pid for p in g.processes)
+    for source in sources:
+        pids.update(source())
+    return pids
+
+
+def build_collectors(
+    cfg: Config, latest: Callable[[], NodeSnapshot] = lambda: EMPTY, pid_sources: Iterable[PidSource] = ()
+) -> list[Collector]:
+    """One collector per registered source that the config leaves on."""
+    ctx = sources.BuildContext(cfg, latest, lambda: training_pids(latest(), pid_sources))
+    return sources.build_collectors(ctx)
+
+
+def build_renderers(cfg: Config) -> list[Any]:
+    return [*sources.renderers(cfg), malformed_metrics.render]
+
+
+def build_components(ctx: Context) -> list[Component]:
+    components: list[Component] = [CheckpointComponent(ctx)]
+    classifier = None
+    if ctx.cfg.classifier.enabled:
+        classifier = ClassifierComponent(ctx)
+        components.append(classifier)
+    if ctx.cfg.goodput.enabled:
+        # after the classifier: each snapshot is booked with the pressures of the window it closes
+        components.append(LedgerComponent(ctx, classifier.view if classifier else None))
+    components.append(PreemptionWatcher(ctx))
+    if ctx.cfg.gpu.enabled:
+        components.append(GpuHealth(ctx))
+    if ctx.cfg.alerts.webhooks:
+        # imported only when a channel is configured: most of its weight (sqlite3, rendering) is memory
+        from agent.alerts.alerter import Alerter
+
+        components.append(Alerter(ctx))
+    return components
