@@ -29,8 +29,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent.alerts.channel import Channel
 from agent.alerts.channels import build_channel
 from agent.alerts.delivery import Delivery
+from agent.alerts.facts import Facts, facts
 from agent.alerts.message import Message, Node
-from agent.alerts.render import Facts, Scene, facts, gpu_inventory, reminder, render
+from agent.alerts.render import reminder, render
+from agent.alerts.scene import Scene, gpu_inventory
 from agent.alerts.spool import Spool
 from agent.core.component import Context
 from agent.core.events import (

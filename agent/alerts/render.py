@@ -1,17 +1,20 @@
 """Events -> neutral :class:`Message` in one language. Pure: no I/O, the clock comes in as ``now``.
 
-:func:`facts` says what the alerter needs before any wording (fingerprint, severity, whether the
-condition stays active until cleared); :func:`render` words it for one language.
+``facts.py`` says what the alerter needs before any wording (fingerprint, severity, whether the
+condition stays active until cleared); :func:`render` words it for one language, and
+:func:`digest`, :func:`reminder` and :func:`build_test_alert` word what the alerter makes of it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime, tzinfo
+from dataclasses import replace
+from datetime import datetime, tzinfo
 
 from agent.alerts import i18n
+from agent.alerts.facts import Facts
 from agent.alerts.i18n import t
-from agent.alerts.message import Message, Node
+from agent.alerts.message import Message
+from agent.alerts.scene import Scene, describe_gpus, ranges, when
 from agent.core.events import (
     AgentLifecycleEvent,
     CheckpointEvent,
@@ -22,131 +25,13 @@ from agent.core.events import (
     PreemptionEvent,
     VerdictEvent,
 )
-from agent.core.vocabulary import CHECKPOINT_FAILURES, QUIET_VERDICTS, CheckpointPhase, GpuFault
-from agent.snapshot import NodeSnapshot
+from agent.core.vocabulary import CheckpointPhase
 
-# Xids that mean the hardware or driver is in trouble, not the application (13, 31, 43 and 45 are
-# usually the program's own fault)
-FATAL_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
 MARKS = {"critical": "🔴", "warning": "🟠", "info": "🔵", "resolved": "✅"}
-
-
-@dataclass(frozen=True, slots=True)
-class Facts:
-    fingerprint: str
-    kind: str
-    severity: str
-    resolved: bool
-    sustained: bool  # stays active until a clearing event; reminded every repeat_interval
-    priority: bool = False
-    held: bool = False  # waits [alerts] verdict_hold before it goes out
-
-
-@dataclass(frozen=True, slots=True)
-class GpuInfo:
-    index: int
-    model: str
-    uuid: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Scene:
-    """What the renderer knows besides the event."""
-
-    node: Node
-    gpus: tuple[GpuInfo, ...]
-    tz: tzinfo
-    now: datetime
-    pid: int | None = None  # the agent's own process, named in its start/stop alerts
 
 
 def mark(msg: Message) -> str:
     return MARKS["resolved" if msg.resolved else msg.severity]
-
-
-def gpu_inventory(snap: NodeSnapshot) -> tuple[GpuInfo, ...]:
-    if snap.gpu is None:
-        return ()
-    return tuple(GpuInfo(g.index, g.model, g.uuid) for g in snap.gpu.gpus)
-
-
-def facts(event: Event) -> Facts | None:
-    """Routing facts, or None for events that are not alerts (instance identity)."""
-    if isinstance(event, PreemptionEvent):
-        return Facts(
-            f"preemption/{event.provider}/{event.event_id}",
-            "preemption",
-            "warning" if event.drill else "critical",
-            resolved=event.withdrawn,
-            sustained=False,
-            priority=not event.withdrawn,
-        )
-    if isinstance(event, CheckpointEvent):
-        bad = event.phase in CHECKPOINT_FAILURES
-        sev = "info" if event.drill and not bad else "critical" if bad else "info"
-        return Facts(f"checkpoint/{event.event_id}/{event.phase}", "checkpoint", sev, False, False)
-    if isinstance(event, VerdictEvent):
-        quiet = event.verdict in QUIET_VERDICTS
-        return Facts(
-            f"verdict/{event.verdict}",
-            "verdict",
-            "info" if quiet else "warning",
-            resolved=event.cleared,
-            sustained=not quiet,
-            held=True,
-        )
-    if isinstance(event, GpuFaultEvent):
-        if event.fault == GpuFault.XID:
-            sev = "critical" if event.xid in FATAL_XIDS else "warning"
-            return Facts(f"gpu/{event.uuid}/xid/{event.xid}", "gpu_fault", sev, event.cleared, False)
-        sev = "critical" if event.fault in (GpuFault.LOST, GpuFault.ECC) else "warning"
-        return Facts(f"gpu/{event.uuid}/{event.fault}", "gpu_fault", sev, event.cleared, True)
-    if isinstance(event, CollectorFailingEvent):
-        return Facts(f"collector/{event.collector}", "collector_failing", "warning", event.cleared, True)
-    if isinstance(event, GoodputDigestEvent):
-        return Facts(f"goodput/{event.until:%Y%m%dT%H%M%S}", "goodput", "info", False, False)
-    if isinstance(event, AgentLifecycleEvent):
-        # every start and stop is its own alert
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
-        return Facts(f"agent/{event.phase}/{stamp}", "agent", "info", False, False)
-    return None
-
-
-# --- wording ---------------------------------------------------------------------------------------
-
-
-def when(dt: datetime, tz: tzinfo) -> str:
-    local = dt.astimezone(tz)
-    return local.strftime("%Y-%m-%d %H:%M:%S ") + (local.tzname() or "UTC")
-
-
-def _ranges(indices: list[int]) -> str:
-    """[0,1,2,3,5] -> ``0-3,5``"""
-    out: list[str] = []
-    idx = sorted(set(indices))
-    i = 0
-    while i < len(idx):
-        j = i
-        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
-            j += 1
-        out.append(str(idx[i]) if i == j else f"{idx[i]}-{idx[j]}")
-        i = j + 1
-    return ",".join(out)
-
-
-def describe_gpus(gpus: tuple[GpuInfo, ...], wanted: tuple[int, ...], lang: str) -> str:
-    """``8 × NVIDIA A100-SXM4-80GB (0-7)``; ``wanted`` empty means all of them."""
-    chosen = [g for g in gpus if not wanted or g.index in wanted]
-    if not chosen:
-        return f"GPU {_ranges(list(wanted))}" if wanted else t("no_gpus", lang)
-    by_model: dict[str, list[int]] = {}
-    for g in chosen:
-        by_model.setdefault(g.model, []).append(g.index)
-    missing = sorted(set(wanted) - {g.index for g in chosen})
-    parts = [f"{len(ix)} × {model} ({_ranges(ix)})" for model, ix in by_model.items()]
-    if missing:
-        parts.append(f"GPU {_ranges(missing)}")
-    return "; ".join(parts)
 
 
 def _labels(scene: Scene, f: Facts, **extra: object) -> tuple[tuple[str, str], ...]:
@@ -268,7 +153,7 @@ def render(event: Event, f: Facts, scene: Scene, lang: str) -> Message:
             hint=hint,
             gpus=event.gpus,
             labels=_labels(
-                scene, f, verdict=event.verdict, sub_reason=event.sub_reason, gpus=_ranges(list(event.gpus))
+                scene, f, verdict=event.verdict, sub_reason=event.sub_reason, gpus=ranges(list(event.gpus))
             ),
             starts_at=event.since,
             **common,  # type: ignore[arg-type]

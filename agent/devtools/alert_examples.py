@@ -10,8 +10,10 @@ from zoneinfo import ZoneInfo
 
 from agent.alerts.channel import Channel
 from agent.alerts.channels import TYPES
+from agent.alerts.facts import facts
 from agent.alerts.message import Node
-from agent.alerts.render import GpuInfo, Scene, facts, render
+from agent.alerts.render import render
+from agent.alerts.scene import GpuInfo, Scene
 from agent.config.alerts import STYLES
 from agent.core.events import Event, PreemptionEvent, VerdictEvent
 from agent.core.vocabulary import NoticeKind, Verdict

@@ -17,8 +17,10 @@ import pytest
 from conftest import free_port, http_get, need_binary
 from fake_chat import FakeChat, alertmanager_problems
 
+from agent.alerts.facts import facts
 from agent.alerts.message import Node
-from agent.alerts.render import GpuInfo, Scene, digest, facts, render
+from agent.alerts.render import digest, render
+from agent.alerts.scene import GpuInfo, Scene
 from agent.alerts.webhook import ZERO_TIME, payload
 from agent.core.events import GpuFaultEvent, PreemptionEvent
 

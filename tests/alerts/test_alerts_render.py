@@ -10,8 +10,10 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.alerts import i18n
+from agent.alerts.facts import facts
 from agent.alerts.message import Message, Node
-from agent.alerts.render import GpuInfo, Scene, build_test_alert, digest, facts, reminder, render
+from agent.alerts.render import build_test_alert, digest, reminder, render
+from agent.alerts.scene import GpuInfo, Scene
 from agent.core.events import (
     AgentLifecycleEvent,
     CheckpointEvent,

@@ -1,0 +1,78 @@
+"""What the alerter needs to know of an event before any wording: which condition it is (the
+fingerprint that deduplicates and resolves), how bad, whether it stays active until a clearing event,
+whether it jumps the queue or waits out ``[alerts] verdict_hold``. Pure: events in, facts out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from agent.core.events import (
+    AgentLifecycleEvent,
+    CheckpointEvent,
+    CollectorFailingEvent,
+    Event,
+    GoodputDigestEvent,
+    GpuFaultEvent,
+    PreemptionEvent,
+    VerdictEvent,
+)
+from agent.core.vocabulary import CHECKPOINT_FAILURES, QUIET_VERDICTS, GpuFault
+
+# Xids that mean the hardware or driver is in trouble, not the application (13, 31, 43 and 45 are
+# usually the program's own fault)
+FATAL_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    fingerprint: str
+    kind: str
+    severity: str
+    resolved: bool
+    sustained: bool  # stays active until a clearing event; reminded every repeat_interval
+    priority: bool = False
+    held: bool = False  # waits [alerts] verdict_hold before it goes out
+
+
+def facts(event: Event) -> Facts | None:
+    """Routing facts, or None for events that are not alerts (instance identity)."""
+    if isinstance(event, PreemptionEvent):
+        return Facts(
+            f"preemption/{event.provider}/{event.event_id}",
+            "preemption",
+            "warning" if event.drill else "critical",
+            resolved=event.withdrawn,
+            sustained=False,
+            priority=not event.withdrawn,
+        )
+    if isinstance(event, CheckpointEvent):
+        bad = event.phase in CHECKPOINT_FAILURES
+        sev = "info" if event.drill and not bad else "critical" if bad else "info"
+        return Facts(f"checkpoint/{event.event_id}/{event.phase}", "checkpoint", sev, False, False)
+    if isinstance(event, VerdictEvent):
+        quiet = event.verdict in QUIET_VERDICTS
+        return Facts(
+            f"verdict/{event.verdict}",
+            "verdict",
+            "info" if quiet else "warning",
+            resolved=event.cleared,
+            sustained=not quiet,
+            held=True,
+        )
+    if isinstance(event, GpuFaultEvent):
+        if event.fault == GpuFault.XID:
+            sev = "critical" if event.xid in FATAL_XIDS else "warning"
+            return Facts(f"gpu/{event.uuid}/xid/{event.xid}", "gpu_fault", sev, event.cleared, False)
+        sev = "critical" if event.fault in (GpuFault.LOST, GpuFault.ECC) else "warning"
+        return Facts(f"gpu/{event.uuid}/{event.fault}", "gpu_fault", sev, event.cleared, True)
+    if isinstance(event, CollectorFailingEvent):
+        return Facts(f"collector/{event.collector}", "collector_failing", "warning", event.cleared, True)
+    if isinstance(event, GoodputDigestEvent):
+        return Facts(f"goodput/{event.until:%Y%m%dT%H%M%S}", "goodput", "info", False, False)
+    if isinstance(event, AgentLifecycleEvent):
+        # every start and stop is its own alert
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
+        return Facts(f"agent/{event.phase}/{stamp}", "agent", "info", False, False)
+    return None
