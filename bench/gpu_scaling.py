@@ -32,8 +32,9 @@ import pynvml  # noqa: E402
 import structlog  # noqa: E402
 
 from agent.devtools.fake_nvml import LIBRARY, device, state, write_state  # noqa: E402
+from agent.sources.gpu.binding import load_library  # noqa: E402
 from agent.sources.gpu.collector import GPM_METRICS, GpuCollector  # noqa: E402
-from agent.sources.gpu.nvml import ALL_LINKS, load_library  # noqa: E402
+from agent.sources.gpu.nvml import ALL_LINKS  # noqa: E402
 
 SIZES = (1, 2, 4, 8, 16)
 FIELDS = [

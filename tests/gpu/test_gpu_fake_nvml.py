@@ -16,7 +16,7 @@ import pytest
 from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
 
 from agent.devtools.fake_nvml import FakeNvml, device, write_state
-from agent.sources.gpu.nvml import load_library
+from agent.sources.gpu.binding import load_library
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ import pynvml
 import structlog
 
 from agent.sources import SourceAbsent
-from agent.sources.gpu.nvml import Device, GpuLost, Nvml, NvmlDriverError, binding
+from agent.sources.gpu.binding import binding
+from agent.sources.gpu.nvml import Device, GpuLost, Nvml, NvmlDriverError
 from agent.sources.gpu.nvml_events import XidWatcher
 from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
 

@@ -1,18 +1,19 @@
 """The thin NVML layer under the GPU collector (nvitop's ``libnvml`` is the model).
 
 - The library is loaded once, from the configured path or the system's ``libnvidia-ml.so.1``, and
-  handed to ``pynvml`` so every call goes through the real binding.
+  handed to ``pynvml`` so every call goes through the real binding (``binding.py``).
 - Device handles and identities are read once per initialisation.
 - A function that is NotSupported on a GPU, or missing from this driver (FunctionNotFound), becomes
   ``None``: it is logged once and never asked again.
 - ``NVML_ERROR_GPU_IS_LOST`` becomes :class:`GpuLost`, which the collector turns into that GPU's state.
 - Driver-wide errors (Uninitialized, DriverNotLoaded, Unknown ...) raise :class:`NvmlDriverError`;
   the collector shuts NVML down and initialises it again with backoff.
+
+GPM activity is ``nvml_gpm.py``, Xid events ``nvml_events.py``.
 """
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,10 +22,18 @@ import pynvml
 import structlog
 
 from agent.sources import SourceAbsent
+from agent.sources.gpu.binding import (
+    binding,
+    error_text,
+    field_value,
+    handle_address,
+    load_library,
+    number,
+)
+from agent.sources.gpu.nvml_gpm import GpmSampler
 
 log = structlog.get_logger("nvml")
 
-SYSTEM_LIBRARY = "libnvidia-ml.so.1"
 ALL_LINKS = 0xFFFFFFFF  # scopeId of NVLink field values: every link together
 
 # after these the library as a whole needs shutting down and initialising again
@@ -68,51 +77,6 @@ class GpuLost(Exception):
     """The GPU fell off the bus (``NVML_ERROR_GPU_IS_LOST``) or needs a reset."""
 
 
-# A numeric field of a pynvml structure. Plain ``struct.field`` goes through pynvml's Python-level
-# __getattribute__ (it decodes bytes fields), three times the cost of the field itself; field values
-# and GPM metrics read ~20 numbers per GPU per tick.
-number: Callable[[Any, str], Any] = object.__getattribute__
-
-
-def error_text(e: pynvml.NVMLError) -> str:
-    try:
-        return str(e)
-    except Exception:  # str() asks the library, which may be the thing that is broken
-        return f"NVML error {getattr(e, 'value', '?')}"
-
-
-def missing_function(name: str) -> Callable[..., Any]:
-    """A stand-in for a function this nvidia-ml-py release lacks: it fails like an old driver would."""
-
-    def missing(*_args: Any, **_kwargs: Any) -> Any:
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-
-    missing.__name__ = name
-    return missing
-
-
-def binding(name: str) -> Callable[..., Any]:
-    return getattr(pynvml, name, None) or missing_function(name)
-
-
-def load_library(path: str) -> None:
-    """Hand pynvml the library to use. pynvml loads ``libnvidia-ml.so.1`` itself only while its
-    ``nvmlLib`` is unset, so setting it first makes a configured path work and keeps one code path."""
-    name = path or SYSTEM_LIBRARY
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError as e:
-        raise SourceAbsent(f"no NVML library: {e}") from None
-    with pynvml.libLoadLock:
-        old = pynvml.nvmlLib
-        if old is None or getattr(old, "_handle", None) != lib._handle:
-            pynvml.nvmlLib = lib
-            getattr(pynvml, "_nvmlGetFunctionPointer_cache", {}).clear()
-
-
-GPM_SAMPLE_GET = binding("nvmlGpmSampleGet")
-
-
 @dataclass
 class Device:
     index: int
@@ -126,25 +90,6 @@ class Device:
     fields: tuple[tuple[int, int], ...] = ()  # (fieldId, scopeId) still worth asking
     gpm: GpmSampler | None = None
     skipped: set[str] = field(default_factory=set)  # functions this GPU cannot answer
-
-
-@dataclass
-class GpmSampler:
-    """Two GPM samples per GPU, alternating: a metric is the activity between the last two ticks."""
-
-    samples: list[Any]
-    request: Any
-    previous: Any = None
-    metric_ids: tuple[int, ...] = ()
-    slots: list[Any] = field(default_factory=list)  # views of request.metrics[i], read after each call
-
-    def free(self) -> None:
-        for s in self.samples:
-            try:
-                pynvml.nvmlGpmSampleFree(s)
-            except pynvml.NVMLError:
-                pass
-        self.samples = []
 
 
 @dataclass
@@ -230,7 +175,7 @@ class Nvml:
             (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ALL_LINKS),
             (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ALL_LINKS),
         )
-        dev.gpm = self._gpm(dev)
+        dev.gpm = GpmSampler.open(self, dev)
         return dev
 
     def _identify(self, dev: Device) -> None:
@@ -240,21 +185,6 @@ class Nvml:
         if pci is not None:
             bus_id = pci.busId
             dev.pci_bus_id = bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
-
-    def _gpm(self, dev: Device) -> GpmSampler | None:
-        support = self.read(dev, binding("nvmlGpmQueryDeviceSupport"))
-        if support is None or not support.isSupportedDevice:
-            return None
-        try:
-            samples = [pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()]
-        except pynvml.NVMLError as e:
-            log.warning(
-                "cannot allocate GPM samples; no SM/tensor activity", gpu=dev.index, error=error_text(e)
-            )
-            return None
-        request = pynvml.c_nvmlGpmMetricsGet_t()
-        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-        return GpmSampler(samples, request)
 
     # --- reads ------------------------------------------------------------------------------------
 
@@ -336,34 +266,9 @@ class Nvml:
         return out
 
     def gpm_metrics(self, dev: Device, metric_ids: Iterable[int]) -> dict[int, float]:
-        """GPM metrics in percent between this tick's sample and the previous one ({} on the first)."""
-        gpm = dev.gpm
-        if gpm is None:
-            return {}
-        current = gpm.samples[1] if gpm.previous is gpm.samples[0] else gpm.samples[0]
-        if self.read(dev, GPM_SAMPLE_GET, current) is None:
-            return {}
-        previous, gpm.previous = gpm.previous, current
-        if previous is None:
-            return {}
-        ids = tuple(metric_ids)
-        req = gpm.request
-        if ids != gpm.metric_ids:
-            req.numMetrics = len(ids)
-            metrics = req.metrics
-            gpm.slots = [metrics[i] for i in range(len(ids))]
-            for slot, metric in zip(gpm.slots, ids, strict=True):
-                slot.metricId = metric
-            gpm.metric_ids = ids
-        req.sample1 = previous
-        req.sample2 = current
-        if self.read(dev, lambda _h: pynvml.nvmlGpmMetricsGet(req), name="nvmlGpmMetricsGet") is None:
-            return {}
-        return {
-            metric: number(slot, "value")
-            for metric, slot in zip(ids, gpm.slots, strict=True)
-            if number(slot, "nvmlReturn") == pynvml.NVML_SUCCESS
-        }
+        """GPM metrics in percent between this tick's sample and the previous one ({} on the first,
+        and on a GPU without GPM)."""
+        return dev.gpm.metrics(self, dev, metric_ids) if dev.gpm is not None else {}
 
     # --- lost GPUs --------------------------------------------------------------------------------
 
@@ -396,22 +301,3 @@ class Nvml:
 
     def index_of(self, handle: Any) -> int | None:
         return self._by_handle.get(handle_address(handle))
-
-
-def handle_address(handle: Any) -> int:
-    return ctypes.cast(handle, ctypes.c_void_p).value or 0
-
-
-def field_value(v: Any) -> int:
-    return int(getattr(number(v, "value"), _VALUE_MEMBER.get(number(v, "valueType"), "ullVal")))
-
-
-# the member of nvmlValue_t that holds each nvmlValueType_t
-_VALUE_MEMBER = {
-    pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
-    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
-    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
-    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
-    pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
-    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
-}

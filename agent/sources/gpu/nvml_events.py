@@ -13,7 +13,8 @@ from typing import Any
 import pynvml
 import structlog
 
-from agent.sources.gpu.nvml import DRIVER_ERRORS, SKIP_ERRORS, Device, Nvml, binding, error_text
+from agent.sources.gpu.binding import binding, error_text
+from agent.sources.gpu.nvml import DRIVER_ERRORS, SKIP_ERRORS, Device, Nvml
 
 log = structlog.get_logger("nvml")
 
