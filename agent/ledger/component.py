@@ -1,6 +1,7 @@
 """The goodput ledger as a daemon part: books every snapshot's interval, follows the checkpoint
 handshake, the trainer's periodic checkpoint reports and the cloud's notices, keeps the book in
-``state_dir``, and shows it in status, in /metrics and (opt-in) in a daily chat digest.
+``state_dir``, and shows it in status, in /metrics (``metrics.py``) and (opt-in) in a daily chat
+digest.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import structlog
 from aiohttp import web
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from agent.classifier.baselines import Baselines
 from agent.classifier.features import Features
@@ -23,6 +24,7 @@ from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, GoodputDigestEvent, InstanceIdentityEvent, PreemptionEvent
 from agent.core.vocabulary import NoticeKind
 from agent.ledger import cadence, saved, store
+from agent.ledger import metrics as ledger_metrics
 from agent.ledger.assign import BUCKETS, GpuReading, Pressures, gpu_state
 from agent.ledger.book import Book
 from agent.ledger.summary import lines, summarize
@@ -292,107 +294,7 @@ class LedgerComponent:
         return s
 
     def metrics(self) -> Iterable[Metric]:
-        led = self.ledger
-        now = time.time()
-        unsettled, unsettled_cost = led.book.unsettled()
-        total = CounterMetricFamily(
-            "training_node_gpu_seconds",
-            "GPU-seconds per ledger bucket, settled (each second in exactly one bucket); the newest are"
-            " in training_node_gpu_seconds_unsettled until they settle.",
-            labels=["bucket"],
-        )
-        open_ = GaugeMetricFamily(
-            "training_node_gpu_seconds_unsettled",
-            "GPU-seconds per bucket still open to late facts (periodic saves, work lost at a reclaim).",
-            labels=["bucket"],
-        )
-        for b, v, u in zip(BUCKETS, led.book.seconds, unsettled, strict=True):
-            total.add_metric([b], v)
-            open_.add_metric([b], u)
-        yield total
-        yield open_
-        s = self.summary(now, self.cfg.window)
-        if s["ratio"] is not None:
-            yield GaugeMetricFamily(
-                "training_node_goodput_ratio",
-                "Productive share of the GPU-seconds over [goodput] window.",
-                value=s["ratio"],
-            )
-        if self.priced:
-            cur = self.cost_cfg.currency
-            cost = CounterMetricFamily(
-                "training_node_cost", "Money per ledger bucket, settled.", labels=["bucket", "currency"]
-            )
-            cost_open = GaugeMetricFamily(
-                "training_node_cost_unsettled",
-                "Money per bucket not settled yet.",
-                labels=["bucket", "currency"],
-            )
-            for b, v, u in zip(BUCKETS, led.book.cost, unsettled_cost, strict=True):
-                cost.add_metric([b, cur], v)
-                cost_open.add_metric([b, cur], u)
-            yield cost
-            yield cost_open
-            saving = CounterMetricFamily(
-                "training_node_cost_spot_saving",
-                "Money saved by running on spot, against this instance type's on-demand price.",
-                labels=["currency"],
-            )
-            saving.add_metric([cur], led.saving)
-            yield saving
-            hourly, _ = self.prices()
-            if hourly:
-                price = GaugeMetricFamily(
-                    "training_node_instance_hour_price",
-                    "Price in force per instance-hour.",
-                    labels=["currency"],
-                )
-                price.add_metric([cur], hourly)
-                yield price
-        market = GaugeMetricFamily(
-            "training_node_market", "The node's market: spot or on-demand.", labels=["market"]
-        )
-        market.add_metric([self.market], 1.0)
-        yield market
-        yield from self._checkpoint_metrics(now)
-
-    def _checkpoint_metrics(self, now: float) -> Iterable[Metric]:
-        led = self.ledger
-        c = CounterMetricFamily(
-            "training_node_interruptions", "Spot reclaims and stop/terminate notices seen."
-        )
-        c.add_metric([], float(led.interruptions))
-        yield c
-        o = CounterMetricFamily(
-            "training_node_ledger_observed_seconds", "Wall-clock seconds the ledger booked."
-        )
-        o.add_metric([], led.observed)
-        yield o
-        if led.last_durable is not None:
-            yield GaugeMetricFamily(
-                "training_node_checkpoint_last_durable_timestamp_seconds",
-                "When the trainer's last checkpoint became durable (periodic or final).",
-                value=led.last_durable,
-            )
-        cost, _ = led.checkpoint_cost()
-        if cost is not None:
-            yield GaugeMetricFamily(
-                "training_node_checkpoint_save_seconds", "How long a checkpoint takes (median).", value=cost
-            )
-        interval = led.interval(now)
-        if interval is not None:
-            yield GaugeMetricFamily(
-                "training_node_checkpoint_interval_seconds",
-                "How often the job checkpoints: its usual gap, or the time since the last one if longer.",
-                value=interval,
-            )
-        advice = led.advice(now, self.cfg.mtbi, self.cfg.sparse_factor)
-        if advice is not None:
-            yield GaugeMetricFamily(
-                "training_node_checkpoint_advised_interval_seconds",
-                "The Young/Daly checkpoint interval sqrt(2 x checkpoint time x MTBI).",
-                value=advice.interval_seconds,
-            )
+        return ledger_metrics.families(self, time.time())
 
     def control_routes(self) -> list[Route]:
         return [("GET", "/goodput", self._get), ("POST", "/goodput/digest", self._digest)]
