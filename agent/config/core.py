@@ -41,3 +41,10 @@ class HttpSection(StrictModel):
     )
     idle_timeout: Duration = Field("90s", gt=0, le=3600, description="a kept-alive idle connection is closed")
     max_header_bytes: int = Field(16384, ge=1024, le=1048576, description="request line plus headers")
+    tls_handshake_rate: float = Field(
+        100.0,
+        gt=0,
+        le=100000,
+        description="TLS handshakes started a second; later ones wait their turn",
+    )
+    tls_handshake_burst: int = Field(16, ge=1, le=10000, description="TLS handshakes started at once")

@@ -12,18 +12,26 @@ connections are open. :class:`Guard` sits between asyncio and aiohttp's protocol
 - ``max_connections``: at the cap, a new connection evicts the oldest connection that is not
   serving a request, preferring those that never had a request answered with success (a flood of
   idle or trickling connections then evicts itself, while Prometheus's kept-alive connection, which
-  has had successful scrapes, goes last); when every connection is busy the newcomer gets a 503.
+  has had successful scrapes, goes last); when every connection is busy the newcomer gets a 503
+  (with TLS it is closed: a handshake only to say "busy" is what a flood wants).
+
+With TLS the guard sees the TCP connection first and starts its handshake when the
+:class:`~agent.exporter.handshake.HandshakeGate` says so; a connection closed before its turn
+costs no crypto.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from agent.exporter.handshake import HandshakeGate
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,12 @@ class Limits:
     max_header_bytes: int
 
 
+@dataclass(frozen=True)
+class Tls:
+    context: ssl.SSLContext
+    gate: HandshakeGate
+
+
 class Closed(StrEnum):
     EVICTED = "evicted"
     REFUSED = "refused"
@@ -41,6 +55,7 @@ class Closed(StrEnum):
     IDLE_TIMEOUT = "idle_timeout"
     HEADER_TOO_LARGE = "header_too_large"
     CLIENT_CERT_SAN = "client_cert_san"
+    TLS_HANDSHAKE = "tls_handshake"  # failed, timed out, or the client left during it
 
 
 _431 = b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
@@ -50,8 +65,11 @@ _503 = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length
 class ConnectionTable:
     """Every connection of the port, in accept order."""
 
-    def __init__(self, limits: Limits, peer_ok: Callable[[Any], bool] = lambda _t: True) -> None:
+    def __init__(
+        self, limits: Limits, peer_ok: Callable[[Any], bool] = lambda _t: True, tls: Tls | None = None
+    ) -> None:
         self.limits = limits
+        self.tls = tls
         self.peer_ok = peer_ok  # client_allowed_sans, checked once the handshake is done
         self.guards: dict[Guard, None] = {}
         self.by_transport: dict[Any, Guard] = {}
@@ -67,8 +85,7 @@ class ConnectionTable:
         return True
 
     def _evict_one(self) -> bool:
-        # a connection still in its TLS handshake counts too: evicting it closes it the moment
-        # the handshake completes (asyncio's handshake timeout bounds it until then)
+        # a connection waiting for its TLS handshake, or in it, counts too: it is closed at once
         idle = [g for g in self.guards if not g.busy]
         if not idle:
             return False
@@ -95,30 +112,76 @@ class ConnectionTable:
 
 
 class Guard(asyncio.Protocol):
-    """Wraps one aiohttp protocol instance; created by asyncio at accept (before the handshake)."""
+    """Wraps one aiohttp protocol instance; created by asyncio at accept, before any TLS."""
 
     def __init__(self, inner: asyncio.Protocol, table: ConnectionTable) -> None:
         self.inner = inner
         self.table = table
-        self.transport: Any = None
+        self.transport: Any = None  # what the request is served over (TLS once the handshake is done)
+        self._raw: Any = None  # the TCP transport, with TLS until the handshake is done
+        self._handshake: asyncio.Task[None] | None = None
+        # asyncio hands over what follows the handshake in the same read, before start_tls returns
+        self._early: list[bytes] = []
         self.busy = False
         self.proven = False
         self.last_done = time.monotonic()
         self._head = 0  # bytes of the request head received so far
         self._in_head = True  # the first request's head is due from accept on
-        self._gone = False  # closing (or to be closed when the handshake completes)
+        self._gone = False  # closing, or closed before asyncio called connection_made
         self._inner_made = False
         self._admitted = table.admit(self)
         loop = asyncio.get_running_loop()
-        # asyncio's own ssl_handshake_timeout (the same value) closes a stuck handshake; the extra
-        # second only frees the table entry of a connection whose handshake never completed
+        # from accept: the wait for a handshake's turn and the handshake itself
         self._timer: asyncio.TimerHandle | None = loop.call_later(
-            table.limits.header_timeout + 1.0, self._expired, Closed.HEADER_TIMEOUT
+            table.limits.header_timeout, self._expired, Closed.HEADER_TIMEOUT
         )
 
     # --- asyncio protocol ---------------------------------------------------------------------------
 
     def connection_made(self, transport: Any) -> None:
+        tls = self.table.tls
+        if tls is None:
+            self._serve(transport)
+            return
+        self._raw = transport
+        transport.pause_reading()  # the ClientHello waits in the socket for the handshake's turn
+        if not self._admitted or self._gone:
+            transport.abort()
+        else:
+            tls.gate.enqueue(self)
+
+    def begin_tls(self) -> None:
+        if not self._gone:
+            self._handshake = asyncio.get_running_loop().create_task(self._tls())
+
+    async def _tls(self) -> None:
+        assert self.table.tls is not None
+        try:
+            tls_transport = await asyncio.get_running_loop().start_tls(
+                self._raw,
+                self,
+                self.table.tls.context,
+                server_side=True,
+                ssl_handshake_timeout=self.table.limits.header_timeout,
+            )
+        except asyncio.CancelledError:  # closed by the table while handshaking
+            self._raw.abort()
+            return
+        except (OSError, ssl.SSLError, ValueError, RuntimeError):
+            tls_transport = None
+        finally:
+            self._handshake = None
+        if tls_transport is None:  # the handshake failed, timed out, or the client left
+            if not self._gone:
+                self.table.closed[Closed.TLS_HANDSHAKE] += 1
+            self._cancel()
+            self.table.forget(self)
+            self._gone = True
+            self._raw.abort()
+            return
+        self._serve(tls_transport)
+
+    def _serve(self, transport: Any) -> None:
         self.transport = transport
         if not self._admitted:
             self._reply_and_close(_503)
@@ -132,9 +195,14 @@ class Guard(asyncio.Protocol):
             self._arm(self.table.limits.header_timeout, Closed.HEADER_TIMEOUT)
             self._inner_made = True
             self.inner.connection_made(transport)
+            early, self._early = self._early, []
+            for data in early:
+                self.data_received(data)
 
     def data_received(self, data: bytes) -> None:
         if not self._inner_made or self._gone:
+            if self._handshake is not None and not self._gone:
+                self._early.append(data)
             return
         if not self.busy:
             if not self._in_head:  # first byte of a new request after an idle keep-alive
@@ -153,6 +221,8 @@ class Guard(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
         self.table.forget(self)
+        if self.table.tls is not None:
+            self.table.tls.gate.discard(self)
         self._gone = True
         if self._inner_made:
             self.inner.connection_lost(exc)
@@ -182,9 +252,15 @@ class Guard(asyncio.Protocol):
     def close(self, abort: bool = False) -> None:
         self._cancel()
         self.table.forget(self)
-        self._gone = True  # during the handshake: closed as soon as it completes
-        if self.transport is None:
-            return
+        self._gone = True
+        if self.transport is None:  # TLS not done yet: closed before (or during) its handshake
+            if self.table.tls is not None:
+                self.table.tls.gate.discard(self)
+            if self._handshake is not None:
+                self._handshake.cancel()
+            if self._raw is not None:
+                self._raw.abort()
+            return  # plain: asyncio has not called connection_made yet; it finds _gone set
         if abort:
             self.transport.abort()
         else:

@@ -107,6 +107,9 @@ class Exposition:
         return body, content_type
 
 
+EXPOSITION = web.AppKey("exposition", Exposition)
+
+
 def make_app(
     registry: CollectorRegistry,
     health: Callable[[], str | None],
@@ -166,7 +169,7 @@ def make_app(
         return resp
 
     app = web.Application(middlewares=[connection_bounds, web_config_rules], client_max_size=client_max_size)
-    app["exposition"] = exposition
+    app[EXPOSITION] = exposition
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     if status is not None:

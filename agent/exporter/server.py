@@ -28,8 +28,9 @@ from agent.config.core import HttpSection
 from agent.config.types import split_listen
 from agent.config.webconfig import WebConfig, WebConfigError, load_web_config
 from agent.exporter.auth import BasicAuth, LogThrottle, Outcome, TokenBucket, Verdict
-from agent.exporter.guard import Closed, ConnectionTable, Guard, Limits
-from agent.exporter.http import Access, Exposition, make_app
+from agent.exporter.guard import Closed, ConnectionTable, Guard, Limits, Tls
+from agent.exporter.handshake import HandshakeGate
+from agent.exporter.http import EXPOSITION, Access, Exposition, make_app
 from agent.exporter.tls import SwitchableContext, TlsError, allowed_san, build_context
 
 log = structlog.get_logger("http")
@@ -146,9 +147,11 @@ class HttpFace:
             max_field_size=MAX_FIELD_SIZE,
         )
         await self._runner.setup()
-        self.exposition = app["exposition"]
+        self.exposition = app[EXPOSITION]
         if self.loaded is not None and self.loaded.ssl is not None:
             self._switch = SwitchableContext(self.loaded.ssl)
+            gate = HandshakeGate(self.http.tls_handshake_rate, self.http.tls_handshake_burst)
+            self.table.tls = Tls(self._switch, gate)
         host, port = split_listen(self.http.listen)
         server = self._runner.server
         assert server is not None
@@ -157,8 +160,7 @@ class HttpFace:
                 lambda: Guard(server(), self.table),
                 host or None,
                 port,
-                ssl=self._switch,
-                ssl_handshake_timeout=self.limits.header_timeout if self._switch else None,
+                # no ssl= here: the guard starts each handshake itself, when the gate says so
                 reuse_address=True,
                 backlog=128,
             )
@@ -254,8 +256,15 @@ class HttpFace:
             "connections_open": len(self.table.guards),
             "connections_accepted": self.table.accepted,
             "connections_closed": {str(k): v for k, v in self.table.closed.items()},
+            "tls_handshakes": self._handshakes(),
             "unauthorized": {str(k): v for k, v in self.unauthorized.items()},
         }
+
+    def _handshakes(self) -> dict[str, int] | None:
+        if self.table.tls is None:
+            return None
+        gate = self.table.tls.gate
+        return {"started": gate.started, "deferred": gate.deferred, "waiting": gate.waiting}
 
     def metrics(self) -> Iterable[Metric]:
         g = GaugeMetricFamily("training_node_http_connections", "Open connections on the metrics port.")
@@ -306,6 +315,8 @@ class HttpFace:
                 await self._watch
         if self._server is not None:
             self._server.close()
+        if self.table.tls is not None:
+            self.table.tls.gate.close()
         if self._runner is not None:
             await self._runner.cleanup()
         if self.loaded is not None and self.loaded.access.auth is not None:
