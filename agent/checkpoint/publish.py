@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ NOTE_PREFIX = "trainer-"
 
 
 def agent_identity(procfs: str = "/proc") -> dict[str, Any]:
-    return {**process_identity(procfs), "instance": uuid.uuid4().hex, "hostname": socket.gethostname()}
+    return {**process_identity(procfs), "instance": uuid.uuid4().hex}
 
 
 def discovery_path(setting: str) -> Path | None:

@@ -163,7 +163,7 @@ def test_stale_requests_are_ignored(tmp_path, caplog, case, why):
     elif case == "passed deadline":
         seconds = -5.0
     elif case == "other node":
-        agent = {**agent, "boot_id": "0b5e0b5e-0000-4000-8000-000000000000"}
+        agent = {**agent, "boot_id": "0b5e0b5e-0000-4000-8000-000000000000", "hostname": "gpu-node-99"}
     _write_request(req, f"ev-{case}", seconds=seconds, agent=agent)
     caplog.set_level(logging.INFO, "tna_client")
     g = PreemptionGuard(signal=None, request_file=str(req), rank=0, check_interval=0)
@@ -182,15 +182,22 @@ def test_stale_requests_are_ignored(tmp_path, caplog, case, why):
 
 
 def test_stale_reason_pure():
-    node = Node(boot_id="b-1", pidns=7)
+    node = Node(boot_id="b-1", pidns=7, hostname="h")
     now = 1000.0
-    alive = {"pid": 42, "start_time_ticks": 9, "boot_id": "b-1", "pidns": 7}
+    alive = {"pid": 42, "start_time_ticks": 9, "boot_id": "b-1", "pidns": 7, "hostname": "h"}
     started = {42: 9}.get
     assert stale_reason({"deadline_unix": 1001.0, "agent": alive}, now, node, started) is None
     assert "deadline" in stale_reason({"deadline_unix": 999.0, "agent": alive}, now, node, started)
     assert "gone" in stale_reason({"agent": {**alive, "start_time_ticks": 8}}, now, node, started)
     assert "gone" in stale_reason({"agent": {**alive, "pid": 43}}, now, node, started)
-    assert "another node" in stale_reason({"agent": {**alive, "boot_id": "b-2"}}, now, node, started)
+    # another boot id: a live writer here overrules it (a sandbox's view of /proc/sys), unless it
+    # names another host; a writer that is gone was on another node or before a reboot
+    assert stale_reason({"agent": {**alive, "boot_id": "b-2"}}, now, node, started) is None
+    other = {**alive, "boot_id": "b-2", "hostname": "h2"}
+    assert "another node" in stale_reason({"agent": other}, now, node, started)
+    gone = {**alive, "boot_id": "b-2", "pid": 43}
+    assert "another node" in stale_reason({"agent": gone}, now, node, started)
+    assert "another node" in stale_reason({"agent": {**other, "pid": 43, "pidns": 8}}, now, node, started)
     # another pid namespace (agent on the host, trainer in a container): the pid cannot be checked
     assert stale_reason({"agent": {**alive, "pid": 43, "pidns": 8}}, now, node, started) is None
     assert stale_reason({"event_id": "old agent, version 1"}, now, node, started) is None
