@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
 import pytest
+import tzdata
+from conftest import REPO
 
 from agent.config import Config, ConfigError, parse_config, redacted_dump
 from agent.config.types import Secret, format_duration, parse_bytes, parse_duration
+from agent.core.zones import ZoneError, zone
 
 
 @pytest.mark.parametrize(
@@ -73,3 +83,81 @@ def test_redacted_dump_shows_durations_as_written():
     dump = redacted_dump(Config())
     assert dump["agent"]["interval"] == "1s"
     assert dump["http"]["listen"] == "0.0.0.0:9477"
+
+
+# --- [alerts] timezone without a tz database ------------------------------------------------------
+
+ZONE_PROBE = """
+import importlib.util, json, zoneinfo
+from agent.config import ConfigError, load_config, parse_config
+from agent.ledger.component import next_digest
+out = {"tzpath": list(zoneinfo.TZPATH), "tzdata": importlib.util.find_spec("tzdata") is not None,
+       "zones": len(zoneinfo.available_timezones())}
+out["default"] = load_config(None).alerts.timezone
+out["shipped"] = load_config("configs/agent.toml").alerts.timezone
+for name in ("UTC", "+08:00", "Asia/Shanghai"):
+    try:
+        parse_config({"alerts": {"timezone": name}})
+        out[name] = next_digest(0.0, "09:00", name)  # the next 09:00 there after the epoch
+    except ConfigError as e:
+        out[name] = e.render()
+print(json.dumps(out))
+"""
+
+
+def _zone_probe(tmp_path: Path, tzdata_package: bool) -> dict:
+    """ZONE_PROBE with an empty PYTHONTZPATH, in this venv, or in a copy of its site-packages (links)
+    without the tzdata package: a system without a tz database at all."""
+    empty = tmp_path / "zoneinfo"
+    empty.mkdir()
+    cmd = [sys.executable, "-c", ZONE_PROBE]
+    if not tzdata_package:
+        site = Path(tzdata.__file__).parent.parent
+        bare = tmp_path / "site-packages"
+        bare.mkdir()
+        for entry in site.iterdir():
+            if not entry.name.startswith("tzdata"):
+                (bare / entry.name).symlink_to(entry)
+        # -S: no site-packages of the venv (and no .pth); the checkout and the links instead
+        path = f"import sys; sys.path[1:1] = {[str(REPO), str(REPO / 'client'), str(bare)]!r}; "
+        cmd = [sys.executable, "-S", "-c", path + ZONE_PROBE]
+    env = {**os.environ, "PYTHONTZPATH": str(empty)}
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_default_config_loads_without_any_tz_database(tmp_path):
+    out = _zone_probe(tmp_path, tzdata_package=False)
+    # the condition is real: zoneinfo finds no zone at all
+    assert out["tzpath"] == [str(tmp_path / "zoneinfo")] and not out["tzdata"] and out["zones"] == 0
+    assert out["default"] == out["shipped"] == "UTC"
+    assert out["UTC"] == 9 * 3600.0 and out["+08:00"] == 1 * 3600.0
+    named = out["Asia/Shanghai"]
+    assert "alerts.timezone: time zone 'Asia/Shanghai' needs the IANA tz database" in named, named
+    assert "apt-get install tzdata" in named and "pip install tzdata" in named, named
+
+
+def test_the_tzdata_package_serves_named_zones(tmp_path):
+    """The agent depends on tzdata: with no system database, zoneinfo falls back to it."""
+    out = _zone_probe(tmp_path, tzdata_package=True)
+    assert out["tzdata"] and out["zones"] > 300
+    assert out["Asia/Shanghai"] == 1 * 3600.0  # 09:00 in Shanghai is 01:00 UTC
+
+
+@pytest.mark.parametrize(
+    ("name", "hours"),
+    [("UTC", 0), ("Etc/UTC", 0), ("+08:00", 8), ("-0530", -5.5), ("UTC+8", 8), ("UTC-03:30", -3.5)],
+)
+def test_fixed_zones(name, hours):
+    assert zone(name).utcoffset(None) == timedelta(hours=hours)
+
+
+@pytest.mark.parametrize(
+    ("name", "why"), [("+24:00", "at most 23:59"), ("Mars/Olympus", "unknown time zone")]
+)
+def test_bad_zones(name, why):
+    with pytest.raises(ZoneError, match=why):
+        zone(name)
+    with pytest.raises(ConfigError, match=why):
+        parse_config({"alerts": {"timezone": name}})

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import aiohttp
 import structlog
@@ -46,6 +45,7 @@ from agent.core.events import (
     PreemptionEvent,
     VerdictEvent,
 )
+from agent.core.zones import zone
 
 log = structlog.get_logger("alerts")
 
@@ -83,7 +83,7 @@ class Alerter:
     def __init__(self, ctx: Context, clock: Callable[[], float] = time.monotonic) -> None:
         self.ctx = ctx
         self.section = ctx.cfg.alerts
-        self.tz = ZoneInfo(self.section.timezone)
+        self.tz = zone(self.section.timezone)
         self._clock = clock
         # subscribe now: the daemon publishes "started" right after building the parts
         self._queue = ctx.bus.subscribe("alerts", EVENT_TYPES)

@@ -16,7 +16,6 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import aiohttp
 import structlog
@@ -27,6 +26,7 @@ from agent.alerts.ratelimit import Limiter
 from agent.alerts.render import digest
 from agent.alerts.spool import Row, Spool
 from agent.config.alerts import AlertsSection, WebhookChannel, channel_language
+from agent.core.zones import zone
 
 log = structlog.get_logger("alerts")
 
@@ -61,7 +61,7 @@ class Delivery:
         self._session = session
         self._clock = clock
         self._section = section
-        self.tz = ZoneInfo(section.timezone)
+        self.tz = zone(section.timezone)
         self.wake = asyncio.Event()
         self.sent = 0  # alerts delivered (a digest counts all it carries)
         self.messages = 0  # messages the service accepted

@@ -12,7 +12,6 @@ import asyncio
 import socket
 import sys
 from datetime import UTC, datetime
-from zoneinfo import ZoneInfo
 
 import aiohttp
 
@@ -25,6 +24,7 @@ from agent.cli.main import EXIT_CONFIG, _add_config, register, resolve_config
 from agent.cli.secrets import add_unit_arg, say_where
 from agent.config.alerts import AlertsSection, WebhookChannel, channel_language
 from agent.config.credentials import service_credentials
+from agent.core.zones import zone
 from agent.runtime.logsetup import redact_text
 
 
@@ -35,7 +35,7 @@ def _add_args(p: argparse.ArgumentParser) -> None:
 
 
 async def _send_all(section: AlertsSection, channels: list[WebhookChannel]) -> bool:
-    scene = Scene(Node(socket.gethostname()), (), ZoneInfo(section.timezone), datetime.now(UTC))
+    scene = Scene(Node(socket.gethostname()), (), zone(section.timezone), datetime.now(UTC))
     all_ok = True
     async with aiohttp.ClientSession(headers={"User-Agent": "training-node-agent"}) as session:
         for cfg in channels:

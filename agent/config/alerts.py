@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-import zoneinfo
 from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from agent.config.types import Duration, Secret, StrictModel, parse_duration
+from agent.core.zones import zone
 
 Language = Literal["en", "zh-CN"]
 ChannelType = Literal["dingtalk", "feishu", "wecom", "slack", "webhook"]
@@ -59,12 +59,7 @@ Rate = Annotated[str, AfterValidator(_check_rate)]
 
 
 def _check_zone(value: str) -> str:
-    try:
-        zoneinfo.ZoneInfo(value)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise ValueError(
-            f"unknown time zone {value!r} (an IANA name like UTC or Asia/Shanghai; needs tzdata)"
-        ) from None
+    zone(value)  # a ZoneError (a ValueError) says why and what to install
     return value
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo
 
 from agent.alerts.channel import Channel
 from agent.alerts.channels import TYPES
@@ -17,6 +16,7 @@ from agent.alerts.scene import GpuInfo, Scene
 from agent.config.alerts import STYLES
 from agent.core.events import Event, PreemptionEvent, VerdictEvent
 from agent.core.vocabulary import NoticeKind, Verdict
+from agent.core.zones import zone
 
 NOW = datetime(2025, 3, 14, 6, 21, 13, tzinfo=UTC)
 NODE = Node(
@@ -70,7 +70,7 @@ def request_for(kind: str, event: Event, lang: str) -> list[str]:
     as the chat renders it, after a line with the JSON around it)."""
     f = facts(event)
     assert f is not None
-    msg = render(event, f, Scene(NODE, GPUS, ZoneInfo(ZONES[lang]), NOW), lang)
+    msg = render(event, f, Scene(NODE, GPUS, zone(ZONES[lang]), NOW), lang)
     channel: Channel = TYPES[kind](
         f"ops-{kind}",
         URLS[kind],

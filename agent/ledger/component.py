@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import structlog
 from aiohttp import web
@@ -23,6 +22,7 @@ from agent.config.cost import hourly_price
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, GoodputDigestEvent, InstanceIdentityEvent, PreemptionEvent
 from agent.core.vocabulary import NoticeKind
+from agent.core.zones import zone
 from agent.ledger import cadence, saved, store
 from agent.ledger import metrics as ledger_metrics
 from agent.ledger.assign import BUCKETS, GpuReading, Pressures, gpu_state
@@ -62,7 +62,7 @@ def pressures(f: Features | None) -> Pressures:
 
 def next_digest(now: float, at: str, timezone: str) -> float:
     """The next ``HH:MM`` in ``timezone`` strictly after ``now`` (unix seconds)."""
-    tz = ZoneInfo(timezone)
+    tz = zone(timezone)
     hh, mm = (int(x) for x in at.split(":"))
     due = datetime.fromtimestamp(now, tz).replace(hour=hh, minute=mm, second=0, microsecond=0)
     if due.timestamp() <= now:

@@ -20,9 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 SUITE = "bookworm"
-# systemd as init, D-Bus for systemctl, and what install.sh needs: python3 with venv, useradd, the
-# IANA zone data ([alerts] timezone). procps for ps in a failure's post-mortem.
-PACKAGES = ("systemd", "systemd-sysv", "dbus", "python3", "python3-venv", "passwd", "tzdata", "procps")
+# systemd as init, D-Bus for systemctl, and what install.sh needs: python3 with venv, useradd. No
+# tzdata, as on a minimal image: the agent must run without a system tz database. procps for ps in a
+# failure's post-mortem.
+PACKAGES = ("systemd", "systemd-sysv", "dbus", "python3", "python3-venv", "passwd", "procps")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BOOT_TIMEOUT = 90.0
 

@@ -201,6 +201,17 @@ def _survives_two_periods(node: Node, before: dict[str, str], mark: dict[str, st
     assert _ticks(after["StatusText"]) > _ticks(mark["StatusText"]), (mark, after)
 
 
+def test_time_zones_without_a_system_tz_database(node: Node) -> None:
+    """The rootfs has no tzdata (Debian's): the default "UTC" needs none (the agent is running on
+    it), and a named zone is served by the tzdata wheel the agent depends on."""
+    box = node.box
+    probe = "import os, zoneinfo; print([p for p in zoneinfo.TZPATH if os.path.exists(p + '/Asia/Shanghai')])"
+    assert box.run([PYTHON, "-c", probe]).stdout.strip() == "[]", "the rootfs has a tz database"
+    (box.root / "root" / "tz.toml").write_text('[alerts]\ntimezone = "Asia/Shanghai"\n')
+    r = _agent(node, "check-config", "--config", "/root/tz.toml")
+    assert r.returncode == 0 and '"timezone": "Asia/Shanghai"' in r.stdout, r.stdout + r.stderr
+
+
 def test_watchdog_survives_two_periods(node: Node) -> None:
     before = _watch(node)
     _survives_two_periods(node, before, before)
