@@ -51,8 +51,13 @@ def repack_installed(dist: importlib.metadata.Distribution, dest: Path) -> Path:
         for ln in (dist.read_text("WHEEL") or "").splitlines()
         if ln.startswith("Tag:")
     ]
+    # the first tag this interpreter takes: a universal wheel lists py2-none-any first (tzdata)
+    from packaging.tags import sys_tags
+
+    supported = {str(t) for t in sys_tags()}
+    tag = next((t for t in tags if t in supported), tags[0])
     name = re.sub(r"[-_.]+", "_", dist.metadata["Name"])
-    whl = dest / f"{name}-{dist.version}-{tags[0]}.whl"
+    whl = dest / f"{name}-{dist.version}-{tag}.whl"
     skip = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
     rows = []
     with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as z:
