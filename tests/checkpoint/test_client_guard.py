@@ -3,6 +3,7 @@ discovery, loud acks, saved-checkpoint notes."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -12,6 +13,7 @@ import sys
 import time
 
 import pytest
+import tna_client.guard
 from checkpoint_helpers import REPO
 from tna_client import PreemptionGuard, fsync_tree, rank_from_env
 from tna_client.discovery import discovery_file_for, discovery_places, locate, read_record
@@ -307,7 +309,10 @@ def test_discovery_order_and_trust(tmp_path, monkeypatch, caplog):
     open_dir = _record(tmp_path / "c" / "agent.json", "/planted/request.json", mode=0o777)
     rec, why = read_record(str(open_dir), node)
     assert rec is None and "writable by others" in why
-    # nothing found: said once, on rank 0 only, naming where it looked
+    # nothing found: said once, on rank 0 only, naming where it looked. The fallback default is one
+    # of this test's own: the host's /run/training-node-agent/checkpoint may exist (a root agent ran)
+    absent = str(tmp_path / "none" / "request.json")
+    monkeypatch.setattr(tna_client.guard, "locate", functools.partial(locate, default=absent))
     caplog.set_level(logging.INFO, "tna_client")
     for rank in (1, 0):
         g = PreemptionGuard(signal=None, rank=rank, discovery_files=[str(open_dir)], check_interval=0)
