@@ -15,12 +15,14 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter, truediv
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from agent.classifier.samples import Sample, columns
+from agent.classifier.samples import GpuSample, Sample, columns
 from agent.config.classifier import ClassifierSection
 from agent.runtime.statefile import set_aside, write_atomic
 
@@ -109,9 +111,13 @@ def idle_power(uuid: str, limit: float, baselines: Baselines, cfg: ClassifierSec
 # --- learning ---------------------------------------------------------------------------------------
 
 
-def quantile(values: list[float], q: float) -> float:
-    """Nearest-rank quantile of an unsorted list (sorted here); values must not be empty."""
-    s = sorted(values)
+def quantile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile of an unsorted sequence (sorted here); values must not be empty."""
+    return sorted_quantile(sorted(values), q)
+
+
+def sorted_quantile(s: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile of a sorted sequence."""
     return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
 
 
@@ -143,21 +149,51 @@ def learn(window: Sequence[Sample], baselines: Baselines, parts: Iterable[str] =
 def _learn_peaks(cols: dict[str, tuple[float, ...]], known: dict[str, float]) -> dict[str, float]:
     out = known
     for name, values in cols.items():
+        before = out.get(name, 0.0)
+        if max(values) <= before:  # the quantile cannot beat it: no need to sort
+            continue
         # idle intervals are part of the column: a peak must fill PEAK_QUANTILE of the window
-        candidate = quantile(list(values), PEAK_QUANTILE)
-        if candidate > out.get(name, 0.0):
+        candidate = quantile(values, PEAK_QUANTILE)
+        if candidate > before:
             out = dict(out) if out is known else out
             out[name] = candidate
     return out
 
 
+_GPUS = attrgetter("gpus")
+_UUID = attrgetter("uuid")
+_POWER = attrgetter("power")
+_UP = attrgetter("up")
+
+
 def _learn_idle(window: Sequence[Sample], known: dict[str, float]) -> dict[str, float]:
+    """The lowest power each GPU drew while up: GPU by GPU where every sample lists the same GPUs in
+    the same order (the usual case, a few C-level passes each), else reading by reading."""
+    gpus = list(map(_GPUS, window))
+    if len(set(map(len, gpus))) != 1:
+        return _lowest(chain.from_iterable(gpus), known, known)
     out = known
-    for s in window:
-        for g in s.gpus:
-            if g.up and g.power is not None and g.power > 0 and g.power < out.get(g.uuid, math.inf):
-                out = dict(out) if out is known else out
-                out[g.uuid] = g.power
+    for col in zip(*gpus, strict=True):
+        uuid = col[0].uuid
+        powers = list(map(_POWER, col))
+        if None in powers or not all(map(_UP, col)) or list(map(_UUID, col)).count(uuid) != len(col):
+            out = _lowest(col, out, known)
+            continue
+        low = min(powers)
+        if low <= 0:
+            out = _lowest(col, out, known)
+        elif low < out.get(uuid, math.inf):
+            out = dict(out) if out is known else out
+            out[uuid] = low
+    return out
+
+
+def _lowest(gpus: Iterable[GpuSample], out: dict[str, float], known: dict[str, float]) -> dict[str, float]:
+    """``out`` lowered to each up GPU's positive power below it (copied first if it is ``known``)."""
+    for g in gpus:
+        if g.up and g.power is not None and g.power > 0 and g.power < out.get(g.uuid, math.inf):
+            out = dict(out) if out is known else out
+            out[g.uuid] = g.power
     return out
 
 
@@ -165,10 +201,17 @@ def _learn_rtt(window: Sequence[Sample], known: dict[str, float]) -> dict[str, f
     out = known
     ops = columns(window, "nfs_ops")
     for m, times in columns(window, "nfs_rtt_time").items():
-        values = [t / n for t, n in zip(times, ops.get(m, ()), strict=False) if n > 0]
+        counts = ops.get(m, ())
+        if len(counts) == len(times) and all(counts):  # READs in every sample
+            values = list(map(truediv, times, counts))
+        else:
+            values = [t / n for t, n in zip(times, counts, strict=False) if n > 0]
         if len(values) >= MIN_RTT_SAMPLES:
+            best = out.get(m, math.inf)
+            if min(values) >= best:  # the median cannot be lower
+                continue
             median = quantile(values, 0.5)
-            if 0 < median < out.get(m, math.inf):
+            if 0 < median < best:
                 out = dict(out) if out is known else out
                 out[m] = median
     return out

@@ -12,18 +12,21 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 from agent.classifier.baselines import PARTS, Baselines, learn
-from agent.classifier.features import GpuTally, tally
 from agent.classifier.running import RunningSums
 from agent.classifier.samples import Sample, sample_from_snapshot
+from agent.classifier.tallies import GpuTally, tally
 from agent.classifier.verdict import Verdict, classify, verdict_for
 from agent.config.classifier import ClassifierSection
 from agent.core.events import VerdictEvent
 from agent.core.vocabulary import CHECKPOINT_ENDS, CheckpointPhase
 from agent.core.vocabulary import Verdict as VerdictName
 from agent.snapshot import NodeSnapshot
+
+_PENDING = GpuTally()  # a sample not tallied yet (compared by identity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +67,9 @@ class Engine:
         self.last: Evaluation | None = None
         self.baselines_dirty = False
         self._recent_pids: dict[int, tuple[int, float]] = {}  # pid -> (start time, last seen)
-        self._memo: dict[int, tuple[Sample, dict[str, float], GpuTally]] = {}
+        # each sample's GPU tally, aligned with ``samples``; _PENDING until an evaluation needs it
+        self._tallied: deque[GpuTally] = deque()
+        self._tallied_idle: dict[str, float] | None = None  # the idle powers they were made with
         self.sums = RunningSums()
         self.learned_at: dict[str, float] = {}  # baselines part -> when it last learned
 
@@ -80,10 +85,12 @@ class Engine:
             self.next_eval = s.t + self.cfg.evaluate_every
         self._watch_jobs(s)
         self.samples.append(s)
+        self._tallied.append(_PENDING)
         self.sums.append(s)
         horizon = s.t - self.cfg.window
         while self.samples and self.samples[0].t <= horizon:
             self.samples.popleft()
+            self._tallied.popleft()
             self.sums.popleft()
         assert self.next_eval is not None
         if s.t + 1e-6 >= self.next_eval:
@@ -275,19 +282,24 @@ class Engine:
             self.baselines_dirty = True
 
     def _tallies(self, window: list[Sample]) -> list[GpuTally]:
-        """Each sample's GPU tally, computed once per sample (again only if idle power was relearned)."""
+        """Each sample's GPU tally, computed once per sample (again only if idle power was relearned).
+
+        The window is the newest ``len(window)`` samples and only grows at its end, so the tallies
+        it lacks are the newest ones: filled from the end back to the first one already made."""
+        tallied, samples = self._tallied, self.samples
+        first = len(samples) - len(window)
+        if not window or samples[first] is not window[0]:  # not the newest samples: no memo
+            return [tally(s, self.baselines, self.cfg) for s in window]
         idle = self.baselines.idle_power
-        memo = self._memo
-        fresh: dict[int, tuple[Sample, dict[str, float], GpuTally]] = {}
-        out = []
-        for s in window:
-            hit = memo.get(id(s))
-            if hit is None or hit[0] is not s or hit[1] is not idle:
-                hit = (s, idle, tally(s, self.baselines, self.cfg))
-            fresh[id(s)] = hit
-            out.append(hit[2])
-        self._memo = fresh
-        return out
+        if idle is not self._tallied_idle:
+            tallied.clear()
+            tallied.extend([_PENDING] * len(samples))
+            self._tallied_idle = idle
+        i = len(samples) - 1
+        while i >= first and tallied[i] is _PENDING:
+            tallied[i] = tally(samples[i], self.baselines, self.cfg)
+            i -= 1
+        return list(islice(tallied, first, None))
 
     # --- views -------------------------------------------------------------------------------------
 

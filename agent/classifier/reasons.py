@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from agent.classifier.features import Features, Load, Signal
+from agent.classifier.features import Features
+from agent.classifier.loads import Load, Signal
 from agent.classifier.scores import Scores
 from agent.classifier.traffic import Traffic
 from agent.core.vocabulary import DataSubReason, Verdict

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import mul
+from itertools import compress, repeat
+from operator import attrgetter, is_, itemgetter, le, mul
 
 from agent.classifier.baselines import Baselines, quantile
 from agent.classifier.ramp import ramp
@@ -98,7 +99,8 @@ def traffic(
         ceiling, source = (learned, "learned") if learned > plateau else (plateau, "window")
         if link:
             ceiling = min(ceiling, link)
-        steady = sum(w for r, w in zip(col, wait, strict=True) if r >= 0.5 * plateau) / total_wait
+        # the waits' weight in the samples at >= half the plateau
+        steady = sum(compress(wait, map(le, repeat(0.5 * plateau), col))) / total_wait
         contrast = 1.0
         if rate_work is not None:
             contrast = ramp(rate_wait / rate_work if rate_work > 0 else float("inf"), cfg.network_contrast)
@@ -116,9 +118,12 @@ def traffic(
 
 def _column(window: Sequence[Sample], kind: str, name: str) -> list[float]:
     """One link's rate in each sample; by position where the samples share their key tuple."""
-    fam = [getattr(s, kind) for s in window]
+    fam = list(map(attrgetter(kind), window))
     keys = fam[0].keys
-    if name in keys and all(f.keys is keys for f in fam):
-        i = keys.index(name)
-        return [f.values[i] for f in fam]
+    if name in keys and all(map(is_, map(_KEYS, fam), repeat(keys))):
+        return list(map(itemgetter(keys.index(name)), map(_VALUES, fam)))
     return [f.get(name) for f in fam]
+
+
+_KEYS = attrgetter("keys")
+_VALUES = attrgetter("values")

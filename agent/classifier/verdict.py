@@ -9,11 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.classifier.baselines import Baselines
-from agent.classifier.features import Features, GpuTally, measure
+from agent.classifier.features import Features, measure
 from agent.classifier.hints import hint
 from agent.classifier.reasons import explain
 from agent.classifier.samples import Sample
 from agent.classifier.scores import Scores, decide, score
+from agent.classifier.tallies import GpuTally
 from agent.config.classifier import ClassifierSection
 from agent.core.vocabulary import Verdict as VerdictName
 

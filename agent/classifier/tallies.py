@@ -1,0 +1,166 @@
+"""The window's GPUs: each sample's GPUs sorted into working / spinning / starved once (a tally), and
+the tallies of a window added up (pure).
+
+The engine keeps one tally per sample, so a sliding window sorts each GPU sample once; adding up a
+window's tallies is then a handful of C-level passes over 60 small records, every evaluation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
+
+from agent.classifier.baselines import Baselines, quantile
+from agent.classifier.gpus import work_of
+from agent.classifier.samples import Sample
+from agent.config.classifier import ClassifierSection
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTally:
+    """One sample's GPUs, sorted into working / spinning / starved."""
+
+    n: int = 0
+    working: int = 0
+    spinning: int = 0
+    starved: int = 0
+    utils: tuple[float, ...] = ()
+    work_sum: float = 0.0
+    spin_util_sum: float = 0.0
+    spin_work_sum: float = 0.0
+    seen: tuple[int, ...] = ()
+    not_working: tuple[int, ...] = ()
+    throttled: tuple[tuple[int, int], ...] = ()  # (gpu index, clocks event reasons)
+    sources: frozenset[str] = frozenset()
+    wait: float = 0.0  # share of its GPUs waiting (spinning or starved)
+    work: float = 0.0  # share of its GPUs working
+
+
+def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
+    """Pure; the engine memoizes it per sample."""
+    spin_u = cfg.spin_utilization
+    starve_u = cfg.starved_utilization
+    utils: list[float] = []
+    seen: list[int] = []
+    not_working: list[int] = []
+    throttled: list[tuple[int, int]] = []
+    sources: set[str] = set()
+    working = spinning = starved = 0
+    work_sum = spin_util_sum = spin_work_sum = 0.0
+    for g in s.gpus:
+        util = g.util
+        if not g.up or util is None:
+            continue
+        work, is_working, source = work_of(g, baselines, cfg)
+        sources.add(source)
+        utils.append(util)
+        seen.append(g.index)
+        work_sum += work
+        if is_working:
+            working += 1
+        else:
+            not_working.append(g.index)
+            if util >= spin_u:
+                spinning += 1
+                spin_util_sum += util
+                spin_work_sum += work
+            elif util < starve_u:
+                starved += 1
+        if g.throttle:
+            throttled.append((g.index, g.throttle))
+    n = len(utils)
+    return GpuTally(
+        n,
+        working,
+        spinning,
+        starved,
+        tuple(utils),
+        work_sum,
+        spin_util_sum,
+        spin_work_sum,
+        tuple(seen),
+        tuple(not_working),
+        tuple(throttled),
+        frozenset(sources),
+        (spinning + starved) / n if n else 0.0,
+        working / n if n else 0.0,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuWindow:
+    """A window's tallies added up."""
+
+    gpu_samples: int
+    working: int
+    spinning: int
+    starved: int
+    work_sum: float
+    spin_util_sum: float
+    spin_work_sum: float
+    util_mean: float | None
+    util_p5: float | None
+    util_p95: float | None
+    sources: frozenset[str]
+    gpus: int  # GPUs seen in any sample
+    waiting: tuple[int, ...]  # GPUs that spent most of the window not working
+    throttled: dict[tuple[int, int], int]  # (gpu index, reasons) -> samples
+
+    def share(self, count: int) -> float:
+        return count / self.gpu_samples if self.gpu_samples else 0.0
+
+
+_N = attrgetter("n")
+_SUMMED = tuple(
+    map(attrgetter, ("working", "spinning", "starved", "work_sum", "spin_util_sum", "spin_work_sum"))
+)
+_UTILS = attrgetter("utils")
+_SOURCES = attrgetter("sources")
+_SEEN = attrgetter("seen")
+_NOT_WORKING = attrgetter("not_working")
+_THROTTLED = attrgetter("throttled")
+
+
+def _count(groups: Iterable[tuple]) -> Counter:
+    """Occurrences of each element over the tuples; a window's samples mostly share a handful of
+    tuples (the same GPUs up, the same ones waiting), so they are counted as whole tuples first."""
+    out: Counter = Counter()
+    for members, k in Counter(groups).items():
+        for x in members:
+            out[x] += k
+    return out
+
+
+def combine(tallies: Sequence[GpuTally]) -> GpuWindow:
+    ts = list(filter(_N, tallies))
+    working, spinning, starved, work_sum, spin_util_sum, spin_work_sum = (
+        sum(map(get, ts)) for get in _SUMMED
+    )
+    utils = list(chain.from_iterable(map(_UTILS, ts)))
+    util_mean = util_p5 = util_p95 = None
+    if utils:
+        util_mean = sum(utils) / len(utils)
+        utils.sort()  # once for both quantiles (quantile sorts a sorted list in linear time)
+        util_p5 = quantile(utils, 0.05)
+        util_p95 = quantile(utils, 0.95)
+    seen = _count(map(_SEEN, ts))
+    not_working = _count(map(_NOT_WORKING, ts))
+    return GpuWindow(
+        gpu_samples=sum(map(_N, ts)),
+        working=working,
+        spinning=spinning,
+        starved=starved,
+        work_sum=work_sum,
+        spin_util_sum=spin_util_sum,
+        spin_work_sum=spin_work_sum,
+        util_mean=util_mean,
+        util_p5=util_p5,
+        util_p95=util_p95,
+        sources=frozenset().union(*map(_SOURCES, ts)),
+        gpus=len(seen),
+        waiting=tuple(sorted(i for i, k in not_working.items() if k * 2 > seen.get(i, 0))),
+        throttled=_count(map(_THROTTLED, ts)),
+    )
