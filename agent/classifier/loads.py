@@ -85,7 +85,7 @@ _RANK = itemgetter(0, 1, 2)
 def busiest(caps: Sequence[Cap], share: float, r: tuple[float, float], keep: int = 3) -> tuple[Load, ...]:
     """The ``keep`` devices under most pressure when their traffic is set against ``share``."""
     lo, hi = r
-    rows = []
+    rows: list[tuple[float, float, float, str, str, float | None, str, float | None]] = []
     for kind, name, rate, cap, source in caps:
         if cap and share > 0:
             util = rate / cap / share  # capacity used per second of waiting
