@@ -15,14 +15,13 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import attrgetter, truediv
+from operator import truediv
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from agent.classifier.samples import GpuSample, Sample, columns
+from agent.classifier.samples import Sample, columns
 from agent.config.classifier import ClassifierSection
 from agent.runtime.statefile import set_aside, write_atomic
 
@@ -149,51 +148,21 @@ def learn(window: Sequence[Sample], baselines: Baselines, parts: Iterable[str] =
 def _learn_peaks(cols: dict[str, tuple[float, ...]], known: dict[str, float]) -> dict[str, float]:
     out = known
     for name, values in cols.items():
-        before = out.get(name, 0.0)
-        if max(values) <= before:  # the quantile cannot beat it: no need to sort
-            continue
         # idle intervals are part of the column: a peak must fill PEAK_QUANTILE of the window
         candidate = quantile(values, PEAK_QUANTILE)
-        if candidate > before:
+        if candidate > out.get(name, 0.0):
             out = dict(out) if out is known else out
             out[name] = candidate
     return out
 
 
-_GPUS = attrgetter("gpus")
-_UUID = attrgetter("uuid")
-_POWER = attrgetter("power")
-_UP = attrgetter("up")
-
-
 def _learn_idle(window: Sequence[Sample], known: dict[str, float]) -> dict[str, float]:
-    """The lowest power each GPU drew while up: GPU by GPU where every sample lists the same GPUs in
-    the same order (the usual case, a few C-level passes each), else reading by reading."""
-    gpus = list(map(_GPUS, window))
-    if len(set(map(len, gpus))) != 1:
-        return _lowest(chain.from_iterable(gpus), known, known)
     out = known
-    for col in zip(*gpus, strict=True):
-        uuid = col[0].uuid
-        powers = list(map(_POWER, col))
-        if None in powers or not all(map(_UP, col)) or list(map(_UUID, col)).count(uuid) != len(col):
-            out = _lowest(col, out, known)
-            continue
-        low = min(powers)
-        if low <= 0:
-            out = _lowest(col, out, known)
-        elif low < out.get(uuid, math.inf):
-            out = dict(out) if out is known else out
-            out[uuid] = low
-    return out
-
-
-def _lowest(gpus: Iterable[GpuSample], out: dict[str, float], known: dict[str, float]) -> dict[str, float]:
-    """``out`` lowered to each up GPU's positive power below it (copied first if it is ``known``)."""
-    for g in gpus:
-        if g.up and g.power is not None and g.power > 0 and g.power < out.get(g.uuid, math.inf):
-            out = dict(out) if out is known else out
-            out[g.uuid] = g.power
+    for s in window:
+        for g in s.gpus:
+            if g.up and g.power is not None and g.power > 0 and g.power < out.get(g.uuid, math.inf):
+                out = dict(out) if out is known else out
+                out[g.uuid] = g.power
     return out
 
 
@@ -202,16 +171,15 @@ def _learn_rtt(window: Sequence[Sample], known: dict[str, float]) -> dict[str, f
     ops = columns(window, "nfs_ops")
     for m, times in columns(window, "nfs_rtt_time").items():
         counts = ops.get(m, ())
-        if len(counts) == len(times) and all(counts):  # READs in every sample
-            values = list(map(truediv, times, counts))
-        else:
+        try:  # READs in every sample (the usual case): one C-level pass
+            values = list(map(truediv, times, counts)) if len(counts) == len(times) else None
+        except ZeroDivisionError:
+            values = None
+        if values is None:
             values = [t / n for t, n in zip(times, counts, strict=False) if n > 0]
         if len(values) >= MIN_RTT_SAMPLES:
-            best = out.get(m, math.inf)
-            if min(values) >= best:  # the median cannot be lower
-                continue
             median = quantile(values, 0.5)
-            if 0 < median < best:
+            if 0 < median < out.get(m, math.inf):
                 out = dict(out) if out is known else out
                 out[m] = median
     return out

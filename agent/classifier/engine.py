@@ -18,7 +18,7 @@ from typing import Any
 from agent.classifier.baselines import PARTS, Baselines, learn
 from agent.classifier.running import RunningSums
 from agent.classifier.samples import Sample, sample_from_snapshot
-from agent.classifier.tallies import GpuTally, tally
+from agent.classifier.tallies import GpuTally, RunningTallies, tally
 from agent.classifier.verdict import Verdict, classify, verdict_for
 from agent.config.classifier import ClassifierSection
 from agent.core.events import VerdictEvent
@@ -71,6 +71,7 @@ class Engine:
         self._tallied: deque[GpuTally] = deque()
         self._tallied_idle: dict[str, float] | None = None  # the idle powers they were made with
         self.sums = RunningSums()
+        self._gpu_window = RunningTallies()
         self.learned_at: dict[str, float] = {}  # baselines part -> when it last learned
 
     # --- input -------------------------------------------------------------------------------------
@@ -157,8 +158,15 @@ class Engine:
         self.evaluations += 1
         window = self.window()
         current = self.current.verdict if self.current else None
+        tallies = self._tallies(window)
         vote = classify(
-            window, self.baselines, cfg, current, self._tallies(window), self.sums.means(len(window))
+            window,
+            self.baselines,
+            cfg,
+            current,
+            tallies,
+            self.sums.means(len(window)),
+            self._gpu_window.combine(tallies),
         )
         self._learn(window, now)
         held = None

@@ -27,7 +27,7 @@ from agent.classifier.loads import Load, Signal, busiest, capacities, congestion
 from agent.classifier.ramp import per_wait, ramp
 from agent.classifier.running import FAMILIES
 from agent.classifier.samples import Sample, Trainers, columns
-from agent.classifier.tallies import GpuTally, combine, tally
+from agent.classifier.tallies import GpuTally, GpuWindow, combine, tally
 from agent.classifier.traffic import Traffic, traffic
 from agent.config.classifier import ClassifierSection
 
@@ -100,15 +100,17 @@ def measure(
     cfg: ClassifierSection,
     tallies: Sequence[GpuTally] | None = None,
     family_means: Sequence[dict[str, float]] | None = None,
+    gpus: GpuWindow | None = None,
 ) -> Features:
-    """``tallies`` (one ``tally(s, ...)`` per sample) and ``family_means`` (``means(window,
-    *FAMILIES)``) may be passed in when the caller keeps them up to date already."""
+    """``tallies`` (one ``tally(s, ...)`` per sample), ``family_means`` (``means(window,
+    *FAMILIES)``) and ``gpus`` (``combine(tallies)``) may be passed in when the caller keeps them up
+    to date already."""
     n = len(window)
     if n == 0:
         return Features(samples=0, span_seconds=0.0, gpus=0)
     if tallies is None:
         tallies = [tally(s, baselines, cfg) for s in window]
-    g = combine(tallies)
+    g = combine(tallies) if gpus is None else gpus
     starved_share = g.share(g.starved)
     spin_share = g.share(g.spinning)
     wait_share = starved_share + spin_share

@@ -7,16 +7,20 @@ window's tallies is then a handful of C-level passes over 60 small records, ever
 
 from __future__ import annotations
 
-from collections import Counter
+import math
+from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, is_
+from typing import TypeVar
 
-from agent.classifier.baselines import Baselines, quantile
+from agent.classifier.baselines import Baselines, sorted_quantile
 from agent.classifier.gpus import work_of
 from agent.classifier.samples import Sample
 from agent.config.classifier import ClassifierSection
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +147,9 @@ def combine(tallies: Sequence[GpuTally]) -> GpuWindow:
     util_mean = util_p5 = util_p95 = None
     if utils:
         util_mean = sum(utils) / len(utils)
-        utils.sort()  # once for both quantiles (quantile sorts a sorted list in linear time)
-        util_p5 = quantile(utils, 0.05)
-        util_p95 = quantile(utils, 0.95)
+        utils.sort()
+        util_p5 = sorted_quantile(utils, 0.05)
+        util_p95 = sorted_quantile(utils, 0.95)
     seen = _count(map(_SEEN, ts))
     not_working = _count(map(_NOT_WORKING, ts))
     return GpuWindow(
@@ -164,3 +168,100 @@ def combine(tallies: Sequence[GpuTally]) -> GpuWindow:
         waiting=tuple(sorted(i for i, k in not_working.items() if k * 2 > seen.get(i, 0))),
         throttled=_count(map(_THROTTLED, ts)),
     )
+
+
+class RunningTallies:
+    """``combine`` of a sliding window's tallies, kept up to date as the window slides: the counts
+    (GPU samples, the GPUs seen, waiting and throttled, utilization values) by adding the tallies
+    that enter and subtracting those that leave; the float sums are summed afresh in window order,
+    so the result is exactly ``combine``'s."""
+
+    def __init__(self) -> None:
+        self._in: deque[GpuTally] = deque()
+        self._counts = [0, 0, 0, 0]  # GPU samples, working, spinning, starved
+        self._seen: dict[int, int] = {}
+        self._not_working: dict[int, int] = {}
+        self._throttled: dict[tuple[int, int], int] = {}
+        self._utils: dict[float, int] = {}
+        self._sources: dict[str, int] = {}
+
+    def combine(self, tallies: Sequence[GpuTally]) -> GpuWindow:
+        self._slide(tallies)
+        ts = list(filter(_N, tallies))
+        work_sum, spin_util_sum, spin_work_sum = (sum(map(get, ts)) for get in _SUMMED[3:])
+        gpu_samples, working, spinning, starved = self._counts
+        util_mean = util_p5 = util_p95 = None
+        if gpu_samples:
+            util_mean = sum(chain.from_iterable(map(_UTILS, ts))) / gpu_samples
+            util_p5, util_p95 = _ranks(self._utils, gpu_samples, (0.05, 0.95))
+        seen, not_working = self._seen, self._not_working
+        return GpuWindow(
+            gpu_samples=gpu_samples,
+            working=working,
+            spinning=spinning,
+            starved=starved,
+            work_sum=work_sum,
+            spin_util_sum=spin_util_sum,
+            spin_work_sum=spin_work_sum,
+            util_mean=util_mean,
+            util_p5=util_p5,
+            util_p95=util_p95,
+            sources=frozenset(self._sources),
+            gpus=len(seen),
+            waiting=tuple(sorted(i for i, k in not_working.items() if k * 2 > seen.get(i, 0))),
+            throttled=dict(self._throttled),
+        )
+
+    def _slide(self, tallies: Sequence[GpuTally]) -> None:
+        q = self._in
+        if tallies:
+            first = tallies[0]
+            while q and q[0] is not first:
+                self._change(q.popleft(), -1)
+        if len(q) > len(tallies) or not all(map(is_, q, tallies)):  # not the same window slid on
+            while q:
+                self._change(q.popleft(), -1)
+        for t in tallies[len(q) :]:
+            q.append(t)
+            self._change(t, 1)
+
+    def _change(self, t: GpuTally, k: int) -> None:
+        if not t.n:
+            return
+        c = self._counts
+        c[0] += k * t.n
+        c[1] += k * t.working
+        c[2] += k * t.spinning
+        c[3] += k * t.starved
+        _bump(self._seen, t.seen, k)
+        _bump(self._not_working, t.not_working, k)
+        _bump(self._throttled, t.throttled, k)
+        _bump(self._utils, t.utils, k)
+        _bump(self._sources, t.sources, k)
+
+
+def _bump(table: dict[K, int], members: Iterable[K], k: int) -> None:
+    """Count ``members`` ``k`` more times (k < 0: fewer; a count that reaches 0 is removed)."""
+    for x in members:
+        left = table.get(x, 0) + k
+        if left:
+            table[x] = left
+        else:
+            del table[x]
+
+
+def _ranks(counts: dict[float, int], n: int, qs: tuple[float, ...]) -> list[float]:
+    """Nearest-rank quantiles of the ``n`` values counted in ``counts`` (value -> occurrences):
+    ``sorted_quantile`` of the sorted values, without sorting them all (utilization takes ~100
+    distinct values)."""
+    ranks = [min(n - 1, max(0, math.ceil(q * n) - 1)) for q in qs]
+    out = []
+    seen = 0
+    it = iter(sorted(counts.items()))
+    value, k = next(it)
+    for r in ranks:  # ascending
+        while seen + k <= r:
+            seen += k
+            value, k = next(it)
+        out.append(value)
+    return out

@@ -14,7 +14,7 @@ from agent.classifier.hints import hint
 from agent.classifier.reasons import explain
 from agent.classifier.samples import Sample
 from agent.classifier.scores import Scores, decide, score
-from agent.classifier.tallies import GpuTally
+from agent.classifier.tallies import GpuTally, GpuWindow
 from agent.config.classifier import ClassifierSection
 from agent.core.vocabulary import Verdict as VerdictName
 
@@ -60,10 +60,11 @@ def classify(
     current: str | None = None,
     tallies: Sequence[GpuTally] | None = None,
     family_means: Sequence[dict[str, float]] | None = None,
+    gpus: GpuWindow | None = None,
 ) -> Verdict:
     """This window's vote. ``current`` is the verdict in force: it keeps the vote inside its exit band.
-    ``tallies`` and ``family_means`` are the caller's memo of parts of the computation (see
+    ``tallies``, ``family_means`` and ``gpus`` are the caller's memo of parts of the computation (see
     ``features.measure``); the result is the same without them."""
-    f = measure(window, baselines, cfg, tallies, family_means)
+    f = measure(window, baselines, cfg, tallies, family_means, gpus)
     s = score(f)
     return verdict_for(f, s, decide(s, current, cfg))
