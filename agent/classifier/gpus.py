@@ -6,10 +6,28 @@ the two, or *down* (lost, or no reading). ``utilization.gpu`` alone is never tak
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Protocol
 
 from agent.classifier.baselines import Baselines, idle_power
-from agent.classifier.samples import GpuSample
 from agent.config.classifier import ClassifierSection
+
+
+class GpuReading(Protocol):
+    """What the rule reads of one GPU sample: the classifier's ``GpuSample`` and the goodput
+    ledger's own reading both are one."""
+
+    @property
+    def uuid(self) -> str: ...
+    @property
+    def up(self) -> bool: ...
+    @property
+    def util(self) -> float | None: ...  # utilization.gpu ratio
+    @property
+    def sm(self) -> float | None: ...  # GPM SM (or tensor) activity ratio
+    @property
+    def power(self) -> float | None: ...  # watts
+    @property
+    def limit(self) -> float | None: ...  # enforced power limit, watts
 
 
 class GpuClass(StrEnum):
@@ -20,7 +38,7 @@ class GpuClass(StrEnum):
     DOWN = "down"
 
 
-def work_of(g: GpuSample, baselines: Baselines, cfg: ClassifierSection) -> tuple[float, bool, str]:
+def work_of(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> tuple[float, bool, str]:
     """(real-work measure 0-1, whether that is work, where it came from: sm | power | utilization).
     ``g`` must be up with a utilization reading."""
     if g.sm is not None:
@@ -34,7 +52,7 @@ def work_of(g: GpuSample, baselines: Baselines, cfg: ClassifierSection) -> tuple
     return util, util >= cfg.spin_utilization, "utilization"
 
 
-def gpu_class(g: GpuSample, baselines: Baselines, cfg: ClassifierSection) -> GpuClass:
+def gpu_class(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> GpuClass:
     if not g.up or g.util is None:
         return GpuClass.DOWN
     if work_of(g, baselines, cfg)[1]:

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from agent.classifier.baselines import Baselines, idle_power
+from agent.classifier.baselines import Baselines
+from agent.classifier.gpus import GpuClass, gpu_class
 from agent.config.classifier import ClassifierSection
 from agent.core.vocabulary import Bucket
 
@@ -77,22 +78,18 @@ class Tick:
     startup: bool = False  # a job appeared and has not done productive work yet
 
 
+_STATE = {
+    GpuClass.WORKING: GpuState.WORKING,
+    GpuClass.SPINNING: GpuState.SPINNING,
+    GpuClass.STARVED: GpuState.STARVED,
+    GpuClass.BETWEEN: GpuState.STARVED,
+    GpuClass.DOWN: GpuState.DOWN,
+}
+
+
 def gpu_state(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> GpuState:
-    """The classifier's sorting of one GPU sample (``agent.classifier.features.tally``)."""
-    if not g.up or g.util is None:
-        return GpuState.DOWN
-    if g.sm is not None:
-        working = g.sm >= cfg.busy_sm_active
-    elif g.power is not None and g.limit:
-        idle = idle_power(g.uuid, g.limit, baselines, cfg)
-        span = g.limit - idle
-        work = min(1.0, max(0.0, (g.power - idle) / span)) if span > 0 else 0.0
-        working = work >= cfg.busy_power_ratio
-    else:
-        working = g.util >= cfg.spin_utilization
-    if working:
-        return GpuState.WORKING
-    return GpuState.SPINNING if g.util >= cfg.spin_utilization else GpuState.STARVED
+    """The classifier's sorting of one GPU sample (``agent.classifier.gpus.gpu_class``)."""
+    return _STATE[gpu_class(g, baselines, cfg)]
 
 
 def _waiting(state: GpuState, p: Pressures, out: list[float], seconds: float) -> None:

@@ -1,4 +1,6 @@
-"""Each GPU of one sample in the goodput ledger's states, from the classifier's latest window."""
+"""Each GPU of one sample booked by the goodput ledger from the classifier's latest window: the
+ledger sorts GPUs by the classifier's own rule (``agent.classifier.gpus.gpu_class``) and splits a
+wait by the window's pressures (``agent.ledger.assign``)."""
 
 from __future__ import annotations
 
@@ -7,14 +9,28 @@ from dataclasses import replace
 import pytest
 from classifier_synth import COMPUTE, CPU, IDLE, NETWORK, STORAGE, SYNC, run, snapshot
 
+from agent.classifier.features import Features
 from agent.classifier.gpus import GpuClass, gpu_class
-from agent.classifier.samples import sample_from_snapshot
-from agent.classifier.states import gpu_states
+from agent.classifier.samples import Sample, sample_from_snapshot
 from agent.core.vocabulary import Bucket
+from agent.ledger.assign import BUCKETS, GpuReading, GpuState, Pressures, Tick, assign, gpu_state
+
+
+def book(s: Sample, f: Features | None, engine, job: bool = True) -> dict[Bucket, float]:
+    """Seconds per bucket for one 1 s tick of ``s``'s GPUs."""
+    gpus = tuple(GpuReading(g.uuid, g.up, g.util, g.sm, g.power, g.limit, job) for g in s.gpus)
+    p = (
+        Pressures()
+        if f is None
+        else Pressures(f.storage_pressure, f.cpu_pressure, f.network_pressure, f.network_pressure_spin)
+    )
+    states = [gpu_state(g, engine.baselines, engine.cfg) for g in gpus]
+    out = assign(Tick(1.0, gpus, job, p), states)
+    return {b: v for b, v in zip(BUCKETS, out, strict=True) if v > 0}
 
 
 @pytest.mark.parametrize(
-    ("regime", "phase", "state"),
+    ("regime", "phase", "bucket"),
     [
         (COMPUTE, "work", Bucket.PRODUCTIVE),
         (STORAGE, "starved", Bucket.DATA_STORAGE),
@@ -22,24 +38,28 @@ from agent.core.vocabulary import Bucket
         (CPU, "starved", Bucket.DATA_CPU),
         (NETWORK, "spin", Bucket.NETWORK),
         (SYNC, "spin", Bucket.SYNC_WAIT),
-        (IDLE, "starved", Bucket.IDLE),
+        (IDLE, "starved", Bucket.NO_JOB),
     ],
 )
 @pytest.mark.parametrize("gpm", [True, False], ids=["gpm", "power-only"])
-def test_one_sample_per_gpu(regime, phase, state, gpm) -> None:
+def test_one_sample_per_gpu(regime, phase, bucket, gpm) -> None:
     r = run(replace(regime, gpm=gpm))
     e = r.engine
     s = sample_from_snapshot(snapshot(999, r.t + 1, replace(regime, gpm=gpm), phase))
-    assert gpu_states(s, e.last.vote.features, e.baselines, e.cfg) == {0: state, 1: state}
+    got = book(s, e.last.vote.features, e, job=regime.trainer)
+    assert sum(got.values()) == pytest.approx(2.0)  # both GPUs, the whole second
+    assert max(got, key=got.get) == bucket, got
+    assert got[bucket] >= 1.0, got  # at least half of it
 
 
-def test_a_lost_gpu_has_no_state_and_before_any_evaluation_waits_are_idle() -> None:
+def test_a_lost_gpu_is_idle_and_before_any_evaluation_waits_are_idle() -> None:
     r = run(CPU)
     snap = snapshot(999, r.t + 1, CPU, "starved")
     lost = replace(snap.gpu.gpus[0], up=False)
     s = sample_from_snapshot(replace(snap, gpu=replace(snap.gpu, gpus=(lost, snap.gpu.gpus[1]))))
-    assert gpu_class(s.gpus[0], r.engine.baselines, r.engine.cfg) is GpuClass.DOWN
-    assert gpu_states(s, r.engine.last.vote.features, r.engine.baselines, r.engine.cfg) == {
-        1: Bucket.DATA_CPU
-    }
-    assert gpu_states(s, None, r.engine.baselines, r.engine.cfg) == {1: Bucket.IDLE}
+    e = r.engine
+    assert gpu_class(s.gpus[0], e.baselines, e.cfg) is GpuClass.DOWN
+    assert gpu_state(s.gpus[0], e.baselines, e.cfg) is GpuState.DOWN
+    got = book(s, e.last.vote.features, e)
+    assert got[Bucket.IDLE] >= 1.0 and got[Bucket.DATA_CPU] >= 0.5, got
+    assert book(s, None, e) == {Bucket.IDLE: pytest.approx(2.0)}
