@@ -17,16 +17,16 @@ and the time to first verdict per family are printed (-s) and written to bench/o
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
+from collections.abc import Iterator
 
 import pytest
-from conftest import REPO, AgentProcess, need_binary, need_root
+from conftest import REPO, AgentProcess
+from labagent import LabAgent, lab_agent
 
 from agent.classifier.hints import IDLE_CORES
-from agent.runtime.control import control_request
 from lab.draws import HELD_OUT_SEEDS, TUNE_SEEDS, draw
 from lab.harness import SCENARIOS, Lab, from_draw
 from lab.scoring import Result, phase_shares, render
@@ -44,53 +44,19 @@ DRAWS = {
 TORCH = torch_scenarios(CPUS)
 
 
-class LabSession:
+class LabSession(LabAgent):
     def __init__(self, lab: Lab, agent: AgentProcess) -> None:
-        self.lab = lab
-        self.agent = agent
+        super().__init__(lab, agent)
         self.by_name: dict[str, Result] = {}
 
-    def history(self) -> list[dict]:
-        code, body = asyncio.run(control_request(self.agent.control_socket, "GET", "/classifier/history"))
-        assert code == 200, body
-        return body["evaluations"]
-
     def status(self) -> dict:
-        code, body = asyncio.run(control_request(self.agent.control_socket, "GET", "/status"))
-        assert code == 200, body
-        return body["classifier"]
-
-    def drill(self) -> dict:
-        payload = {"kind": "spot-termination", "deadline_seconds": 120, "wait_seconds": 20}
-        code, body = asyncio.run(
-            control_request(self.agent.control_socket, "POST", "/checkpoint/drill", payload, timeout=40)
-        )
-        assert code == 200, body
-        self.drill_report = body
-        return body
+        return self.call("GET", "/status")["classifier"]
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory) -> LabSession:
-    need_root("the lab's cgroups, network namespaces and tc shaping")
-    need_binary("ip", "iproute2")
-    need_binary("tc", "iproute2")
-    need_binary("losetup", "mount")
-    work = tmp_path_factory.mktemp("lab")
-    lab = Lab(work / "lab")
-    try:
-        lab.setup()
-        agent_dir = work / "agent"
-        agent_dir.mkdir()
-        agent = AgentProcess(agent_dir, lab.agent_config(agent_dir / "run"), env=lab.agent_env())
-        agent.start()
-        try:
-            yield LabSession(lab, agent)
-        finally:
-            agent.stop()
-            agent._log.close()
-    finally:
-        lab.teardown()
+def session(tmp_path_factory) -> Iterator[LabSession]:
+    with lab_agent(tmp_path_factory.mktemp("lab"), LabSession) as s:
+        yield s
 
 
 def _check_truth(name: str, regime: str, res: Result) -> None:

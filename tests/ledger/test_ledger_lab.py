@@ -5,13 +5,13 @@ classifier's lab. The table per scenario goes to bench/out/goodput_lab.txt (and 
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Iterator
 
 import pytest
-from conftest import REPO, AgentProcess, need_binary, need_root
+from conftest import REPO, AgentProcess
+from labagent import LabAgent, lab_agent
 
 from agent.core.vocabulary import Bucket
-from agent.runtime.control import control_request
 from lab.harness import SCENARIOS, Lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.root, pytest.mark.slow]
@@ -26,54 +26,21 @@ EXPECTED_WAIT = {
 }
 
 
-class Session:
+class Session(LabAgent):
     def __init__(self, lab: Lab, agent: AgentProcess) -> None:
-        self.lab = lab
-        self.agent = agent
+        super().__init__(lab, agent)
         self.rows: dict[str, dict[str, float]] = {}
         self.classifier: dict[str, str] = {}  # scenario -> evaluations the classifier got right
-
-    def call(self, method: str, path: str, body: dict | None = None, timeout: float = 10) -> dict:
-        code, out = asyncio.run(
-            control_request(self.agent.control_socket, method, path, body, timeout=timeout)
-        )
-        assert code == 200, out
-        return out
-
-    def history(self) -> list[dict]:
-        return self.call("GET", "/classifier/history")["evaluations"]
-
-    def drill(self) -> dict:
-        payload = {"kind": "spot-termination", "deadline_seconds": 120, "wait_seconds": 20}
-        return self.call("POST", "/checkpoint/drill", payload, timeout=40)
 
     def totals(self) -> dict[str, float]:
         return self.call("GET", "/goodput")["totals"]
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory):
-    need_root("the lab's cgroups, network namespace and tc shaping")
-    need_binary("ip", "iproute2")
-    need_binary("tc", "iproute2")
-    need_binary("losetup", "mount")
-    work = tmp_path_factory.mktemp("goodput-lab")
-    lab = Lab(work / "lab")
-    try:
-        lab.setup()
-        agent_dir = work / "agent"
-        agent_dir.mkdir()
-        cfg = lab.agent_config(agent_dir / "run")
-        cfg["goodput"] = {"resolution": "1s", "settle": "1h", "poll": "500ms"}
-        agent = AgentProcess(agent_dir, cfg, env=lab.agent_env())
-        agent.start()
-        try:
-            yield Session(lab, agent)
-        finally:
-            agent.stop()
-            agent._log.close()
-    finally:
-        lab.teardown()
+def session(tmp_path_factory) -> Iterator[Session]:
+    goodput = {"goodput": {"resolution": "1s", "settle": "1h", "poll": "500ms"}}
+    with lab_agent(tmp_path_factory.mktemp("goodput-lab"), Session, goodput) as s:
+        yield s
 
 
 def table(rows: dict[str, dict[str, float]], classifier: dict[str, str]) -> str:
