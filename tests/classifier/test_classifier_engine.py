@@ -251,3 +251,46 @@ def test_a_kept_data_verdict_keeps_its_sub_reason() -> None:
     labels = r.verdicts()
     assert "data/storage" not in labels
     assert labels[labels.index("data/cpu") :].count("data/cpu") >= 2 and labels[-1] == "idle"
+
+
+def test_running_tallies_are_exactly_combine() -> None:
+    """The window's GPU counts kept up to date as it slides (by whole steps, a jump ahead, a window
+    rebuilt from new tallies, an empty one) equal adding up the window's tallies afresh."""
+    import random
+    from dataclasses import replace
+
+    from agent.classifier.tallies import GpuTally, RunningTallies, combine
+
+    rnd = random.Random(11)
+
+    def one() -> GpuTally:
+        n = rnd.randint(0, 4)
+        idx = tuple(sorted(rnd.sample(range(6), n)))
+        nw = tuple(i for i in idx if rnd.random() < 0.5)
+        utils = tuple(rnd.choice([0.0, 0.25, 0.97, 1.0, rnd.random()]) for _ in idx)
+        return GpuTally(
+            n,
+            n - len(nw),
+            len(nw) // 2,
+            len(nw) - len(nw) // 2,
+            utils,
+            rnd.random() * n,
+            rnd.random(),
+            rnd.random(),
+            idx,
+            nw,
+            tuple((i, rnd.choice([4, 8])) for i in idx if rnd.random() < 0.3),
+            frozenset(rnd.sample(["sm", "power", "utilization"], rnd.randint(0, 2))),
+        )
+
+    stream = [one() for _ in range(400)]
+    running = RunningTallies()
+    start = end = 0
+    for _ in range(200):
+        r = rnd.random()
+        if r < 0.05:  # the idle power was relearned: every tally of the window made again
+            stream[start:end] = [replace(t) for t in stream[start:end]]
+        end = min(len(stream), end + rnd.randint(0, 6))
+        start = max(start, end - rnd.randint(0, 60)) if r > 0.02 else end  # sometimes empty
+        window = stream[start:end]
+        assert running.combine(window) == combine(window)
