@@ -8,14 +8,14 @@ window's tallies is then a handful of C-level passes over 60 small records, ever
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter, is_
 from typing import TypeVar
 
-from agent.classifier.baselines import Baselines, sorted_quantile
+from agent.classifier.baselines import Baselines
 from agent.classifier.gpus import work_of
 from agent.classifier.samples import Sample
 from agent.config.classifier import ClassifierSection
@@ -118,56 +118,13 @@ class GpuWindow:
 
 
 _N = attrgetter("n")
-_SUMMED = tuple(
-    map(attrgetter, ("working", "spinning", "starved", "work_sum", "spin_util_sum", "spin_work_sum"))
-)
+_SUMMED = tuple(map(attrgetter, ("work_sum", "spin_util_sum", "spin_work_sum")))
 _UTILS = attrgetter("utils")
-_SOURCES = attrgetter("sources")
-_SEEN = attrgetter("seen")
-_NOT_WORKING = attrgetter("not_working")
-_THROTTLED = attrgetter("throttled")
-
-
-def _count(groups: Iterable[tuple]) -> Counter:
-    """Occurrences of each element over the tuples; a window's samples mostly share a handful of
-    tuples (the same GPUs up, the same ones waiting), so they are counted as whole tuples first."""
-    out: Counter = Counter()
-    for members, k in Counter(groups).items():
-        for x in members:
-            out[x] += k
-    return out
 
 
 def combine(tallies: Sequence[GpuTally]) -> GpuWindow:
-    ts = list(filter(_N, tallies))
-    working, spinning, starved, work_sum, spin_util_sum, spin_work_sum = (
-        sum(map(get, ts)) for get in _SUMMED
-    )
-    utils = list(chain.from_iterable(map(_UTILS, ts)))
-    util_mean = util_p5 = util_p95 = None
-    if utils:
-        util_mean = sum(utils) / len(utils)
-        utils.sort()
-        util_p5 = sorted_quantile(utils, 0.05)
-        util_p95 = sorted_quantile(utils, 0.95)
-    seen = _count(map(_SEEN, ts))
-    not_working = _count(map(_NOT_WORKING, ts))
-    return GpuWindow(
-        gpu_samples=sum(map(_N, ts)),
-        working=working,
-        spinning=spinning,
-        starved=starved,
-        work_sum=work_sum,
-        spin_util_sum=spin_util_sum,
-        spin_work_sum=spin_work_sum,
-        util_mean=util_mean,
-        util_p5=util_p5,
-        util_p95=util_p95,
-        sources=frozenset().union(*map(_SOURCES, ts)),
-        gpus=len(seen),
-        waiting=tuple(sorted(i for i, k in not_working.items() if k * 2 > seen.get(i, 0))),
-        throttled=_count(map(_THROTTLED, ts)),
-    )
+    """The window's tallies added up."""
+    return RunningTallies().combine(tallies)
 
 
 class RunningTallies:
@@ -188,7 +145,7 @@ class RunningTallies:
     def combine(self, tallies: Sequence[GpuTally]) -> GpuWindow:
         self._slide(tallies)
         ts = list(filter(_N, tallies))
-        work_sum, spin_util_sum, spin_work_sum = (sum(map(get, ts)) for get in _SUMMED[3:])
+        work_sum, spin_util_sum, spin_work_sum = (sum(map(get, ts)) for get in _SUMMED)
         gpu_samples, working, spinning, starved = self._counts
         util_mean = util_p5 = util_p95 = None
         if gpu_samples:
