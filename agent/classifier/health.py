@@ -30,15 +30,15 @@ def health(window: Sequence[Sample], throttled: dict[tuple[int, int], int]) -> t
     n = len(window)
     per_bit: dict[tuple[int, int], int] = {}
     for (index, reasons), count in throttled.items():
-        for bit in _BITS:  # plain ints: flag-enum arithmetic costs microseconds a GPU a sample
+        for bit in _BITS:
             if reasons & bit:
                 per_bit[(index, bit)] = per_bit.get((index, bit), 0) + count
     for (index, reason), count in sorted(per_bit.items()):
         if count * 5 >= n:
-            notes.append(
-                f"GPU {index} {_THROTTLE_NAMES[ClockReason(reason)]} {count * 100 // n}% of the time"
-            )
+            notes.append(f"GPU {index} {_NAMES[reason]} {count * 100 // n}% of the time")
     return tuple(notes)
 
 
-_BITS = tuple(int(b) for b in _THROTTLE_NAMES)
+# plain ints: flag-enum construction and arithmetic cost microseconds a GPU a sample
+_NAMES = {int(b): name for b, name in _THROTTLE_NAMES.items()}
+_BITS = tuple(_NAMES)

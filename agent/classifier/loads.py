@@ -128,7 +128,9 @@ def storage_signals(
         # per-device signals only where they press: a large node has dozens of quiet ones
         r = cfg.disk_busy
         for dev, b in busy.items():
-            v = min(1.0, b / starved_share)
+            v = b / starved_share
+            if v > 1.0:
+                v = 1.0
             if v > r[0]:
                 signals.append(Signal("disk_busy", dev, v, None, ramp(v, r)))
     floor, r = cfg.nfs_rtt_floor, cfg.nfs_rtt_ratio
