@@ -136,11 +136,13 @@ class RunningTallies:
     def __init__(self) -> None:
         self._in: deque[GpuTally] = deque()
         self._counts = [0, 0, 0, 0]  # GPU samples, working, spinning, starved
-        self._seen: dict[int, int] = {}
-        self._not_working: dict[int, int] = {}
-        self._throttled: dict[tuple[int, int], int] = {}
-        self._utils: dict[float, int] = {}
-        self._sources: dict[str, int] = {}
+        # a window's samples mostly share a handful of these (the same GPUs up, the same ones
+        # waiting): counted as whole tuples, spread over their members at each evaluation
+        self._seen: dict[tuple[int, ...], int] = {}
+        self._not_working: dict[tuple[int, ...], int] = {}
+        self._throttled: dict[tuple[tuple[int, int], ...], int] = {}
+        self._sources: dict[frozenset[str], int] = {}
+        self._utils: dict[float, int] = {}  # each value
 
     def combine(self, tallies: Sequence[GpuTally]) -> GpuWindow:
         self._slide(tallies)
@@ -151,7 +153,7 @@ class RunningTallies:
         if gpu_samples:
             util_mean = sum(chain.from_iterable(map(_UTILS, ts))) / gpu_samples
             util_p5, util_p95 = _ranks(self._utils, gpu_samples, (0.05, 0.95))
-        seen, not_working = self._seen, self._not_working
+        seen, not_working = _members(self._seen), _members(self._not_working)
         return GpuWindow(
             gpu_samples=gpu_samples,
             working=working,
@@ -163,10 +165,10 @@ class RunningTallies:
             util_mean=util_mean,
             util_p5=util_p5,
             util_p95=util_p95,
-            sources=frozenset(self._sources),
+            sources=frozenset().union(*self._sources),
             gpus=len(seen),
             waiting=tuple(sorted(i for i, k in not_working.items() if k * 2 > seen.get(i, 0))),
-            throttled=dict(self._throttled),
+            throttled=_members(self._throttled),
         )
 
     def _slide(self, tallies: Sequence[GpuTally]) -> None:
@@ -190,11 +192,11 @@ class RunningTallies:
         c[1] += k * t.working
         c[2] += k * t.spinning
         c[3] += k * t.starved
-        _bump(self._seen, t.seen, k)
-        _bump(self._not_working, t.not_working, k)
-        _bump(self._throttled, t.throttled, k)
+        _bump(self._seen, (t.seen,), k)
+        _bump(self._not_working, (t.not_working,), k)
+        _bump(self._throttled, (t.throttled,), k)
+        _bump(self._sources, (t.sources,), k)
         _bump(self._utils, t.utils, k)
-        _bump(self._sources, t.sources, k)
 
 
 def _bump(table: dict[K, int], members: Iterable[K], k: int) -> None:
@@ -205,6 +207,15 @@ def _bump(table: dict[K, int], members: Iterable[K], k: int) -> None:
             table[x] = left
         else:
             del table[x]
+
+
+def _members(groups: dict[tuple[K, ...], int]) -> dict[K, int]:
+    """Occurrences of each member of the counted tuples."""
+    out: dict[K, int] = {}
+    for members, k in groups.items():
+        for x in members:
+            out[x] = out.get(x, 0) + k
+    return out
 
 
 def _ranks(counts: dict[float, int], n: int, qs: tuple[float, ...]) -> list[float]:
