@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from tna_client.discovery import discovery_file_for
+from tna_client.discovery import ROOT_DISCOVERY_FILE, discovery_file_for
 from tna_client.node import identity as process_identity
 from tna_client.node import pid_namespace, start_ticks
 
@@ -35,11 +35,25 @@ def agent_identity(procfs: str = "/proc") -> dict[str, Any]:
     return {**process_identity(procfs), "instance": uuid.uuid4().hex}
 
 
-def discovery_path(setting: str) -> Path | None:
-    """``[trainer] discovery_file``: "" = the fixed place for our uid, "none" = nowhere."""
+def discovery_path(
+    setting: str, euid: int | None = None, root_file: str = ROOT_DISCOVERY_FILE
+) -> Path | None:
+    """``[trainer] discovery_file``: "" = the fixed place for our uid, "none" = nowhere.
+
+    The packaged unit runs as its own user, yet trainers look at ``/run/training-node-agent`` first,
+    and the per-user place under /tmp would be the unit's PrivateTmp, which nobody else sees. So
+    where that directory is ours and closed to others (the unit's RuntimeDirectory), it is used."""
     if setting == "none":
         return None
-    return Path(setting or discovery_file_for(os.geteuid()))
+    if setting:
+        return Path(setting)
+    euid = os.geteuid() if euid is None else euid
+    root = Path(root_file)
+    with contextlib.suppress(OSError):
+        st = root.parent.stat()
+        if st.st_uid == euid and not st.st_mode & 0o022:
+            return root
+    return Path(discovery_file_for(euid))
 
 
 def _own_dir(directory: Path) -> None:

@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     say = _printer(args.prefix)
     events.write("started", rank=rank)
     say(f"rank {rank} started, pid {os.getpid()}; checkpoints go to {args.checkpoint_dir}")
+    say(f"requests are read from {guard.request_file} (via {guard.located.via})")
     loss = 2.5
     for step in range(1, args.steps + 1):
         time.sleep(args.step_seconds)

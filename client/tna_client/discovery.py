@@ -5,10 +5,11 @@ In this order (the first that answers wins):
 1. ``request_file=`` given to :class:`~tna_client.PreemptionGuard`;
 2. ``$TNA_CHECKPOINT_REQUEST_FILE``;
 3. the agent's discovery record, at a fixed place: ``/run/training-node-agent/agent.json`` (an agent
-   running as root, the packaged unit), then ``/tmp/training-node-agent-<uid>/agent.json`` for this
-   user, then the same file of any other user (an agent run without root, e.g. ``make run`` with
-   ``--state-dir``). A record counts only when its agent is alive on this node and the file and its
-   directory belong to one user and nobody else can write the directory;
+   running as root, or as the packaged unit's user, which owns that directory), then
+   ``/tmp/training-node-agent-<uid>/agent.json`` for this user, then the same file of any other
+   user (an agent run without root, e.g. ``make run`` with ``--state-dir``). A record counts only
+   when its agent is alive on this node and the file and its directory belong to one user and
+   nobody else can write the directory;
 4. the default request file ``/run/training-node-agent/checkpoint/request.json``, when its directory
    exists (an agent older than discovery records).
 """

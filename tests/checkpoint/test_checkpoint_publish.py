@@ -9,14 +9,35 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from checkpoint_helpers import REPO, idle_process
 from tna_client import PreemptionGuard
-from tna_client.discovery import read_record
+from tna_client.discovery import discovery_file_for, read_record
 from tna_client.node import Node
 
-from agent.checkpoint.publish import agent_identity, publish, trainer_notes, unpublish
+from agent.checkpoint.publish import agent_identity, discovery_path, publish, trainer_notes, unpublish
+
+
+def test_an_agent_under_its_own_user_publishes_in_its_runtime_directory(tmp_path):
+    """The packaged unit: a service user owning /run/training-node-agent (its RuntimeDirectory)
+    publishes there, where trainers look first, not in a /tmp that PrivateTmp hides."""
+    uid = os.geteuid() or 4321  # as root, play a service user by owning the directory as another uid
+    run = tmp_path / "run"
+    run.mkdir(mode=0o755)
+    os.chown(run, uid, -1)
+    root_file = str(run / "agent.json")
+    assert discovery_path("", uid, root_file) == run / "agent.json"
+    assert discovery_path("/elsewhere/agent.json", uid, root_file) == Path("/elsewhere/agent.json")
+    assert discovery_path("none", uid, root_file) is None
+    # not ours, open to others, or absent: the per-user place
+    cases = [(0o775, uid)] + ([(0o755, uid + 1)] if os.geteuid() == 0 else [])
+    for mode, owner in cases:
+        os.chown(run, owner, -1)
+        run.chmod(mode)
+        assert discovery_path("", uid, root_file) == Path(discovery_file_for(uid)), (mode, owner)
+    assert discovery_path("", uid, str(tmp_path / "absent" / "agent.json")) == Path(discovery_file_for(uid))
 
 
 def test_record_round_trip_and_trust(tmp_path):

@@ -270,9 +270,8 @@ def drill(node: Node) -> tuple[int, subprocess.CompletedProcess[str]]:
     box.run(
         [
             "systemd-run", "--unit=tna-trainer", "--property=User=root", PYTHON, "-m",
-            "agent.devtools.demo_trainer", "--checkpoint-dir", "/var/tmp/ckpt", "--request-file",
-            f"/run/{NAME}/checkpoint/request.json", "--keep-going", "--save-seconds", "0.5",
-            "--events", TRAINER_EVENTS,
+            "agent.devtools.demo_trainer", "--checkpoint-dir", "/var/tmp/ckpt", "--keep-going",
+            "--save-seconds", "0.5", "--events", TRAINER_EVENTS,
         ],
         check=True,
     )  # fmt: skip
@@ -320,6 +319,10 @@ def test_drill_ack_reaches_the_agent(drill: tuple[int, subprocess.CompletedProce
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ack: none received" not in out.stdout, out.stdout
     assert "ignoring checkpoint request" not in out.stdout, out.stdout
+    # the trainer was told nothing: it found the agent by the discovery record the unit's user
+    # publishes in its RuntimeDirectory (not in its PrivateTmp)
+    found = f"read from /run/{NAME}/checkpoint/request.json (via /run/{NAME}/agent.json)"
+    assert found in out.stdout, out.stdout
 
 
 def test_device_policy_closed_is_enforced(node: Node) -> None:
