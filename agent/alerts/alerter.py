@@ -112,6 +112,8 @@ class Alerter:
             self.deliveries[cfg.name] = Delivery(
                 cfg, self.section, self.spool, self.session, channel, error, clock
             )
+        for d in self.deliveries.values():
+            d.recover()
         self.orphaned: dict[str, int] = {}
         for name, count in self.spool.channels().items():
             if name not in self.deliveries:

@@ -67,6 +67,9 @@ class Channel:
     """Base of every channel type. Subclasses set ``type`` and implement ``build`` and ``judge``."""
 
     type: ClassVar[str] = ""
+    # the receiver drops a message it already has: one whose delivery a kill -9 cut off may be sent
+    # again. Chat services show it twice, so theirs are counted as outcome-unknown instead.
+    idempotent: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -159,10 +159,49 @@ class Delivery:
             self.dropped["render_error"] += msg.count
             return True
         self.limiter.take()
-        answer = await post(self._session(), request, self.timeout)
+        self.spool.sending([r.id for r in batch])
+        send = asyncio.ensure_future(post(self._session(), request, self.timeout))
+        try:
+            answer = await asyncio.shield(send)
+        except asyncio.CancelledError:
+            # a stop (reload, shutdown) while the request is out: its answer (within the timeout)
+            # settles the rows, so the next start neither sends them again nor has to guess
+            self._settle(await send, batch, msg)
+            raise
+        self._settle(answer, batch, msg)
+        return True
+
+    def _settle(self, answer: Reply | Outcome, batch: list[Row], msg: Message) -> None:
+        assert self.channel is not None
         outcome = answer if isinstance(answer, Outcome) else self.channel.judge(answer)
         self._record(outcome, batch, msg, answer if isinstance(answer, Reply) else None)
-        return True
+
+    def recover(self) -> None:
+        """Rows a process left in flight when it died (kill -9, power loss): the service may or may
+        not have them. Sent again where the receiver drops repeats; otherwise removed and counted
+        (``dropped{reason="outcome_unknown"}`` and a warning naming them), never shown twice."""
+        cut = self.spool.in_flight(self.name)
+        if not cut:
+            return
+        ids = [r.id for r in cut]
+        titles = [r.message.title if r.message else "?" for r in cut]
+        if self.channel is not None and self.channel.idempotent:
+            self.spool.attempted(ids)
+            log.info(
+                "sending again alerts whose delivery a restart cut off; the receiver drops repeats",
+                channel=self.name,
+                ids=ids,
+                titles=titles,
+            )
+            return
+        self.spool.delete(ids)
+        self.dropped["outcome_unknown"] += len(ids)
+        log.warning(
+            "alert delivery cut off by a restart; not sent again, the service may or may not show it",
+            channel=self.name,
+            ids=ids,
+            titles=titles,
+        )
 
     def _record(self, outcome: Outcome, batch: list[Row], msg: Message, reply: Reply | None) -> None:
         ids = [r.id for r in batch]

@@ -1,8 +1,10 @@
 """The on-disk queue of undelivered alerts: one sqlite3 file under state_dir.
 
 sqlite's journal makes every insert and delete atomic and durable, so an alert accepted here survives
-``kill -9`` and power loss, and one that was delivered is not delivered again after a restart (unless
-the process died between the provider's answer and the delete: delivery is at least once).
+``kill -9`` and power loss, and one that was delivered is not delivered again after a restart. A row
+is marked ``inflight`` while its request is out; a row still marked at a start belongs to a process
+that died before the answer came, so nobody knows whether the service took it (``in_flight``; the
+channel decides, see ``Delivery.recover``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ CREATE TABLE IF NOT EXISTS queue (
     priority INTEGER NOT NULL DEFAULT 0,
     enqueued REAL NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
-    message TEXT NOT NULL
+    message TEXT NOT NULL,
+    inflight INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS queue_order ON queue (channel, priority DESC, id);
 """
@@ -46,6 +49,9 @@ class Spool:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(queue)")}
+        if "inflight" not in columns:  # a spool from before the mark
+            self._db.execute("ALTER TABLE queue ADD COLUMN inflight INTEGER NOT NULL DEFAULT 0")
 
     def add(self, channel: str, message: Message) -> int:
         cur = self._db.execute(
@@ -56,11 +62,22 @@ class Spool:
 
     def peek(self, channel: str, limit: int) -> list[Row]:
         """Oldest first, priority rows before all others."""
-        rows = self._db.execute(
+        return self._rows(
             "SELECT id, channel, priority, enqueued, attempts, message FROM queue WHERE channel = ? "
             "ORDER BY priority DESC, id LIMIT ?",
             (channel, limit),
-        ).fetchall()
+        )
+
+    def in_flight(self, channel: str) -> list[Row]:
+        """Rows whose request was out when the process that sent them died."""
+        return self._rows(
+            "SELECT id, channel, priority, enqueued, attempts, message FROM queue "
+            "WHERE channel = ? AND inflight = 1 ORDER BY id",
+            (channel,),
+        )
+
+    def _rows(self, sql: str, args: tuple[object, ...]) -> list[Row]:
+        rows = self._db.execute(sql, args).fetchall()
         out = []
         for rid, ch, prio, enq, att, text in rows:
             try:
@@ -74,9 +91,19 @@ class Spool:
         if ids:
             self._db.executemany("DELETE FROM queue WHERE id = ?", [(i,) for i in ids])
 
-    def attempted(self, ids: list[int]) -> None:
+    def sending(self, ids: list[int]) -> None:
+        """Mark the rows whose request goes out now (durably, before it does)."""
         if ids:
-            self._db.executemany("UPDATE queue SET attempts = attempts + 1 WHERE id = ?", [(i,) for i in ids])
+            # one statement, one transaction: a digest's rows are marked together
+            marks = ",".join("?" * len(ids))
+            self._db.execute(f"UPDATE queue SET inflight = 1 WHERE id IN ({marks})", ids)
+
+    def attempted(self, ids: list[int]) -> None:
+        """The request failed (or is to be made again): counted, no longer in flight."""
+        if ids:
+            self._db.executemany(
+                "UPDATE queue SET attempts = attempts + 1, inflight = 0 WHERE id = ?", [(i,) for i in ids]
+            )
 
     def depth(self, channel: str) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM queue WHERE channel = ?", (channel,)).fetchone()[0])

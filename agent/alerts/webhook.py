@@ -66,6 +66,7 @@ def payload(msg: Message, receiver: str, generator_url: str = "") -> dict[str, A
 
 class Webhook(Channel):
     type = "webhook"
+    idempotent = True  # Alertmanager format: each alert carries its fingerprint, status and times
 
     def build(self, msg: Message) -> Request:
         body = json_body(payload(msg, self.name, self.link_for(msg) or ""))
