@@ -88,13 +88,14 @@ class Channels:
                 ack["at"] = trainer_time(raw.get("at"), ep, ack["at"])
         return ack
 
-    async def signal(
-        self, ep: Episode, targets: Sequence[Target], signum: int, procfs: str
-    ) -> list[Delivery]:
-        """Send the checkpoint signal to each target (each checked first, see ``signals.py``)."""
-        deliveries = await asyncio.to_thread(
-            lambda: [deliver(t, signum, procfs, ep.dry_run) for t in targets]
-        )
+    def signal(self, ep: Episode, targets: Sequence[Target], signum: int, procfs: str) -> list[Delivery]:
+        """Send the checkpoint signal to each target (each checked first, see ``signals.py``).
+
+        On the event loop, not in a worker thread: the caller has just recorded ``acting``, and a
+        kill -9 between that record and kill(2) leaves a notice that is never signalled (a resumed
+        ``acting`` episode is not signalled again). A worker may wait its turn behind slow reads;
+        these few small /proc reads and one syscall do not."""
+        deliveries = [deliver(t, signum, procfs, ep.dry_run) for t in targets]
         ep.deliveries = [delivery_dict(d) for d in deliveries]
         for d in deliveries:
             (log.info if d.outcome in (DeliveryOutcome.SIGNALLED, DeliveryOutcome.DRY_RUN) else log.warning)(

@@ -111,6 +111,8 @@ class CheckpointComponent:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # a request already going out finishes, so the ledger saved below says what was sent
+        await asyncio.gather(*self.runner.sending, return_exceptions=True)
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self.ledger.save)
         if self.discovery_file is not None:

@@ -22,6 +22,7 @@ from agent.checkpoint import episode
 from agent.checkpoint.channels import Channels
 from agent.checkpoint.ledger import Episode, Ledger
 from agent.checkpoint.metrics import CheckpointMetrics
+from agent.checkpoint.targets import Discovered
 from agent.checkpoint.watch import TargetWatch
 from agent.config.trainer import TrainerSection
 from agent.core.events import CheckpointEvent, EventBus
@@ -62,6 +63,7 @@ class EpisodeRunner:
         self.discovery_file = discovery_file
         self.control_acks: dict[str, dict[str, Any]] = {}  # acks that came over the control socket
         self.wake = asyncio.Event()  # set: an ack wait looks again now (an ack, a new deadline)
+        self.sending: set[asyncio.Task[None]] = set()  # requests going out; a stop lets them finish
 
     async def run(self, ep: Episode) -> None:
         """The episode from where the ledger left it to its end (or to cancellation)."""
@@ -82,18 +84,33 @@ class EpisodeRunner:
             await self.await_ack(ep)
 
     async def act(self, ep: Episode) -> None:
-        ep.requested_at = time.time()
-        if not ep.dry_run:
-            ep.phase = EpisodeState.ACTING
-            self.ledger.save()
         found = await self.watch.rediscover()
+        # From here the request goes out whatever happens to the episode's task: a reload's cancel
+        # waits for it (the component's stop() awaits ``sending``). ``acting`` is recorded in send(),
+        # right before the signals with no await between, so an episode stopped while discovering
+        # is still ``scheduled`` and acted on by the next component; one saved as ``acting`` was
+        # signalled, unless a kill -9 fell between that write and kill(2).
+        task = asyncio.create_task(self.send(ep, found), name=f"checkpoint-send-{ep.event_id}")
+        self.sending.add(task)
+        task.add_done_callback(self.sending.discard)
+        await asyncio.shield(task)
+
+    async def send(self, ep: Episode, found: Discovered) -> None:
+        if not ep.open:  # withdrawn before the send began
+            return
+        ep.requested_at = time.time()
         ep.problems.extend(found.problems)
         ep.channels["trainers"] = self.channels.trainers(self.watch.trainers, self.discovery_file)
         if not ep.dry_run:
             # the file goes first: a handler that looks at it right after the signal finds it
             self.channels.write(ep, EpisodeState.REQUESTED)
-        deliveries = await self.channels.signal(ep, found.targets, self.signum, self.procfs)
+            ep.phase = EpisodeState.ACTING
+            self.ledger.save()
+        deliveries = self.channels.signal(ep, found.targets, self.signum, self.procfs)
         await self.channels.post(ep)
+        if not ep.open:  # withdrawn while the signals went out: the component marked it and the file
+            self.ledger.save()
+            return
         step = episode.on_signals_sent([d.outcome for d in deliveries], ep.dry_run)
         ep.phase = step.state
         if ep.phase == EpisodeState.DRY_RUN:
