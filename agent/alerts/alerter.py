@@ -291,6 +291,11 @@ class Alerter:
                 ),
                 timeout=self.section.flush_timeout + 0.2,
             )
+        # a request still out (the flush ran out of time) gets its answer before the session
+        # closes under it: an answer lost there would leave nobody knowing what the service has
+        out = [f for d in self.deliveries.values() if (f := d.in_flight()) is not None]
+        if out:
+            await asyncio.wait(out, timeout=max(d.timeout for d in self.deliveries.values()))
         left = self.spool.channels()
         if left:
             log.info("undelivered alerts stay spooled for the next start", queued=left)

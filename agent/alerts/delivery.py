@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import structlog
 
-from agent.alerts.channel import Channel, Outcome, Reply, post
+from agent.alerts.channel import Channel, Outcome, Reply, Request, post
 from agent.alerts.message import Message
 from agent.alerts.ratelimit import Limiter
 from agent.alerts.render import digest
@@ -75,6 +75,7 @@ class Delivery:
         self.last_permanent = False
         self._service_wait = False  # the current pause is the service's Retry-After, not our backoff
         self._logged: set[str] = set()  # permanent errors already logged since the last success
+        self._in_flight: asyncio.Future[None] | None = None  # the request out now, and its settling
 
     def accepts(self, kind: str, severity: str) -> bool:
         return kind in self.events and severity in self.severities
@@ -132,6 +133,8 @@ class Delivery:
 
     async def step(self, deadline: float | None) -> bool:
         """Send one message (or digest) if one is due; False when nothing could be done in time."""
+        if (out := self.in_flight()) is not None:
+            await asyncio.shield(out)
         if self.channel is None or not self.spool.depth(self.name):
             return False
         if not await self._sleep_until(lambda: self.paused_until, deadline):
@@ -160,19 +163,20 @@ class Delivery:
             return True
         self.limiter.take()
         self.spool.sending([r.id for r in batch])
-        send = asyncio.ensure_future(post(self._session(), request, self.timeout))
-        try:
-            answer = await asyncio.shield(send)
-        except asyncio.CancelledError:
-            # a stop (reload, shutdown) while the request is out: its answer (within the timeout)
-            # settles the rows, so the next start neither sends them again nor has to guess
-            self._settle(await send, batch, msg)
-            raise
-        self._settle(answer, batch, msg)
+        # A stop (reload, shutdown) cancels this task while the request is out: the send goes on
+        # and its answer (within the timeout) settles the rows, and the next step, a flush's
+        # included, waits for that first, so a row is never sent while its request is still out.
+        self._in_flight = asyncio.ensure_future(self._send(request, batch, msg))
+        await asyncio.shield(self._in_flight)
         return True
 
-    def _settle(self, answer: Reply | Outcome, batch: list[Row], msg: Message) -> None:
+    def in_flight(self) -> asyncio.Future[None] | None:
+        """The send whose answer has not come yet, if any."""
+        return self._in_flight if self._in_flight is not None and not self._in_flight.done() else None
+
+    async def _send(self, request: Request, batch: list[Row], msg: Message) -> None:
         assert self.channel is not None
+        answer = await post(self._session(), request, self.timeout)
         outcome = answer if isinstance(answer, Outcome) else self.channel.judge(answer)
         self._record(outcome, batch, msg, answer if isinstance(answer, Reply) else None)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
+import pytest
 from aiohttp import web
 from alerts_support import Running, config, counter, represented, until
 from fake_chat import FakeChat
@@ -47,7 +48,10 @@ async def test_a_kill_during_a_send_counts_the_chat_alert_and_resends_the_idempo
             await until(lambda: represented(ding.accepted) == 1, what="a new alert on DingTalk")
 
 
-async def test_a_stop_while_a_request_is_out_waits_for_its_answer(tmp_path) -> None:
+@pytest.mark.parametrize("abandoned", [False, True])
+async def test_a_stop_while_a_request_is_out_waits_for_its_answer(tmp_path, abandoned) -> None:
+    """``abandoned``: the daemon's supervisor cancels the component's run task and gives up on it
+    after its short timeout, while the request is still out; then the component's stop() flushes."""
     got: list[bytes] = []
     arrived = asyncio.Event()
 
@@ -67,9 +71,14 @@ async def test_a_stop_while_a_request_is_out_waits_for_its_answer(tmp_path) -> N
     url = f"http://127.0.0.1:{port}/hook"
     hook = {"name": "hook", "type": "webhook", "url": url, "rate_limits": ["50/1s"], "timeout": "10s"}
     try:
-        async with Running(config(tmp_path, [hook], flush_timeout="3s")) as (alerter, bus):
+        running = Running(config(tmp_path, [hook], flush_timeout="3s"))
+        async with running as (alerter, bus):
             bus.publish(spot())
             await asyncio.wait_for(arrived.wait(), 30)
+            if abandoned:
+                assert running._task is not None
+                running._task.cancel()
+                await asyncio.wait([running._task], timeout=0.3)
         # the stop waited for the answer: the row is gone, not left to be sent again
         async with Running(config(tmp_path, [hook], flush_timeout="200ms")) as (alerter, _):
             assert alerter.spool.depth("hook") == 0
