@@ -65,6 +65,7 @@ class Soak:
     notices: list[dict[str, Any]] = field(default_factory=list)  # id, added, canceled (monotonic)
     rss: list[tuple[int, float, int]] = field(default_factory=list)  # lifetime, t, KiB
     hups: int = 0
+    hups_last: int = 0  # SIGHUPs the last agent process took
     cut_off: dict[str, list[int]] = field(default_factory=lambda: {"counted": [], "resent": []})
     seen: list[float] = field(default_factory=list)  # wall times of the agent's "preemption notice"
     rss_slack_kib: int = 8 * 1024
@@ -209,8 +210,10 @@ secret = "{self.chat.secret}"
                 if self.agent.alive():
                     self.agent.hup()
                     self.hups += 1
+                    self.hups_last += 1
                 time.sleep(0.05)
         elif action == "kill9":
+            self.hups_last = 0
             self.agent.kill9()
             time.sleep(rng.uniform(0.2, 1.5))
             self.agent.start()
@@ -289,10 +292,12 @@ secret = "{self.chat.secret}"
             time.sleep(1.0)
 
     def figures(self) -> dict[str, Any]:
-        rows, waiting = read_ledger(self.tmp / "state" / "alerts.sqlite3")
+        _, waiting = read_ledger(self.tmp / "state" / "alerts.sqlite3")
         final_tasks = self._running_tasks()
         task_restarts = sum(t.get("restarts", 0) for t in self.agent.status().get("tasks", {}).values())
         exit_code = self.agent.stop()
+        # the accounting after the stop: its "Agent stopping" alert is in the ledger and the services
+        rows, _ = read_ledger(self.tmp / "state" / "alerts.sqlite3")
         totals = self._log_counts()
         enqueued = Counter(identity(m) for _, ch, m in rows if ch == "hook")
         got = Counter(
@@ -394,6 +399,10 @@ secret = "{self.chat.secret}"
                 "start": rss_start,
                 "end": rss_end,
                 "growth": None if rss_start is None else rss_end - rss_start,
+                # the last process's curve, about one sample a minute: a leak climbs all the way,
+                # a warm-up levels off
+                "last_process": [(round(t), k) for t, k in last[:: max(1, len(last) // 30)]],
+                "sighups_last_process": self.hups_last,
             },
             "checks": checks,
             "problems": self.problems,
