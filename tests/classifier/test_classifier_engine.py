@@ -294,3 +294,28 @@ def test_running_tallies_are_exactly_combine() -> None:
         start = max(start, end - rnd.randint(0, 60)) if r > 0.02 else end  # sometimes empty
         window = stream[start:end]
         assert running.combine(window) == combine(window)
+
+
+def test_series_are_sorted_shared_and_merge_both_directions() -> None:
+    """A family's values in key order whatever order the source listed them in, the key tuple
+    shared between samples; rx and tx merged by the larger, over the devices of either."""
+    import random
+
+    from agent.classifier.samples import _max_rx_tx, port_name, series
+
+    rnd = random.Random(5)
+    names = [f"eth{i}" for i in range(12)]
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+    for _ in range(300):
+        picked = rnd.sample(names, rnd.randint(1, 6))
+        rx = {k: rnd.choice([0.0, rnd.random() * 1e9]) for k in picked}
+        tx_keys = picked if rnd.random() < 0.6 else rnd.sample(names, rnd.randint(1, 6))
+        tx = {k: rnd.choice([0.0, rnd.random() * 1e9]) for k in rnd.sample(tx_keys, len(tx_keys))}
+        s = series(rx)
+        assert s.keys == tuple(sorted(rx)) and s.values == tuple(rx[k] for k in s.keys)
+        assert shared.setdefault(s.keys, s.keys) is s.keys  # one tuple per key set
+        m = _max_rx_tx(rx, tx)
+        want = {k: max(rx.get(k, 0.0), tx.get(k, 0.0)) for k in rx.keys() | tx.keys()}
+        assert dict(m.items()) == want and list(m.keys) == sorted(want)
+        ports = _max_rx_tx({(k, 1): v for k, v in rx.items()}, {(k, 1): v for k, v in tx.items()}, port_name)
+        assert dict(ports.items()) == {f"{k}/1": v for k, v in want.items()}
