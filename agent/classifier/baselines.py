@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import truediv
 from pathlib import Path
@@ -121,31 +121,70 @@ def sorted_quantile(s: Sequence[float], q: float) -> float:
 
 
 PARTS = ("disk", "nfs", "nic", "rdma", "idle_power", "nfs_rtt")
-_PEAK_FAMILIES = {"disk": "disk_read", "nfs": "nfs_read", "nic": "nic", "rdma": "rdma"}
+PEAK_FAMILIES = {"disk": "disk_read", "nfs": "nfs_read", "nic": "nic", "rdma": "rdma"}
 
 
-def learn(window: Sequence[Sample], baselines: Baselines, parts: Iterable[str] = PARTS) -> Baselines:
+def learn(
+    window: Sequence[Sample],
+    baselines: Baselines,
+    parts: Iterable[str] = PARTS,
+    gathered: Mapping[str, Any] | None = None,
+) -> Baselines:
     """New baselines after one window, for the ``parts`` named (all by default); the same object (and
     the same tables inside it) for whatever did not move, so the engine's memo of GPU tallies
-    survives a learned peak."""
+    survives a learned peak. ``gathered``: part -> what ``gather`` would give for this window, where
+    the caller collected it already (``agent.classifier.gathering``)."""
     if not window:
         return baselines
+    gathered = gathered or {}
     peaks, idle, rtt = baselines.peaks, baselines.idle_power, baselines.nfs_rtt
     for part in parts:
-        if part in _PEAK_FAMILIES:
-            known = _learn_peaks(columns(window, _PEAK_FAMILIES[part]), peaks.get(part, {}))
+        data = gathered[part] if part in gathered else gather(window, part)
+        if part in PEAK_FAMILIES:
+            known = _learn_peaks(data, peaks.get(part, {}))
             if known is not peaks.get(part):
                 peaks = {**peaks, part: known}
         elif part == "idle_power":
-            idle = _learn_idle(window, idle)
+            idle = _learn_idle(data, idle)
         elif part == "nfs_rtt":
-            rtt = _learn_rtt(window, rtt)
+            rtt = _learn_rtt(data, rtt)
     if peaks is baselines.peaks and idle is baselines.idle_power and rtt is baselines.nfs_rtt:
         return baselines
     return Baselines(peaks=peaks, idle_power=idle, nfs_rtt=rtt)
 
 
-def _learn_peaks(cols: dict[str, tuple[float, ...]], known: dict[str, float]) -> dict[str, float]:
+def gather(window: Sequence[Sample], part: str) -> Any:
+    """What ``part`` learns from: per device its values over the window (peaks), per mount the READ
+    RTT of each sample that did READs (``nfs_rtt``), per GPU the lowest power drawn while up
+    (``idle_power``)."""
+    if part in PEAK_FAMILIES:
+        return columns(window, PEAK_FAMILIES[part])
+    if part == "nfs_rtt":
+        ops = columns(window, "nfs_ops")
+        return {m: rtts(times, ops.get(m, ())) for m, times in columns(window, "nfs_rtt_time").items()}
+    if part == "idle_power":
+        low: dict[str, float] = {}
+        for s in window:
+            lowest(s, low)
+        return low
+    raise ValueError(f"no baselines part {part!r}")
+
+
+def rtts(times: Sequence[float], ops: Sequence[float]) -> list[float]:
+    """Mean READ RTT of each interval that did READs."""
+    if len(ops) == len(times) and ops and min(ops) > 0:  # READs in every one (the usual case)
+        return list(map(truediv, times, ops))
+    return [t / n for t, n in zip(times, ops, strict=False) if n > 0]
+
+
+def lowest(s: Sample, low: dict[str, float]) -> None:
+    """``low`` lowered to the power each up GPU of ``s`` draws, where that is below it."""
+    for g in s.gpus:
+        if g.up and g.power is not None and g.power > 0 and g.power < low.get(g.uuid, math.inf):
+            low[g.uuid] = g.power
+
+
+def _learn_peaks(cols: Mapping[str, Sequence[float]], known: dict[str, float]) -> dict[str, float]:
     out = known
     for name, values in cols.items():
         # idle intervals are part of the column: a peak must fill PEAK_QUANTILE of the window
@@ -156,29 +195,20 @@ def _learn_peaks(cols: dict[str, tuple[float, ...]], known: dict[str, float]) ->
     return out
 
 
-def _learn_idle(window: Sequence[Sample], known: dict[str, float]) -> dict[str, float]:
+def _learn_idle(low: Mapping[str, float], known: dict[str, float]) -> dict[str, float]:
     out = known
-    for s in window:
-        for g in s.gpus:
-            if g.up and g.power is not None and g.power > 0 and g.power < out.get(g.uuid, math.inf):
-                out = dict(out) if out is known else out
-                out[g.uuid] = g.power
+    for uuid, power in low.items():
+        if power < out.get(uuid, math.inf):
+            out = dict(out) if out is known else out
+            out[uuid] = power
     return out
 
 
-def _learn_rtt(window: Sequence[Sample], known: dict[str, float]) -> dict[str, float]:
+def _learn_rtt(values: Mapping[str, Sequence[float]], known: dict[str, float]) -> dict[str, float]:
     out = known
-    ops = columns(window, "nfs_ops")
-    for m, times in columns(window, "nfs_rtt_time").items():
-        counts = ops.get(m, ())
-        try:  # READs in every sample (the usual case): one C-level pass
-            values = list(map(truediv, times, counts)) if len(counts) == len(times) else None
-        except ZeroDivisionError:
-            values = None
-        if values is None:
-            values = [t / n for t, n in zip(times, counts, strict=False) if n > 0]
-        if len(values) >= MIN_RTT_SAMPLES:
-            median = quantile(values, 0.5)
+    for m, rtt in values.items():
+        if len(rtt) >= MIN_RTT_SAMPLES:
+            median = quantile(rtt, 0.5)
             if 0 < median < out.get(m, math.inf):
                 out = dict(out) if out is known else out
                 out[m] = median

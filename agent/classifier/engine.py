@@ -16,6 +16,7 @@ from itertools import islice
 from typing import Any
 
 from agent.classifier.baselines import PARTS, Baselines, learn
+from agent.classifier.gathering import Gathering
 from agent.classifier.running import RunningSums
 from agent.classifier.samples import Sample, sample_from_snapshot
 from agent.classifier.tallies import GpuTally, RunningTallies, tally
@@ -71,6 +72,7 @@ class Engine:
         self._tallied: deque[GpuTally] = deque()
         self._tallied_idle: dict[str, float] | None = None  # the idle powers they were made with
         self.sums = RunningSums()
+        self._gathering = Gathering()
         self._gpu_window = RunningTallies()
         self.learned_at: dict[str, float] = {}  # baselines part -> when it last learned
 
@@ -87,6 +89,7 @@ class Engine:
         self._watch_jobs(s)
         self.samples.append(s)
         self._tallied.append(_PENDING)
+        self._gathering.add(s)
         self.sums.append(s)
         horizon = s.t - self.cfg.window
         while self.samples and self.samples[0].t <= horizon:
@@ -284,7 +287,7 @@ class Engine:
         parts = due[:per_evaluation]
         for p in parts:
             self.learned_at[p] = now
-        new = learn(window, self.baselines, parts)
+        new = learn(window, self.baselines, parts, self._gathering.take(window, parts))
         if new is not self.baselines:
             self.baselines = new
             self.baselines_dirty = True

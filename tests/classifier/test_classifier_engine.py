@@ -319,3 +319,47 @@ def test_series_are_sorted_shared_and_merge_both_directions() -> None:
         assert dict(m.items()) == want and list(m.keys) == sorted(want)
         ports = _max_rx_tx({(k, 1): v for k, v in rx.items()}, {(k, 1): v for k, v in tx.items()}, port_name)
         assert dict(ports.items()) == {f"{k}/1": v for k, v in want.items()}
+
+
+def test_baselines_learned_from_gathered_samples_equal_learning_from_the_window() -> None:
+    """The engine gathers what each part of the baselines learns from as samples arrive; over a run
+    with a device appearing, a checkpoint cutting the window, a new job and NFS mounts without READs
+    now and then, every learning equals the pure ``learn`` on that evaluation's window."""
+    import random
+    from dataclasses import replace
+
+    from classifier_synth import snapshot
+
+    from agent.classifier.baselines import learn
+    from agent.classifier.samples import sample_from_snapshot, series
+
+    rnd = random.Random(3)
+    eng = Engine(fast_cfg(confirmations=2))
+    regimes = [
+        like(STORAGE, seconds=40),
+        like(NETWORK, gpm=False, seconds=40),
+        like(COMPUTE, pid=77, seconds=40),
+    ]
+    t = 0
+    learned = relearned_rtt = 0
+    for r in regimes:
+        for k in range(r.seconds):
+            t += 1
+            s = sample_from_snapshot(snapshot(t, float(t), r, r.phases[k % len(r.phases)]))
+            s = replace(s, disk_read=series({"vda": rnd.random() * 1e8, **({"vdb": 5e6} if t > 50 else {})}))
+            ops = 0.0 if rnd.random() < 0.2 else rnd.uniform(50, 150)
+            rtt = rnd.uniform(0.5, 1.0) * 0.01 * (1 - t / 200)  # the path gets faster: RTTs relearned
+            s = replace(s, nfs_ops=series({"/mnt/data": ops}), nfs_rtt_time=series({"/mnt/data": rtt * ops}))
+            if t == 70:
+                eng.checkpoint("requested", "c1", float(t))
+            if t == 73:
+                eng.checkpoint("completed", "c1", float(t))
+            before, stamps = eng.baselines, dict(eng.learned_at)
+            if eng.add(s) is None:
+                continue
+            parts = [p for p, at in eng.learned_at.items() if stamps.get(p) != at]
+            if parts:
+                learned += len(parts)
+                assert eng.baselines == learn(eng.window(), before, parts), (t, parts)
+                relearned_rtt += eng.baselines.nfs_rtt is not before.nfs_rtt
+    assert learned >= 30 and relearned_rtt >= 3
