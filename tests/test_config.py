@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,19 @@ def test_bad_zones(name, why):
         zone(name)
     with pytest.raises(ConfigError, match=why):
         parse_config({"alerts": {"timezone": name}})
+
+
+@pytest.mark.parametrize("name", ["auto", "none", "alibaba", "aws", "gcp", "azure", "tencent"])
+def test_provider_takes_each_cloud_and_its_modes(name):
+    cfg = parse_config({"preemption": {"provider": name}})
+    assert cfg.preemption.provider == name and isinstance(cfg.preemption.provider, StrEnum)
+    assert cfg.model_dump(mode="json")["preemption"]["provider"] == name
+
+
+@pytest.mark.parametrize("bad", ["drill", "azur", "AWS", 3])
+def test_provider_mistakes_name_every_choice(bad):
+    with pytest.raises(ConfigError) as e:
+        parse_config({"preemption": {"provider": bad}})
+    (line,) = e.value.problems
+    choices = "'auto', 'alibaba', 'aws', 'gcp', 'azure', 'tencent' or 'none'"
+    assert line == f"preemption.provider: Input should be {choices} (got {bad!r})"

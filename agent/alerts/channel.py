@@ -19,6 +19,7 @@ import aiohttp
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
 from agent.alerts.render import mark
+from agent.core.vocabulary import ChannelType
 from agent.runtime.logsetup import redact_text
 
 MAX_REPLY_BYTES = 64 * 1024
@@ -66,7 +67,7 @@ OK = Outcome(ok=True)
 class Channel:
     """Base of every channel type. Subclasses set ``type`` and implement ``build`` and ``judge``."""
 
-    type: ClassVar[str] = ""
+    type: ClassVar[ChannelType]
     # the receiver drops a message it already has: one whose delivery a kill -9 cut off may be sent
     # again. Chat services show it twice, so theirs are counted as outcome-unknown instead.
     idempotent: ClassVar[bool] = False

@@ -24,6 +24,7 @@ from agent.alerts.channel import (
 )
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
+from agent.core.vocabulary import ChannelType
 
 RATE_LIMITED = frozenset({130101, 410100})  # "send too fast, exceed 20 times per minute"
 CONFIG_ERRORS = frozenset({310000, 300001})  # sign/keyword/IP/timestamp; token does not exist
@@ -42,7 +43,7 @@ def signed_url(url: str, secret: str, timestamp_ms: int) -> str:
 
 
 class DingTalk(Channel):
-    type = "dingtalk"
+    type = ChannelType.DINGTALK
 
     def markdown(self, msg: Message) -> str:
         head = [f"### {self.title(msg)}", *(f"**{label}**: {value}" for label, value in msg.fields)]

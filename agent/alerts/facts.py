@@ -18,7 +18,7 @@ from agent.core.events import (
     PreemptionEvent,
     VerdictEvent,
 )
-from agent.core.vocabulary import CHECKPOINT_FAILURES, QUIET_VERDICTS, GpuFault
+from agent.core.vocabulary import CHECKPOINT_FAILURES, QUIET_VERDICTS, AlertKind, GpuFault, Severity
 
 # Xids that mean the hardware or driver is in trouble, not the application (13, 31, 43 and 45 are
 # usually the program's own fault)
@@ -28,8 +28,8 @@ FATAL_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
 @dataclass(frozen=True, slots=True)
 class Facts:
     fingerprint: str
-    kind: str
-    severity: str
+    kind: str  # an AlertKind, or "test" (training-node-agent test-alert)
+    severity: Severity
     resolved: bool
     sustained: bool  # stays active until a clearing event; reminded every repeat_interval
     priority: bool = False
@@ -41,38 +41,40 @@ def facts(event: Event) -> Facts | None:
     if isinstance(event, PreemptionEvent):
         return Facts(
             f"preemption/{event.provider}/{event.event_id}",
-            "preemption",
-            "warning" if event.drill else "critical",
+            AlertKind.PREEMPTION,
+            Severity.WARNING if event.drill else Severity.CRITICAL,
             resolved=event.withdrawn,
             sustained=False,
             priority=not event.withdrawn,
         )
     if isinstance(event, CheckpointEvent):
         bad = event.phase in CHECKPOINT_FAILURES
-        sev = "info" if event.drill and not bad else "critical" if bad else "info"
-        return Facts(f"checkpoint/{event.event_id}/{event.phase}", "checkpoint", sev, False, False)
+        sev = Severity.INFO if event.drill and not bad else Severity.CRITICAL if bad else Severity.INFO
+        return Facts(f"checkpoint/{event.event_id}/{event.phase}", AlertKind.CHECKPOINT, sev, False, False)
     if isinstance(event, VerdictEvent):
         quiet = event.verdict in QUIET_VERDICTS
         return Facts(
             f"verdict/{event.verdict}",
-            "verdict",
-            "info" if quiet else "warning",
+            AlertKind.VERDICT,
+            Severity.INFO if quiet else Severity.WARNING,
             resolved=event.cleared,
             sustained=not quiet,
             held=True,
         )
     if isinstance(event, GpuFaultEvent):
         if event.fault == GpuFault.XID:
-            sev = "critical" if event.xid in FATAL_XIDS else "warning"
-            return Facts(f"gpu/{event.uuid}/xid/{event.xid}", "gpu_fault", sev, event.cleared, False)
-        sev = "critical" if event.fault in (GpuFault.LOST, GpuFault.ECC) else "warning"
-        return Facts(f"gpu/{event.uuid}/{event.fault}", "gpu_fault", sev, event.cleared, True)
+            sev = Severity.CRITICAL if event.xid in FATAL_XIDS else Severity.WARNING
+            return Facts(f"gpu/{event.uuid}/xid/{event.xid}", AlertKind.GPU_FAULT, sev, event.cleared, False)
+        sev = Severity.CRITICAL if event.fault in (GpuFault.LOST, GpuFault.ECC) else Severity.WARNING
+        return Facts(f"gpu/{event.uuid}/{event.fault}", AlertKind.GPU_FAULT, sev, event.cleared, True)
     if isinstance(event, CollectorFailingEvent):
-        return Facts(f"collector/{event.collector}", "collector_failing", "warning", event.cleared, True)
+        return Facts(
+            f"collector/{event.collector}", AlertKind.COLLECTOR_FAILING, Severity.WARNING, event.cleared, True
+        )
     if isinstance(event, GoodputDigestEvent):
-        return Facts(f"goodput/{event.until:%Y%m%dT%H%M%S}", "goodput", "info", False, False)
+        return Facts(f"goodput/{event.until:%Y%m%dT%H%M%S}", AlertKind.GOODPUT, Severity.INFO, False, False)
     if isinstance(event, AgentLifecycleEvent):
         # every start and stop is its own alert
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
-        return Facts(f"agent/{event.phase}/{stamp}", "agent", "info", False, False)
+        return Facts(f"agent/{event.phase}/{stamp}", AlertKind.AGENT, Severity.INFO, False, False)
     return None

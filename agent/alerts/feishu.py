@@ -28,11 +28,12 @@ from agent.alerts.channel import (
 )
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
+from agent.core.vocabulary import ChannelType, Severity
 
 RATE_LIMITED = frozenset({11232, 99991400})  # bot frequency limit; gateway frequency limit
 CONFIG_ERRORS = frozenset({19021, 19022, 19024})  # signature/timestamp, IP not allowed, keyword missing
 _BUDGET = 18000  # the service refuses request bodies over 20 KB
-_TEMPLATES = {"critical": "red", "warning": "orange", "info": "blue"}
+_TEMPLATES: dict[str, str] = {Severity.CRITICAL: "red", Severity.WARNING: "orange", Severity.INFO: "blue"}
 
 
 def sign(secret: str, timestamp_s: int) -> str:
@@ -41,7 +42,7 @@ def sign(secret: str, timestamp_s: int) -> str:
 
 
 class Feishu(Channel):
-    type = "feishu"
+    type = ChannelType.FEISHU
 
     def card(self, msg: Message, lines: list[str]) -> dict[str, Any]:
         elements: list[dict[str, Any]] = []

@@ -5,7 +5,7 @@ Reasons and hints come from the classifier as they are; only the agent's own wor
 
 from __future__ import annotations
 
-from agent.core.vocabulary import NoticeKind, Verdict
+from agent.core.vocabulary import Cloud, Language, NoticeKind, Verdict
 
 TEXT: dict[str, tuple[str, str]] = {
     # field labels
@@ -114,12 +114,12 @@ NOTICE_KINDS: dict[str, tuple[str, str]] = {
 }
 
 CLOUDS: dict[str, tuple[str, str]] = {
-    "alibaba": ("Alibaba Cloud", "阿里云"),
-    "aws": ("AWS", "亚马逊云科技"),
-    "gcp": ("Google Cloud", "谷歌云"),
-    "azure": ("Microsoft Azure", "微软 Azure"),
-    "tencent": ("Tencent Cloud", "腾讯云"),
-    "drill": ("drill", "演练"),
+    Cloud.ALIBABA: ("Alibaba Cloud", "阿里云"),
+    Cloud.AWS: ("AWS", "亚马逊云科技"),
+    Cloud.GCP: ("Google Cloud", "谷歌云"),
+    Cloud.AZURE: ("Microsoft Azure", "微软 Azure"),
+    Cloud.TENCENT: ("Tencent Cloud", "腾讯云"),
+    Cloud.DRILL: ("drill", "演练"),
 }
 
 VERDICTS: dict[str, tuple[str, str]] = {
@@ -133,7 +133,7 @@ VERDICTS: dict[str, tuple[str, str]] = {
 
 
 def _pick(pair: tuple[str, str], lang: str) -> str:
-    return pair[1] if lang == "zh-CN" else pair[0]
+    return pair[1] if lang == Language.ZH_CN else pair[0]
 
 
 def t(key: str, lang: str, **kw: object) -> str:
@@ -161,7 +161,7 @@ def duration(seconds: float, lang: str) -> str:
     s = max(0, round(seconds))
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
-    zh = lang == "zh-CN"
+    zh = lang == Language.ZH_CN
     units = ("小时", "分", "秒") if zh else ("h", "m", "s")
     parts = [(h, units[0]), (m, units[1]), (sec, units[2])]
     while len(parts) > 1 and parts[0][0] == 0:

@@ -25,9 +25,18 @@ from agent.core.events import (
     PreemptionEvent,
     VerdictEvent,
 )
-from agent.core.vocabulary import CheckpointPhase
+from agent.core.vocabulary import SEVERITIES, AlertKind, CheckpointPhase, Severity
 
-MARKS = {"critical": "🔴", "warning": "🟠", "info": "🔵", "resolved": "✅"}
+ALERTNAMES: dict[str, str] = {
+    AlertKind.PREEMPTION: "TrainingNodePreemption",
+    AlertKind.CHECKPOINT: "TrainingNodeCheckpoint",
+    AlertKind.VERDICT: "TrainingNodeBottleneck",
+    AlertKind.GPU_FAULT: "TrainingNodeGpuFault",
+    AlertKind.COLLECTOR_FAILING: "TrainingNodeCollectorFailing",
+    AlertKind.AGENT: "TrainingNodeAgent",
+    AlertKind.GOODPUT: "TrainingNodeGoodput",
+}
+MARKS = {Severity.CRITICAL: "🔴", Severity.WARNING: "🟠", Severity.INFO: "🔵", "resolved": "✅"}
 
 
 def mark(msg: Message) -> str:
@@ -35,15 +44,7 @@ def mark(msg: Message) -> str:
 
 
 def _labels(scene: Scene, f: Facts, **extra: object) -> tuple[tuple[str, str], ...]:
-    alertname = {
-        "preemption": "TrainingNodePreemption",
-        "checkpoint": "TrainingNodeCheckpoint",
-        "verdict": "TrainingNodeBottleneck",
-        "gpu_fault": "TrainingNodeGpuFault",
-        "collector_failing": "TrainingNodeCollectorFailing",
-        "agent": "TrainingNodeAgent",
-        "goodput": "TrainingNodeGoodput",
-    }.get(f.kind, "TrainingNodeAlert")
+    alertname = ALERTNAMES.get(f.kind, "TrainingNodeAlert")
     n = scene.node
     base: dict[str, object] = {
         "alertname": alertname,
@@ -254,11 +255,11 @@ def _goodput(
 
 
 def build_test_alert(scene: Scene, lang: str, channel: str) -> Message:
-    f = Facts(f"test/{channel}/{scene.now.timestamp():.0f}", "test", "info", False, False)
+    f = Facts(f"test/{channel}/{scene.now.timestamp():.0f}", "test", Severity.INFO, False, False)
     return Message(
         fingerprint=f.fingerprint,
         kind="test",
-        severity="info",
+        severity=Severity.INFO,
         resolved=False,
         title=t("t.test", lang, host=scene.node.hostname),
         node=scene.node,
@@ -288,7 +289,7 @@ def digest(messages: list[Message], lang: str, tz: tzinfo, now: datetime) -> Mes
     for m in messages:
         flat.extend(m.items or (m,))
     node = flat[0].node
-    worst = min((m.severity for m in flat), key=lambda s: ("critical", "warning", "info").index(s))
+    worst = min((m.severity for m in flat), key=SEVERITIES.index)
     n = len(flat)
     lines = tuple(f"{mark(m)} {when(m.at, tz)[11:19]} {m.title}" for m in flat)
     return Message(

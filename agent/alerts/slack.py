@@ -22,6 +22,7 @@ from agent.alerts.channel import (
 )
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
+from agent.core.vocabulary import ChannelType
 
 HEADER_LIMIT = 150  # characters of a header block
 SECTION_LIMIT = 3000  # characters of a section's text
@@ -52,7 +53,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 class Slack(Channel):
-    type = "slack"
+    type = ChannelType.SLACK
 
     def blocks(self, msg: Message) -> list[dict[str, Any]]:
         title = _cut(self.title(msg), HEADER_LIMIT)

@@ -14,6 +14,7 @@ from typing import Any
 
 from agent.alerts.channel import OK, Channel, Outcome, Reply, Request, http_outcome, json_body, snippet
 from agent.alerts.message import Message
+from agent.core.vocabulary import ChannelType
 
 SIGNATURE_HEADER = "X-Training-Node-Agent-Signature"
 ZERO_TIME = "0001-01-01T00:00:00Z"  # what Alertmanager sends as endsAt of a firing alert
@@ -65,7 +66,7 @@ def payload(msg: Message, receiver: str, generator_url: str = "") -> dict[str, A
 
 
 class Webhook(Channel):
-    type = "webhook"
+    type = ChannelType.WEBHOOK
     idempotent = True  # Alertmanager format: each alert carries its fingerprint, status and times
 
     def build(self, msg: Message) -> Request:

@@ -18,16 +18,18 @@ from agent.alerts.channel import (
 )
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
+from agent.core.vocabulary import ChannelType, Severity
 
 MARKDOWN_LIMIT = 4096
 TEXT_LIMIT = 2048
 RATE_LIMITED = frozenset({45009})  # "api freq out of limit"
 CONFIG_ERRORS = frozenset({93000})  # "invalid webhook url"
-_COLORS = {"critical": "warning", "warning": "warning", "info": "info"}  # WeCom's three font colors
+# WeCom's three font colors
+_COLORS: dict[str, str] = {Severity.CRITICAL: "warning", Severity.WARNING: "warning", Severity.INFO: "info"}
 
 
 class WeCom(Channel):
-    type = "wecom"
+    type = ChannelType.WECOM
 
     def markdown(self, msg: Message) -> str:
         color = "info" if msg.resolved else _COLORS.get(msg.severity, "comment")

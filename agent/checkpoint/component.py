@@ -35,7 +35,7 @@ from agent.checkpoint.watch import TargetWatch
 from agent.config.trainer import signal_number
 from agent.core.component import Context, Route
 from agent.core.events import PreemptionEvent
-from agent.core.vocabulary import CheckpointPhase, EpisodeState
+from agent.core.vocabulary import UNSIGNALABLE, CheckpointPhase, EpisodeState
 
 log = structlog.get_logger("checkpoint")
 
@@ -271,5 +271,5 @@ class CheckpointComponent:
         return checkpoint_status.status(self)
 
     def metrics(self) -> Iterable[Metric]:
-        unsignalable = sum(1 for v in self.watch.handlers.values() if v in ("no-handler", "ignored"))
+        unsignalable = sum(1 for v in self.watch.handlers.values() if v in UNSIGNALABLE)
         return self.stats.families(len(self.watch.found.targets), unsignalable, len(self._open_requested()))

@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from agent.checkpoint.ledger import Episode
-from agent.core.vocabulary import DeliveryOutcome, EpisodeState
+from agent.core.vocabulary import Cloud, DeliveryOutcome, EpisodeState
 
 # how long each cloud warns before it takes a spot/preemptible instance back
 CLOUD_NOTICES: tuple[tuple[str, str, float], ...] = (
-    ("alibaba", "Alibaba Cloud spot (~5 min)", 300.0),
-    ("aws", "AWS spot (2 min)", 120.0),
-    ("gcp", "GCP preemption (30 s)", 30.0),
-    ("azure", "Azure spot eviction (30 s)", 30.0),
+    (Cloud.ALIBABA, "Alibaba Cloud spot (~5 min)", 300.0),
+    (Cloud.AWS, "AWS spot (2 min)", 120.0),
+    (Cloud.GCP, "GCP preemption (30 s)", 30.0),
+    (Cloud.AZURE, "Azure spot eviction (30 s)", 30.0),
 )
 TIGHT_RATIO = 0.2  # less headroom than this share of the notice is called tight
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from agent.checkpoint.targets import Target, read_pid_stat
 from agent.core.fsread import read_optional
-from agent.core.vocabulary import DeliveryOutcome
+from agent.core.vocabulary import DeliveryOutcome, HandlerState
 from agent.sources.processes.sigmask import SignalMasks, parse_signal_masks
 
 # signals whose default action neither kills nor stops the process; everything else is harmful
@@ -47,17 +47,16 @@ def read_masks(procfs: str, pid: int) -> SignalMasks | None:
         return None
 
 
-def handler_state(procfs: str, pid: int, signum: int) -> str:
-    """``"handler"``, ``"no-handler"``, ``"ignored"``, ``"harmless"`` or ``"unknown"``: what sending
-    ``signum`` to ``pid`` would do, for status and the drill report."""
+def handler_state(procfs: str, pid: int, signum: int) -> HandlerState:
+    """What sending ``signum`` to ``pid`` would do, for status and the drill report."""
     if not harmful_by_default(signum):
-        return "harmless"
+        return HandlerState.HARMLESS
     masks = read_masks(procfs, pid)
     if masks is None:
-        return "unknown"
+        return HandlerState.UNKNOWN
     if masks.catches(signum):
-        return "handler"
-    return "ignored" if masks.ignores(signum) else "no-handler"
+        return HandlerState.HANDLER
+    return HandlerState.IGNORED if masks.ignores(signum) else HandlerState.NO_HANDLER
 
 
 def _open_pidfd(pid: int) -> int | None:
@@ -93,17 +92,17 @@ def deliver(
                 f"pid now belongs to {st.comm!r}, started at tick {st.start_time}, "
                 f"not {target.start_time_ticks}",
             )
-        state = handler_state(procfs, target.pid, signum) if check_handler else "unchecked"
-        if state == "unknown":
+        state = handler_state(procfs, target.pid, signum) if check_handler else HandlerState.UNCHECKED
+        if state == HandlerState.UNKNOWN:
             return Delivery(target, name, DeliveryOutcome.UNKNOWN, "cannot read its signal masks; not sent")
-        if state == "no-handler":
+        if state == HandlerState.NO_HANDLER:
             return Delivery(
                 target,
                 name,
                 DeliveryOutcome.NO_HANDLER,
                 f"no {name} handler installed; sending it would kill it",
             )
-        if state == "ignored":
+        if state == HandlerState.IGNORED:
             return Delivery(target, name, DeliveryOutcome.IGNORED, f"it ignores {name}")
         if dry_run:
             return Delivery(target, name, DeliveryOutcome.DRY_RUN, f"would send {name}")

@@ -8,17 +8,24 @@ from typing import TYPE_CHECKING, Any
 
 from agent.checkpoint.ledger import Episode
 from agent.checkpoint.publish import trainers_line
-from agent.core.vocabulary import EpisodeState
+from agent.core.vocabulary import EpisodeState, HandlerState
 
 if TYPE_CHECKING:
     from agent.checkpoint.component import CheckpointComponent
+
+_READY_LINE = {HandlerState.HANDLER: "handler ready", HandlerState.HARMLESS: "signal is harmless"}
 
 
 def status(c: CheckpointComponent) -> dict[str, Any]:
     now = time.time()
     tcfg = c.tcfg
     targets: list[dict[str, Any]] = [
-        {"pid": t.pid, "comm": t.comm, "source": t.source, "handler": c.watch.handlers.get(t.pid, "unknown")}
+        {
+            "pid": t.pid,
+            "comm": t.comm,
+            "source": t.source,
+            "handler": c.watch.handlers.get(t.pid, HandlerState.UNKNOWN),
+        }
         for t in c.watch.found.targets
     ]
     eps = sorted(c.ledger.episodes.values(), key=lambda e: e.received_at)
@@ -30,7 +37,7 @@ def status(c: CheckpointComponent) -> dict[str, Any]:
     ]
     if targets:
         for t in targets:
-            ok = {"handler": "handler ready", "harmless": "signal is harmless"}.get(t["handler"])
+            ok = _READY_LINE.get(t["handler"])
             hint = ok or f"{t['handler'].upper()}: will get the request file only"
             lines.append(f"target pid {t['pid']} ({t['comm']}) via {t['source']}: {hint}")
     else:

@@ -14,6 +14,7 @@ from agent.checkpoint.signals import handler_state
 from agent.checkpoint.targets import Discovered, Discovery, Target, age_seconds
 from agent.config.trainer import TrainerSection
 from agent.core.component import Context
+from agent.core.vocabulary import HandlerState
 
 log = structlog.get_logger("checkpoint")
 
@@ -29,7 +30,7 @@ class TargetWatch:
             list(tcfg.discover), self.procfs, ctx.cfg.agent.sysfs, gpu_pids=self._gpu_pids
         )
         self.found = Discovered(())
-        self.handlers: dict[int, str] = {}  # pid -> handler state for the configured signal
+        self.handlers: dict[int, HandlerState] = {}  # pid -> handler state for the configured signal
         self.trainers: list[dict[str, Any]] = []  # processes that found the request file (their notes)
         self._logged: list[str] = []
 
@@ -61,10 +62,10 @@ class TargetWatch:
         self.trainers = await asyncio.to_thread(trainer_notes, self.request_file.parent, self.procfs)
         return found
 
-    def _shown(self, t: Target, state: str | None) -> str:
+    def _shown(self, t: Target, state: HandlerState | None) -> str:
         """The handler state for the log: a young process without one is still starting (frameworks
         install their handler after imports and set-up), not a target that would be killed."""
-        if state == "no-handler":
+        if state == HandlerState.NO_HANDLER:
             age = age_seconds(self.procfs, t)
             if age is not None and age < self.tcfg.startup_grace:
                 return f"starting ({age:.0f} s old, no handler yet)"

@@ -14,6 +14,7 @@ from agent.classifier.baselines import Baselines, capacity
 from agent.classifier.component import ago
 from agent.cli.topparts import View, bar, bytes_rate, countdown, pct, section, sparkline
 from agent.config.classifier import ClassifierSection
+from agent.core.vocabulary import SIGNAL_READY, HandlerState
 
 HISTORY = 60  # one sample a second: the last minute
 
@@ -129,9 +130,10 @@ def trainer(st: dict[str, Any], view: View) -> list[Text]:
         if ck.get("dry_run"):
             t.append(" DRY RUN", style="bold yellow")
         for pid, h in handlers.items():
-            ok = h in ("handler", "harmless")
+            ok = h in SIGNAL_READY
             t.append(f"  pid {pid} ")
-            t.append("handler ready" if h == "handler" else str(h), style="green" if ok else "bold red")
+            shown = "handler ready" if h == HandlerState.HANDLER else str(h)
+            t.append(shown, style="green" if ok else "bold red")
         if view.request_file is not None:
             t.append("  request file " + ("present" if view.request_file else "none"))
         out.append(t)

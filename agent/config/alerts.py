@@ -3,37 +3,30 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, get_args
+from typing import Annotated
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from agent.config.types import Duration, Secret, StrictModel, parse_duration
+from agent.core.vocabulary import SEVERITIES, AlertKind, ChannelType, Language, Severity
 from agent.core.zones import zone
 
-Language = Literal["en", "zh-CN"]
-ChannelType = Literal["dingtalk", "feishu", "wecom", "slack", "webhook"]
-EventType = Literal[
-    "preemption", "checkpoint", "verdict", "gpu_fault", "collector_failing", "agent", "goodput"
-]
-Severity = Literal["critical", "warning", "info"]
-
-EVENT_TYPES: tuple[EventType, ...] = get_args(EventType)
-SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+EVENT_TYPES = tuple(AlertKind)
 
 # What each service accepts, as "N/period": a channel never sends more than N in any such period.
 DEFAULT_RATES: dict[str, tuple[str, ...]] = {
-    "dingtalk": ("20/1m",),  # more gets errcode 130101 and a 10-minute mute
-    "feishu": ("5/1s", "100/1m"),
-    "wecom": ("20/1m",),
-    "slack": ("1/1s",),
-    "webhook": (),  # a receiver you run yourself: no limit unless you set one
+    ChannelType.DINGTALK: ("20/1m",),  # more gets errcode 130101 and a 10-minute mute
+    ChannelType.FEISHU: ("5/1s", "100/1m"),
+    ChannelType.WECOM: ("20/1m",),
+    ChannelType.SLACK: ("1/1s",),
+    ChannelType.WEBHOOK: (),  # a receiver you run yourself: no limit unless you set one
 }
 STYLES: dict[str, tuple[str, ...]] = {  # the first one is the default
-    "dingtalk": ("markdown", "card", "text"),
-    "feishu": ("card", "text"),
-    "wecom": ("markdown", "text"),
-    "slack": ("blocks", "text"),
-    "webhook": ("alertmanager",),
+    ChannelType.DINGTALK: ("markdown", "card", "text"),
+    ChannelType.FEISHU: ("card", "text"),
+    ChannelType.WECOM: ("markdown", "text"),
+    ChannelType.SLACK: ("blocks", "text"),
+    ChannelType.WEBHOOK: ("alertmanager",),
 }
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -71,7 +64,7 @@ class WebhookChannel(StrictModel):
     url: Secret  # the URL carries the robot's token: treat it as a secret
     secret: Secret | None = None  # signing key (DingTalk "SEC...", Feishu signature key, webhook HMAC)
     language: Language | None = None  # default: [alerts] language
-    events: list[EventType] = Field(default_factory=lambda: list(EVENT_TYPES))
+    events: list[AlertKind] = Field(default_factory=lambda: list(EVENT_TYPES))
     severities: list[Severity] = Field(default_factory=lambda: list(SEVERITIES))
     style: str | None = None  # see STYLES; default the first for the type
     title_prefix: str = Field("", max_length=40)  # e.g. a DingTalk/Feishu security keyword
@@ -98,7 +91,7 @@ class WebhookChannel(StrictModel):
         allowed = STYLES[self.type]
         if self.style is not None and self.style not in allowed:
             raise ValueError(f"style for {self.type} must be one of {', '.join(allowed)}")
-        if self.type == "dingtalk" and self.style == "card" and not self.link:
+        if self.type == ChannelType.DINGTALK and self.style == "card" and not self.link:
             raise ValueError("a DingTalk actionCard needs a button target: set link")
         return self
 
@@ -113,7 +106,7 @@ class WebhookChannel(StrictModel):
 
 
 class AlertsSection(StrictModel):
-    language: Language = "en"
+    language: Language = Language.EN
     timezone: Annotated[str, AfterValidator(_check_zone)] = "UTC"
     webhooks: list[WebhookChannel] = Field(default_factory=list)
     repeat_interval: Duration = Field("4h", gt=0)  # re-send a still-active condition this often

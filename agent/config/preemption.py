@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
 from agent.config.types import Duration, StrictModel
+from agent.core.vocabulary import CLOUDS, Cloud, ProviderMode
 
-Provider = Literal["auto", "alibaba", "aws", "gcp", "azure", "tencent", "none"]
-CLOUDS = ("alibaba", "aws", "gcp", "azure", "tencent")
+PROVIDER_CHOICES: tuple[Cloud | ProviderMode, ...] = (ProviderMode.AUTO, *CLOUDS, ProviderMode.NONE)
+
+
+def _provider(value: object) -> Cloud | ProviderMode:
+    """A cloud's name, ``auto`` or ``none``; never ``drill``, which is the agent's own notices."""
+    for choice in PROVIDER_CHOICES:
+        if value == choice:
+            return choice
+    shown = ", ".join(f"'{c}'" for c in PROVIDER_CHOICES[:-1]) + f" or '{PROVIDER_CHOICES[-1]}'"
+    raise ValueError(f"Input should be {shown} (got {value!r})")
+
+
+Provider = Annotated[Cloud | ProviderMode, BeforeValidator(_provider)]
 
 
 def check_base_url(value: str) -> str:
@@ -34,14 +46,14 @@ class Endpoints(StrictModel):
     azure: str = ""
     tencent: str = ""
 
-    @field_validator("alibaba", "aws", "gcp", "azure", "tencent")
+    @field_validator(*CLOUDS)
     @classmethod
     def _base_url(cls, v: str) -> str:
         return check_base_url(v)
 
 
 class PreemptionSection(StrictModel):
-    provider: Provider = "auto"
+    provider: Provider = ProviderMode.AUTO
     endpoint: str = Field("", description="base URL override, e.g. a local simulator; empty = the cloud's")
     endpoints: Endpoints = Field(default_factory=Endpoints)
     poll_interval: Duration = Field("1s", ge=0.1, le=300)

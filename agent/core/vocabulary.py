@@ -22,6 +22,17 @@ class Cloud(StrEnum):
     DRILL = "drill"
 
 
+# the clouds a node can run on (``drill`` is the agent's own)
+CLOUDS = tuple(c for c in Cloud if c is not Cloud.DRILL)
+
+
+class ProviderMode(StrEnum):
+    """``[preemption] provider`` when it names no cloud."""
+
+    AUTO = "auto"  # the cloud this node's DMI names
+    NONE = "none"  # watch no metadata service
+
+
 class NoticeKind(StrEnum):
     """A cloud notice, normalized across providers (``PreemptionEvent.kind``)."""
 
@@ -145,10 +156,65 @@ class DeliveryOutcome(StrEnum):
     DRY_RUN = "dry-run"  # everything checked, nothing sent
 
 
+class HandlerState(StrEnum):
+    """What sending the checkpoint signal to a target would do (``targets[].handler`` in the status)."""
+
+    HANDLER = "handler"  # it catches the signal
+    NO_HANDLER = "no-handler"  # the default action would kill it
+    IGNORED = "ignored"  # it ignores the signal: sending it would do nothing
+    HARMLESS = "harmless"  # the signal's default action kills no process
+    UNKNOWN = "unknown"  # its signal masks could not be read
+    UNCHECKED = "unchecked"  # not looked at: the final SIGTERM is meant to end the process
+
+
+# the targets that can take the signal; the two after them cannot, however it is sent
+SIGNAL_READY = frozenset({HandlerState.HANDLER, HandlerState.HARMLESS})
+UNSIGNALABLE = frozenset({HandlerState.NO_HANDLER, HandlerState.IGNORED})
+
 # the targets that did not get the signal and must watch the request file instead
 UNREACHABLE_OUTCOMES = frozenset(
     {DeliveryOutcome.NO_HANDLER, DeliveryOutcome.IGNORED, DeliveryOutcome.UNKNOWN, DeliveryOutcome.DENIED}
 )
+
+
+class Severity(StrEnum):
+    """How bad an alert is, worst first (``[[alerts.webhooks]] severities``, the ``severity`` label)."""
+
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+
+SEVERITIES = tuple(Severity)  # worst first
+
+
+class AlertKind(StrEnum):
+    """What an alert is about (``[[alerts.webhooks]] events``, ``Message.kind``)."""
+
+    PREEMPTION = "preemption"
+    CHECKPOINT = "checkpoint"
+    VERDICT = "verdict"
+    GPU_FAULT = "gpu_fault"
+    COLLECTOR_FAILING = "collector_failing"
+    AGENT = "agent"
+    GOODPUT = "goodput"
+
+
+class ChannelType(StrEnum):
+    """A chat or webhook service an alert channel talks to (``[[alerts.webhooks]] type``)."""
+
+    DINGTALK = "dingtalk"
+    FEISHU = "feishu"
+    WECOM = "wecom"
+    SLACK = "slack"
+    WEBHOOK = "webhook"
+
+
+class Language(StrEnum):
+    """The languages alerts are written in (``[alerts] language``)."""
+
+    EN = "en"
+    ZH_CN = "zh-CN"
 
 
 class Bucket(StrEnum):

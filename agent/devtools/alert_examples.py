@@ -15,7 +15,7 @@ from agent.alerts.render import render
 from agent.alerts.scene import GpuInfo, Scene
 from agent.config.alerts import STYLES
 from agent.core.events import Event, PreemptionEvent, VerdictEvent
-from agent.core.vocabulary import NoticeKind, Verdict
+from agent.core.vocabulary import ChannelType, Cloud, Language, NoticeKind, Verdict
 from agent.core.zones import zone
 
 NOW = datetime(2025, 3, 14, 6, 21, 13, tzinfo=UTC)
@@ -25,25 +25,25 @@ NODE = Node(
     instance_type="ecs.gn7e-c16g1.32xlarge",
     region="cn-wulanchabu",
     zone="cn-wulanchabu-c",
-    provider="alibaba",
+    provider=Cloud.ALIBABA,
 )
 GPUS = tuple(
     GpuInfo(i, "NVIDIA A100-SXM4-80GB", f"GPU-5f0c1a2e-0000-4000-8000-00000000000{i}") for i in range(8)
 )
 URLS = {
-    "dingtalk": "https://oapi.dingtalk.com/robot/send?access_token=TOKEN",
-    "feishu": "https://open.feishu.cn/open-apis/bot/v2/hook/HOOK-ID",
-    "wecom": "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=KEY",
-    "slack": "https://hooks.slack.com/services/T000/B000/XXXX",
-    "webhook": "https://alert-receiver.example/hook",
+    ChannelType.DINGTALK: "https://oapi.dingtalk.com/robot/send?access_token=TOKEN",
+    ChannelType.FEISHU: "https://open.feishu.cn/open-apis/bot/v2/hook/HOOK-ID",
+    ChannelType.WECOM: "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=KEY",
+    ChannelType.SLACK: "https://hooks.slack.com/services/T000/B000/XXXX",
+    ChannelType.WEBHOOK: "https://alert-receiver.example/hook",
 }
-SIGNED = {"dingtalk", "feishu"}
-ZONES = {"en": "UTC", "zh-CN": "Asia/Shanghai"}
+SIGNED = {ChannelType.DINGTALK, ChannelType.FEISHU}
+ZONES = {Language.EN: "UTC", Language.ZH_CN: "Asia/Shanghai"}
 
 
 def events() -> list[tuple[str, Event]]:
     spot = PreemptionEvent(
-        provider="alibaba",
+        provider=Cloud.ALIBABA,
         kind=NoticeKind.SPOT_TERMINATION,
         event_id="e-bp1hbd3y5x6k2q",
         deadline=NOW + timedelta(seconds=287),
@@ -65,7 +65,7 @@ def events() -> list[tuple[str, Event]]:
     return [("Spot notice, 287 s left", spot), ("Data-bound verdict", verdict)]
 
 
-def request_for(kind: str, event: Event, lang: str) -> list[str]:
+def request_for(kind: ChannelType, event: Event, lang: Language) -> list[str]:
     """Markdown lines showing the request: the URL, then the body (markdown channels: the markdown
     as the chat renders it, after a line with the JSON around it)."""
     f = facts(event)
@@ -81,11 +81,11 @@ def request_for(kind: str, event: Event, lang: str) -> list[str]:
     req = channel.build(msg)
     payload = json.loads(req.body)
     out = ["```", f"POST {req.url}", "```", ""]
-    if kind == "dingtalk":
+    if kind == ChannelType.DINGTALK:
         title = json.dumps(payload["markdown"]["title"], ensure_ascii=False)
         out += [f'`{{"msgtype": "markdown", "markdown": {{"title": {title}, "text": …}}}}` with text:', ""]
         return [*out, "```markdown", payload["markdown"]["text"], "```", ""]
-    if kind == "wecom":
+    if kind == ChannelType.WECOM:
         out += ['`{"msgtype": "markdown", "markdown": {"content": …}}` with content:', ""]
         return [*out, "```markdown", payload["markdown"]["content"], "```", ""]
     return [*out, "```json", json.dumps(payload, ensure_ascii=False, indent=2), "```", ""]
@@ -106,8 +106,8 @@ def document() -> str:
     ]
     for title, event in events():
         out += [f"## {title}", ""]
-        for kind in TYPES:
-            for lang in ("en", "zh-CN"):
+        for kind in ChannelType:
+            for lang in Language:
                 out += [f"### {kind} · {lang}", "", *request_for(kind, event, lang)]
     return "\n".join(out)
 

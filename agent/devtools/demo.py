@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli.main import register
-from agent.core.vocabulary import CHECKPOINT_ENDS, CheckpointPhase, NoticeKind
+from agent.core.vocabulary import CHECKPOINT_ENDS, CheckpointPhase, Cloud, HandlerState, NoticeKind
 from agent.devtools.demo_screen import FAST, NORMAL, DemoFailed, Screen
 
 GIB = 1024**3
@@ -97,7 +97,7 @@ signal = "SIGUSR1"
         s = self.screen
         s.block(s.paint("training-node-agent demo", "1") + " — a spot reclaim, rehearsed end to end")
         s.block(s.paint(f"no root, GPU or cloud: everything runs on 127.0.0.1 in {self.tmp}\n", "2"))
-        self.sim = await start_simulator("alibaba")
+        self.sim = await start_simulator(Cloud.ALIBABA)
         s.say("demo", f"metadata simulator playing Alibaba Cloud ECS at {self.sim.url}")
         env_gpu = await asyncio.to_thread(self._fake_nvml)
         if env_gpu:
@@ -259,7 +259,7 @@ signal = "SIGUSR1"
             if targets and not found:
                 found = True
                 t = targets[0]
-                ready = "SIGUSR1 handler installed" if t["handler"] == "handler" else t["handler"]
+                ready = "SIGUSR1 handler installed" if t["handler"] == HandlerState.HANDLER else t["handler"]
                 s.say(
                     "agent",
                     f"training process found: pid {t['pid']} ({t['comm']}) via {t['source']}, {ready}",

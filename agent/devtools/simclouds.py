@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from aiohttp import web
 
-from agent.core.vocabulary import NoticeKind
+from agent.core.vocabulary import Cloud, NoticeKind
 from agent.preemption import alibaba, aws, azure, gcp, tencent
 from agent.preemption.client import TokenScheme
 
@@ -83,7 +83,7 @@ class CloudSim:
 
 
 class AlibabaSim(CloudSim):
-    name = "alibaba"
+    name = Cloud.ALIBABA
     token = alibaba.TOKEN
     missing_token_status = 403  # hardened mode refuses tokenless reads
     maintenance_kinds = {
@@ -124,7 +124,7 @@ class AlibabaSim(CloudSim):
 
 
 class AwsSim(CloudSim):
-    name = "aws"
+    name = Cloud.AWS
     token = aws.TOKEN
     notice_kinds = (
         NoticeKind.SPOT_TERMINATION,
@@ -197,7 +197,7 @@ class AwsSim(CloudSim):
 
 
 class GcpSim(CloudSim):
-    name = "gcp"
+    name = Cloud.GCP
     maintenance_kinds = {
         "migrate": "MIGRATE_ON_HOST_MAINTENANCE",
         "terminate": "TERMINATE_ON_HOST_MAINTENANCE",
@@ -254,7 +254,7 @@ class GcpSim(CloudSim):
 
 
 class AzureSim(CloudSim):
-    name = "azure"
+    name = Cloud.AZURE
     notice_kinds = (NoticeKind.SPOT_TERMINATION, NoticeKind.TERMINATION)
     maintenance_kinds = {
         "reboot": "Reboot",
@@ -329,7 +329,7 @@ class AzureSim(CloudSim):
 
 
 class TencentSim(CloudSim):
-    name = "tencent"
+    name = Cloud.TENCENT
     identity = {
         tencent.IDENTITY_PATHS["instance_id"]: "ins-sim0a1b2c",
         tencent.IDENTITY_PATHS["instance_type"]: "GN10Xp.2XLARGE40",

@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from agent.core.vocabulary import Cloud
 from agent.devtools import REPO
 
 _ANNOUNCED_URL = re.compile(r"metadata on (http://127\.0\.0\.1:\d+)")
@@ -29,7 +30,9 @@ class MetadataSimProcess:
     in ``log_path``; ``url`` is the base URL it announced. Raises RuntimeError (with the log) when it
     has not announced one within ``timeout`` seconds."""
 
-    def __init__(self, log_path: Path, provider: str = "alibaba", *args: str, timeout: float = 20.0) -> None:
+    def __init__(
+        self, log_path: Path, provider: str = Cloud.ALIBABA, *args: str, timeout: float = 20.0
+    ) -> None:
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - lives as long as the simulator
         command = [sys.executable, "-m", "agent", "metadata-sim", "--provider", provider]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agent.core.vocabulary import NoticeKind
+from agent.core.vocabulary import Cloud, NoticeKind
 from agent.devtools.simclouds import CLOUDS, CloudSim
 
 LOG_SIZE = 2000
@@ -176,7 +176,7 @@ class SimState:
             )
         seq = self._next_seq()
         ev = SimEvent(
-            id=self.cloud.event_id(seq) if self.provider == "azure" else f"n-{seq}",
+            id=self.cloud.event_id(seq) if self.provider == Cloud.AZURE else f"n-{seq}",
             kind=kind,
             maintenance=False,
             seconds=seconds,

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
-from agent.core.vocabulary import NoticeKind
+from agent.core.vocabulary import Cloud, NoticeKind
 from agent.preemption.client import TokenScheme
 from agent.preemption.provider import (
     BodyFormatError,
@@ -173,7 +173,7 @@ def maintenance_kind(code: str) -> str:
 
 
 class AlibabaProvider(Provider):
-    name = "alibaba"
+    name = Cloud.ALIBABA
     base_url = "http://100.100.100.200"
     kinds = (
         NoticeKind.SPOT_TERMINATION,

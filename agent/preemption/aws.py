@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
-from agent.core.vocabulary import NoticeKind
+from agent.core.vocabulary import Cloud, NoticeKind
 from agent.preemption.client import TokenScheme
 from agent.preemption.provider import (
     BodyFormatError,
@@ -137,7 +137,7 @@ def parse_identity_document(body: str) -> dict[str, Any]:
 
 
 class AwsProvider(Provider):
-    name = "aws"
+    name = Cloud.AWS
     base_url = "http://169.254.169.254"
     kinds = (
         NoticeKind.SPOT_TERMINATION,

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agent.core.events import InstanceIdentityEvent
-from agent.core.vocabulary import NoticeKind
+from agent.core.vocabulary import Cloud, NoticeKind
 from agent.preemption.provider import (
     BodyFormatError,
     Provider,
@@ -109,7 +109,7 @@ def parse_compute(body: str) -> dict[str, Any]:
 
 
 class AzureProvider(Provider):
-    name = "azure"
+    name = Cloud.AZURE
     base_url = "http://169.254.169.254"
     kinds = (
         NoticeKind.SPOT_TERMINATION,

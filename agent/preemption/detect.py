@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.core.fsread import read_optional
+from agent.core.vocabulary import Cloud, ProviderMode
 
 DMI_FILES = ("sys_vendor", "product_name", "chassis_asset_tag", "bios_vendor", "bios_version")
 AZURE_ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"
@@ -26,7 +27,7 @@ class Dmi:
 
 @dataclass(frozen=True, slots=True)
 class Detection:
-    provider: str  # alibaba | aws | gcp | azure | tencent | none
+    provider: Cloud | ProviderMode  # a cloud, or none
     evidence: str  # human words: which file said what
 
 
@@ -40,19 +41,21 @@ def classify(dmi: Dmi) -> Detection:
     """Pure: DMI strings -> the cloud, with the evidence that decided it."""
     vendor, product, tag = dmi.sys_vendor, dmi.product_name, dmi.chassis_asset_tag
     if vendor == "Alibaba Cloud" or product.startswith("Alibaba Cloud"):
-        return Detection("alibaba", f"DMI sys_vendor={vendor!r} product_name={product!r}")
+        return Detection(Cloud.ALIBABA, f"DMI sys_vendor={vendor!r} product_name={product!r}")
     if vendor == "Amazon EC2" or "amazon" in dmi.bios_version.lower():
-        return Detection("aws", f"DMI sys_vendor={vendor!r} bios_version={dmi.bios_version!r}")
+        return Detection(Cloud.AWS, f"DMI sys_vendor={vendor!r} bios_version={dmi.bios_version!r}")
     if vendor == "Google" or product == "Google Compute Engine":
-        return Detection("gcp", f"DMI sys_vendor={vendor!r} product_name={product!r}")
+        return Detection(Cloud.GCP, f"DMI sys_vendor={vendor!r} product_name={product!r}")
     # Hyper-V anywhere says "Microsoft Corporation"; only Azure sets this asset tag
     if tag == AZURE_ASSET_TAG:
-        return Detection("azure", f"DMI chassis_asset_tag={tag!r}")
+        return Detection(Cloud.AZURE, f"DMI chassis_asset_tag={tag!r}")
     if vendor.startswith("Tencent Cloud") or product.startswith("Tencent Cloud"):
-        return Detection("tencent", f"DMI sys_vendor={vendor!r} product_name={product!r}")
+        return Detection(Cloud.TENCENT, f"DMI sys_vendor={vendor!r} product_name={product!r}")
     if not any((vendor, product, tag)):
-        return Detection("none", "no DMI information (class/dmi/id absent or empty)")
-    return Detection("none", f"DMI sys_vendor={vendor!r} product_name={product!r} matches no supported cloud")
+        return Detection(ProviderMode.NONE, "no DMI information (class/dmi/id absent or empty)")
+    return Detection(
+        ProviderMode.NONE, f"DMI sys_vendor={vendor!r} product_name={product!r} matches no supported cloud"
+    )
 
 
 def detect(sysfs: str | Path) -> Detection:

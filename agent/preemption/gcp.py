@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from agent.core.events import InstanceIdentityEvent
-from agent.core.vocabulary import NoticeKind
+from agent.core.vocabulary import Cloud, NoticeKind
 from agent.preemption.provider import BodyFormatError, MetadataError, Provider, Reading, Source, first_line
 
 PREFIX = "/computeMetadata/v1/"
@@ -55,7 +55,7 @@ def _last_segment(value: str | None) -> str | None:
 
 
 class GcpProvider(Provider):
-    name = "gcp"
+    name = Cloud.GCP
     base_url = "http://metadata.google.internal"
     kinds = (
         NoticeKind.SPOT_TERMINATION,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from agent.core.events import InstanceIdentityEvent
-from agent.core.vocabulary import NoticeKind
+from agent.core.vocabulary import Cloud, NoticeKind
 from agent.preemption.provider import (
     BodyFormatError,
     Provider,
@@ -53,7 +53,7 @@ def parse_spot_termination(body: str) -> SpotTermination:
 
 
 class TencentProvider(Provider):
-    name = "tencent"
+    name = Cloud.TENCENT
     base_url = "http://metadata.tencentyun.com"
     kinds = (NoticeKind.SPOT_TERMINATION,)
 
