@@ -46,21 +46,22 @@ class TargetWatch:
             await asyncio.sleep(self.tcfg.discover_interval)
 
     async def rediscover(self) -> Discovered:
-        found = await asyncio.to_thread(self.discovery.discover)
-        handlers = await asyncio.to_thread(
-            lambda: {t.pid: handler_state(self.procfs, t.pid, self.signum) for t in found.targets}
-        )
-        shown = await asyncio.to_thread(
-            lambda: [
-                f"{t.describe()} via {t.source}, {self._shown(t, handlers.get(t.pid))}" for t in found.targets
-            ]
-        )
+        # one thread hop for all of it: /proc and the request folder are read together
+        found, handlers, shown, trainers = await asyncio.to_thread(self._look)
         if shown != self._logged:
             self._logged = shown
             log.info("checkpoint targets", targets=shown, problems=list(found.problems))
         self.found, self.handlers = found, handlers
-        self.trainers = await asyncio.to_thread(trainer_notes, self.request_file.parent, self.procfs)
+        self.trainers = trainers
         return found
+
+    def _look(self) -> tuple[Discovered, dict[int, HandlerState], list[str], list[dict[str, Any]]]:
+        found = self.discovery.discover()
+        handlers = {t.pid: handler_state(self.procfs, t.pid, self.signum) for t in found.targets}
+        shown = [
+            f"{t.describe()} via {t.source}, {self._shown(t, handlers.get(t.pid))}" for t in found.targets
+        ]
+        return found, handlers, shown, trainer_notes(self.request_file.parent, self.procfs)
 
     def _shown(self, t: Target, state: HandlerState | None) -> str:
         """The handler state for the log: a young process without one is still starting (frameworks

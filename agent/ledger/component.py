@@ -7,6 +7,7 @@ digest.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
@@ -87,6 +88,7 @@ class LedgerComponent:
         self._events = ctx.bus.subscribe("goodput", (CheckpointEvent, PreemptionEvent, InstanceIdentityEvent))
         self._prev: float | None = None  # monotonic time of the previous snapshot
         self._kept: set[str] = set()
+        self._dir_mtime: int | None = None
         self._notices: set[str] = set()
         self._saved_at = time.monotonic()
         self._digest_due = self._next_digest(time.time())
@@ -176,6 +178,20 @@ class LedgerComponent:
                 booked_as_checkpoint_gpu_seconds=round(moved, 1),
             )
 
+    def _reports_may_have_come(self) -> bool:
+        """A report is a new file in the request folder, which moves the folder's mtime: while that
+        stands still there is nothing to read (one stat on the loop instead of a thread hop and a
+        listing every poll). A folder changed under a second ago is read again, in case a file came
+        in the same clock tick as the last look."""
+        try:
+            mtime = os.stat(self.request_dir).st_mtime_ns
+        except OSError:
+            gone, self._dir_mtime = self._dir_mtime is not None, None
+            return gone  # gone since the last look: one more (empty) read
+        fresh = mtime != self._dir_mtime or time.time_ns() - mtime < 1_000_000_000
+        self._dir_mtime = mtime
+        return fresh
+
     async def run(self) -> None:
         while True:
             try:
@@ -186,7 +202,8 @@ class LedgerComponent:
                 self.handle(ev)
                 while not self._events.empty():
                     self.handle(self._events.get_nowait())
-            await asyncio.to_thread(self.poll_reports)
+            if self._reports_may_have_come():
+                await asyncio.to_thread(self.poll_reports)
             now = time.time()
             if time.monotonic() - self._saved_at >= self.cfg.save_every:
                 await self._save()

@@ -1,0 +1,124 @@
+"""CPU per sampling tick of two (or more) checkouts of the agent, run side by side at the same time.
+
+    .venv/bin/python bench/overhead_versions.py --tree /path/to/before --tree . --fake-gpus 8
+
+Each checkout's agent runs as ``python -m agent run`` from its own tree (``PYTHONPATH`` = the tree
+and its ``client/``), with the default 1 s interval, no scrapes, no cloud, and the same fake GPUs
+(this tree's fake libnvidia-ml.so.1, each agent with its own state file). They run at the same
+time, so whatever else the machine does falls on all of them alike; the start order is rotated
+between rounds. Reported per checkout: CPU milliseconds per tick over each window after the
+warm-up (median and spread of the windows), and RSS at the end; then each checkout's ratio to the
+first one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from agent_overhead import fake_gpu_env, rss_bytes  # noqa: E402
+from benchlib import cpu_seconds, free_port  # noqa: E402
+
+
+def start(tree: Path, tmp: Path, gpus: int) -> subprocess.Popen[bytes]:
+    tmp.mkdir(parents=True)
+    cfg = tmp / "agent.toml"
+    cfg.write_text(
+        f'[agent]\ninterval = "1s"\nstate_dir = "{tmp}/state"\nruntime_dir = "{tmp}/run"\n'
+        f'log_level = "warning"\nlog_format = "json"\n'
+        f'[http]\nlisten = "127.0.0.1:{free_port()}"\ncontrol_socket = "{tmp}/run/control.sock"\n'
+        '[preemption]\nprovider = "none"\n'
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'client'}"}
+    if gpus:
+        env.update(fake_gpu_env(gpus, tmp))
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--config", str(cfg)],
+        cwd=tree,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp / "agent.log").open("wb"),
+    )
+
+
+def one_round(trees: list[Path], gpus: int, warmup: float, windows: int, window: float) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="tna-versions-"))
+    procs = [start(t, tmp / f"agent{i}", gpus) for i, t in enumerate(trees)]
+    try:
+        time.sleep(warmup)
+        for p, t in zip(procs, trees, strict=True):
+            if p.poll() is not None:
+                raise SystemExit(f"{t}: the agent exited ({p.returncode}); see {tmp}")
+        per_tick: list[list[float]] = [[] for _ in trees]
+        for _ in range(windows):
+            before = [cpu_seconds(p.pid) for p in procs]
+            t0 = time.monotonic()
+            time.sleep(window)
+            dt = time.monotonic() - t0
+            for i, p in enumerate(procs):
+                per_tick[i].append((cpu_seconds(p.pid) - before[i]) / dt * 1000)  # 1 tick a second
+        rss = [rss_bytes(p.pid) / 1e6 for p in procs]
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
+    return {"per_tick_ms": per_tick, "rss_mb": rss}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tree", action="append", required=True, help="a checkout (the first is the reference)")
+    ap.add_argument("--fake-gpus", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--warmup", type=float, default=20.0)
+    ap.add_argument("--windows", type=int, default=4)
+    ap.add_argument("--window", type=float, default=20.0, help="seconds per measured window")
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args()
+    trees = [Path(t).resolve() for t in args.tree]
+    samples: list[list[float]] = [[] for _ in trees]
+    rss: list[list[float]] = [[] for _ in trees]
+    for r in range(args.rounds):
+        order = trees[r % len(trees) :] + trees[: r % len(trees)]  # rotate who starts first
+        res = one_round(order, args.fake_gpus, args.warmup, args.windows, args.window)
+        for j, t in enumerate(order):
+            i = trees.index(t)
+            samples[i] += res["per_tick_ms"][j]
+            rss[i].append(res["rss_mb"][j])
+    out = []
+    ref = statistics.median(samples[0])
+    for t, s, m in zip(trees, samples, rss, strict=True):
+        med = statistics.median(s)
+        head = subprocess.run(["git", "-C", str(t), "log", "-1", "--format=%h"], capture_output=True, text=True)
+        out.append(
+            {
+                "tree": str(t),
+                "commit": head.stdout.strip(),
+                "cpu_ms_per_tick_median": round(med, 2),
+                "cpu_ms_per_tick_windows": [round(x, 2) for x in s],
+                "rss_mb": [round(x, 1) for x in m],
+                "ratio_to_first": round(med / ref, 3),
+            }
+        )
+        print(
+            f"{out[-1]['commit']:>9}  CPU/tick {med:6.2f} ms (windows {min(s):.2f}-{max(s):.2f})"
+            f"  RSS {statistics.median(m):5.1f} MB  x{med / ref:.3f}  {t}"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"fake_gpus": args.fake_gpus, "agents": out}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
