@@ -8,12 +8,12 @@ window's tallies is then a handful of C-level passes over 60 small records, ever
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Iterable, Sequence
+from collections import Counter, deque
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter, is_
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agent.classifier.baselines import Baselines
 from agent.classifier.gpus import work_of
@@ -118,6 +118,11 @@ class GpuWindow:
 
 
 _N = attrgetter("n")
+_COUNTED = tuple(map(attrgetter, ("n", "working", "spinning", "starved")))
+_SEEN = attrgetter("seen")
+_NOT_WORKING = attrgetter("not_working")
+_THROTTLED = attrgetter("throttled")
+_SOURCES = attrgetter("sources")
 _SUMMED = tuple(map(attrgetter, ("work_sum", "spin_util_sum", "spin_work_sum")))
 _UTILS = attrgetter("utils")
 
@@ -134,6 +139,9 @@ class RunningTallies:
     so the result is exactly ``combine``'s."""
 
     def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
         self._in: deque[GpuTally] = deque()
         self._counts = [0, 0, 0, 0]  # GPU samples, working, spinning, starved
         # a window's samples mostly share a handful of these (the same GPUs up, the same ones
@@ -178,11 +186,24 @@ class RunningTallies:
             while q and q[0] is not first:
                 self._change(q.popleft(), -1)
         if len(q) > len(tallies) or not all(map(is_, q, tallies)):  # not the same window slid on
-            while q:
-                self._change(q.popleft(), -1)
+            self._clear()
+            q = self._in
+        if not q:  # a whole window: counted in C
+            self._fill(tallies)
+            return
         for t in tallies[len(q) :]:
             q.append(t)
             self._change(t, 1)
+
+    def _fill(self, tallies: Sequence[GpuTally]) -> None:
+        self._in.extend(tallies)
+        ts = list(filter(_N, tallies))
+        self._counts = [sum(map(get, ts)) for get in _COUNTED]
+        self._seen = dict(Counter(map(_SEEN, ts)))
+        self._not_working = dict(Counter(map(_NOT_WORKING, ts)))
+        self._throttled = dict(Counter(map(_THROTTLED, ts)))
+        self._sources = dict(Counter(map(_SOURCES, ts)))
+        self._utils = dict(Counter(chain.from_iterable(map(_UTILS, ts))))
 
     def _change(self, t: GpuTally, k: int) -> None:
         if not t.n:
@@ -192,21 +213,26 @@ class RunningTallies:
         c[1] += k * t.working
         c[2] += k * t.spinning
         c[3] += k * t.starved
-        _bump(self._seen, (t.seen,), k)
-        _bump(self._not_working, (t.not_working,), k)
-        _bump(self._throttled, (t.throttled,), k)
-        _bump(self._sources, (t.sources,), k)
-        _bump(self._utils, t.utils, k)
-
-
-def _bump(table: dict[K, int], members: Iterable[K], k: int) -> None:
-    """Count ``members`` ``k`` more times (k < 0: fewer; a count that reaches 0 is removed)."""
-    for x in members:
-        left = table.get(x, 0) + k
-        if left:
-            table[x] = left
-        else:
-            del table[x]
+        # inline: this runs for every tally entering or leaving the window
+        groups: tuple[tuple[dict[Any, int], Hashable], ...] = (
+            (self._seen, t.seen),
+            (self._not_working, t.not_working),
+            (self._throttled, t.throttled),
+            (self._sources, t.sources),
+        )
+        for table, key in groups:
+            left = table.get(key, 0) + k
+            if left:
+                table[key] = left
+            else:
+                del table[key]
+        utils = self._utils
+        for x in t.utils:
+            left = utils.get(x, 0) + k
+            if left:
+                utils[x] = left
+            else:
+                del utils[x]
 
 
 def _members(groups: dict[tuple[K, ...], int]) -> dict[K, int]:
