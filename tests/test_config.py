@@ -178,3 +178,16 @@ def test_provider_mistakes_name_every_choice(bad):
     (line,) = e.value.problems
     choices = "'auto', 'alibaba', 'aws', 'gcp', 'azure', 'tencent' or 'none'"
     assert line == f"preemption.provider: Input should be {choices} (got {bad!r})"
+
+
+@pytest.mark.parametrize("name", ["auto", "spot", "on-demand"])
+def test_market_takes_each_market_and_auto(name):
+    cfg = parse_config({"cost": {"market": name}})
+    assert cfg.cost.market == name and isinstance(cfg.cost.market, StrEnum)
+    assert parse_config(cfg.model_dump(mode="json")) == cfg
+
+
+def test_market_mistake_names_every_choice():
+    with pytest.raises(ConfigError) as e:
+        parse_config({"cost": {"market": "reserved"}})
+    assert e.value.problems == ["cost.market: Input should be 'spot', 'on-demand' or 'auto' (got 'reserved')"]

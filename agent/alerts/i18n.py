@@ -5,7 +5,7 @@ Reasons and hints come from the classifier as they are; only the agent's own wor
 
 from __future__ import annotations
 
-from agent.core.vocabulary import Cloud, Language, NoticeKind, Verdict
+from agent.core.vocabulary import Bucket, Cloud, Language, NoticeKind, Verdict
 
 TEXT: dict[str, tuple[str, str]] = {
     # field labels
@@ -87,16 +87,16 @@ TEXT: dict[str, tuple[str, str]] = {
 }
 
 BUCKETS: dict[str, tuple[str, str]] = {
-    "productive": ("productive", "有效计算"),
-    "data-storage": ("waiting on storage", "等待存储"),
-    "data-cpu": ("waiting on data loading (CPU)", "等待数据加载（CPU）"),
-    "network": ("waiting on the network", "等待网络"),
-    "sync-wait": ("waiting on other ranks", "等待其他节点同步"),
-    "idle": ("idle with a job", "有任务但空闲"),
-    "no-job": ("no job", "无训练任务"),
-    "checkpoint": ("checkpointing", "保存检查点"),
-    "lost-to-preemption": ("lost to preemption", "因抢占丢失"),
-    "startup": ("starting up", "任务启动"),
+    Bucket.PRODUCTIVE: ("productive", "有效计算"),
+    Bucket.DATA_STORAGE: ("waiting on storage", "等待存储"),
+    Bucket.DATA_CPU: ("waiting on data loading (CPU)", "等待数据加载（CPU）"),
+    Bucket.NETWORK: ("waiting on the network", "等待网络"),
+    Bucket.SYNC_WAIT: ("waiting on other ranks", "等待其他节点同步"),
+    Bucket.IDLE: ("idle with a job", "有任务但空闲"),
+    Bucket.NO_JOB: ("no job", "无训练任务"),
+    Bucket.CHECKPOINT: ("checkpointing", "保存检查点"),
+    Bucket.LOST: ("lost to preemption", "因抢占丢失"),
+    Bucket.STARTUP: ("starting up", "任务启动"),
 }
 
 NOTICE_KINDS: dict[str, tuple[str, str]] = {

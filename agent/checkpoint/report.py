@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.checkpoint.ledger import Episode
-from agent.core.vocabulary import Cloud, DeliveryOutcome, EpisodeState
+from agent.core.vocabulary import Cloud, DeliveryOutcome, DrillVerdict, EpisodeState
 
 # how long each cloud warns before it takes a spot/preemptible instance back
 CLOUD_NOTICES: tuple[tuple[str, str, float], ...] = (
@@ -62,33 +62,39 @@ def build_report(ep: Episode, detection_seconds: float, provider: str = "") -> d
     }
 
 
-def _verdict(ep: Episode, clouds: list[dict[str, Any]], provider: str) -> tuple[str, str]:
+def _verdict(ep: Episode, clouds: list[dict[str, Any]], provider: str) -> tuple[DrillVerdict, str]:
     if ep.phase == EpisodeState.DRY_RUN:
         reached = [d for d in ep.deliveries if d["outcome"] == DeliveryOutcome.DRY_RUN]
-        return "dry run", (
+        return DrillVerdict.DRY_RUN, (
             f"dry run: {len(reached)} of {len(ep.deliveries)} target(s) would be signalled; "
             "nothing was sent, so no checkpoint time was measured"
         )
     if ep.phase != EpisodeState.COMPLETED or not clouds:
         why = "no target was found" if not ep.deliveries else "no ack arrived"
-        return "would lose work", f"WOULD LOSE WORK: {why} before the deadline; no checkpoint is confirmed"
+        return (
+            DrillVerdict.WOULD_LOSE_WORK,
+            f"WOULD LOSE WORK: {why} before the deadline; no checkpoint is confirmed",
+        )
     own = next((c for c in clouds if c["cloud"] == provider), None)
     unsafe = [c["label"] for c in clouds if not c["safe"]]
     took = f"checkpoint took {ep.duration or 0:.1f} s"
     if own is not None:
         if own["safe"]:
             extra = f" (too slow for {', '.join(unsafe)})" if unsafe else ""
-            return "safe", f"SAFE on {own['label']}: {took}, {own['headroom_seconds']:.0f} s to spare{extra}"
-        return "would lose work", (
+            return (
+                DrillVerdict.SAFE,
+                f"SAFE on {own['label']}: {took}, {own['headroom_seconds']:.0f} s to spare{extra}",
+            )
+        return DrillVerdict.WOULD_LOSE_WORK, (
             f"WOULD LOSE WORK on {own['label']}: {took} plus detection, "
             f"{-own['headroom_seconds']:.0f} s too slow"
         )
     if not unsafe:
-        return "safe", f"SAFE on every cloud's notice: {took}"
+        return DrillVerdict.SAFE, f"SAFE on every cloud's notice: {took}"
     safe = [c["label"] for c in clouds if c["safe"]]
     if not safe:
-        return "would lose work", f"WOULD LOSE WORK on every cloud's notice: {took}"
-    return "safe", f"SAFE on {', '.join(safe)}; WOULD LOSE WORK on {', '.join(unsafe)}: {took}"
+        return DrillVerdict.WOULD_LOSE_WORK, f"WOULD LOSE WORK on every cloud's notice: {took}"
+    return DrillVerdict.SAFE, f"SAFE on {', '.join(safe)}; WOULD LOSE WORK on {', '.join(unsafe)}: {took}"
 
 
 def render_report(rep: dict[str, Any], color: bool = False) -> str:
@@ -131,6 +137,6 @@ def render_report(rep: dict[str, Any], color: bool = False) -> str:
             else:
                 mark, word = paint("✓", "32"), f"{c['headroom_seconds']:.0f} s to spare"
             out.append(f"  {mark} {c['label']:<30} {word}")
-    code = {"safe": "1;32", "would lose work": "1;31"}.get(rep["verdict"], "1;33")
+    code = {DrillVerdict.SAFE: "1;32", DrillVerdict.WOULD_LOSE_WORK: "1;31"}.get(rep["verdict"], "1;33")
     out.append(paint(f"verdict: {rep['verdict_line']}", code))
     return "\n".join(out)

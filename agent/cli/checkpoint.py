@@ -10,7 +10,7 @@ from typing import Any
 
 from agent.cli.main import _add_config, control_socket_path, register
 from agent.config.types import parse_duration
-from agent.core.vocabulary import NoticeKind
+from agent.core.vocabulary import DrillVerdict, NoticeKind
 
 EXIT_WOULD_LOSE_WORK = 3
 
@@ -81,7 +81,7 @@ def cmd_drill(args: argparse.Namespace) -> int:
         print(render_report(body, color=sys.stdout.isatty()))
         if ledger:
             print("\n".join(drill_lines(ledger)))
-    return EXIT_WOULD_LOSE_WORK if body["verdict"] == "would lose work" else 0
+    return EXIT_WOULD_LOSE_WORK if body["verdict"] == DrillVerdict.WOULD_LOSE_WORK else 0
 
 
 def _goodput(args: argparse.Namespace) -> dict[str, Any] | None:

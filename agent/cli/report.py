@@ -11,6 +11,7 @@ from typing import Any
 
 from agent.cli.main import _add_config, control_socket_path, register
 from agent.config.types import parse_duration
+from agent.core.vocabulary import CheckpointPhase
 
 
 def _duration(text: str) -> float:
@@ -54,7 +55,7 @@ def render(g: dict[str, Any]) -> str:
     out += g.get("cadence_lines") or []
     for r in g.get("reclaims") or []:
         what = "drill" if r["drill"] else "reclaim"
-        if r["outcome"] == "completed":
+        if r["outcome"] == CheckpointPhase.COMPLETED:
             out.append(f"{what} {r['event_id']}: final checkpoint acknowledged, nothing lost")
         else:
             verb = "would lose" if r["drill"] else "lost"

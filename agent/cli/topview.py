@@ -17,16 +17,18 @@ from agent.classifier.component import ago
 from agent.cli.toppanels import History, goodput, inputs, preemption, trainer
 from agent.cli.topparts import View, bar, bytes_rate, fit, pct, section, side_by_side, throttle_names
 from agent.config.classifier import ClassifierSection
+from agent.core.vocabulary import Verdict
 
 WIDE = 160  # from this width the inputs and the trainer/preemption part sit side by side
-VERDICT_STYLE = {
-    "compute": "bold green",
-    "data": "bold yellow",
-    "network": "bold yellow",
-    "sync-wait": "bold magenta",
-    "mixed": "bold magenta",
-    "idle": "bold blue",
+VERDICT_STYLE: dict[str, str] = {
+    Verdict.COMPUTE: "bold green",
+    Verdict.DATA: "bold yellow",
+    Verdict.NETWORK: "bold yellow",
+    Verdict.SYNC_WAIT: "bold magenta",
+    Verdict.MIXED: "bold magenta",
+    Verdict.IDLE: "bold blue",
 }
+BOUND = frozenset({Verdict.COMPUTE, Verdict.DATA, Verdict.NETWORK})  # shown as "<VERDICT>-BOUND"
 
 
 # --- the screen ------------------------------------------------------------------------------------
@@ -115,9 +117,7 @@ def _verdict(st: dict[str, Any], cfg: ClassifierSection) -> list[Text]:
         first = Text.assemble(("verdict pending", "bold"), f" ({why}; {c.get('window_samples', 0)} samples)")
     else:
         label = c["verdict"] + (f"/{c['sub_reason']}" if c.get("sub_reason") else "")
-        first = Text(
-            f"{label.upper()}-BOUND" if c["verdict"] in ("compute", "data", "network") else label.upper()
-        )
+        first = Text(f"{label.upper()}-BOUND" if c["verdict"] in BOUND else label.upper())
         first.stylize(VERDICT_STYLE.get(c["verdict"], "bold"))
         first.append(f" for {ago(c.get('since_seconds') or 0)}")
         if c.get("held"):

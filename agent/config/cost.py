@@ -7,13 +7,14 @@ means no cost series at all, not zeros.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated
 
 from pydantic import Field, field_validator
 
-from agent.config.types import StrictModel
+from agent.config.types import StrictModel, choice_of
+from agent.core.vocabulary import Market, Setting
 
-Market = Literal["spot", "on-demand", "auto"]
+MarketSetting = Annotated[Market | Setting, choice_of((Market.SPOT, Market.ON_DEMAND, Setting.AUTO))]
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
 
 
@@ -29,8 +30,8 @@ class CostSection(StrictModel):
     instance_hour_price: float | None = Field(
         None, gt=0, description="this node's price per instance-hour; overrides the table"
     )
-    market: Market = Field(
-        "auto", description="auto: spot when the metadata service says so or has sent a spot notice"
+    market: MarketSetting = Field(
+        Setting.AUTO, description="auto: spot when the metadata service says so or has sent a spot notice"
     )
     instance_type: str = Field("", description="the table key; empty = what the metadata service says")
     prices: dict[str, Prices] = Field(default_factory=dict)
@@ -57,4 +58,4 @@ def hourly_price(
         return cost.instance_hour_price, on_demand
     if row is None:
         return None, None
-    return (row.spot if market == "spot" else row.on_demand), on_demand
+    return (row.spot if market == Market.SPOT else row.on_demand), on_demand

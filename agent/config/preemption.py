@@ -5,24 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import Field, field_validator
 
-from agent.config.types import Duration, StrictModel
-from agent.core.vocabulary import CLOUDS, Cloud, ProviderMode
+from agent.config.types import Duration, StrictModel, choice_of
+from agent.core.vocabulary import CLOUDS, Cloud, Setting
 
-PROVIDER_CHOICES: tuple[Cloud | ProviderMode, ...] = (ProviderMode.AUTO, *CLOUDS, ProviderMode.NONE)
-
-
-def _provider(value: object) -> Cloud | ProviderMode:
-    """A cloud's name, ``auto`` or ``none``; never ``drill``, which is the agent's own notices."""
-    for choice in PROVIDER_CHOICES:
-        if value == choice:
-            return choice
-    shown = ", ".join(f"'{c}'" for c in PROVIDER_CHOICES[:-1]) + f" or '{PROVIDER_CHOICES[-1]}'"
-    raise ValueError(f"Input should be {shown} (got {value!r})")
-
-
-Provider = Annotated[Cloud | ProviderMode, BeforeValidator(_provider)]
+# a cloud's name, auto or none; never drill, which is the agent's own notices
+PROVIDER_CHOICES: tuple[Cloud | Setting, ...] = (Setting.AUTO, *CLOUDS, Setting.NONE)
+Provider = Annotated[Cloud | Setting, choice_of(PROVIDER_CHOICES)]
 
 
 def check_base_url(value: str) -> str:
@@ -53,7 +43,7 @@ class Endpoints(StrictModel):
 
 
 class PreemptionSection(StrictModel):
-    provider: Provider = ProviderMode.AUTO
+    provider: Provider = Setting.AUTO
     endpoint: str = Field("", description="base URL override, e.g. a local simulator; empty = the cloud's")
     endpoints: Endpoints = Field(default_factory=Endpoints)
     poll_interval: Duration = Field("1s", ge=0.1, le=300)

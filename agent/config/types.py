@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, model_validator
 
@@ -146,3 +148,21 @@ ListenAddress = Annotated[str, BeforeValidator(parse_listen)]
 def split_listen(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     return host.strip("[]"), int(port)
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def choice_of(choices: Sequence[E]) -> BeforeValidator:
+    """Exactly these members, from their strings; otherwise one line that names every choice (a
+    union of enums, e.g. a cloud or ``auto``, would get one line per enum). For a field that takes
+    only some of an enum's members, or members of more than one."""
+
+    def pick(value: object) -> E:
+        for choice in choices:
+            if value == choice:
+                return choice
+        shown = ", ".join(f"'{c}'" for c in choices[:-1]) + f" or '{choices[-1]}'"
+        raise ValueError(f"Input should be {shown} (got {value!r})")
+
+    return BeforeValidator(pick)

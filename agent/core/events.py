@@ -65,7 +65,7 @@ class InstanceIdentityEvent(Event):
     instance_type: str | None = None
     region: str | None = None
     zone: str | None = None
-    market: str | None = None  # "spot" or "on-demand" where the metadata service says (AWS, GCP)
+    market: str | None = None  # a Market, where the metadata service says (AWS, GCP)
 
 
 @dataclass(frozen=True, slots=True)

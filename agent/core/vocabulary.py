@@ -26,11 +26,35 @@ class Cloud(StrEnum):
 CLOUDS = tuple(c for c in Cloud if c is not Cloud.DRILL)
 
 
-class ProviderMode(StrEnum):
-    """``[preemption] provider`` when it names no cloud."""
+class Setting(StrEnum):
+    """Config values that name no member of the vocabulary they stand in for."""
 
-    AUTO = "auto"  # the cloud this node's DMI names
-    NONE = "none"  # watch no metadata service
+    AUTO = "auto"  # the agent finds out ([preemption] provider: from DMI; [cost] market: from the cloud)
+    NONE = "none"  # nothing of the kind ([preemption] provider: watch no metadata service)
+
+
+class Market(StrEnum):
+    """How the node is bought (``InstanceIdentityEvent.market``, ``training_node_market``)."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+
+
+class RequestOutcome(StrEnum):
+    """One metadata request (``training_node_metadata_requests_total{outcome}``)."""
+
+    OK = "ok"
+    NOT_FOUND = "not_found"  # an answer: the path has nothing now (no notice)
+    UNAUTHORIZED = "unauthorized"
+    CLIENT_ERROR = "client_error"
+    SERVER_ERROR = "server_error"
+    TIMEOUT = "timeout"
+    CONNECTION_ERROR = "connection_error"
+    BAD_BODY = "bad_body"
+    TOKEN_ERROR = "token_error"
+
+
+ANSWERED = frozenset({RequestOutcome.OK, RequestOutcome.NOT_FOUND})  # the service is up
 
 
 class NoticeKind(StrEnum):
@@ -170,6 +194,15 @@ class HandlerState(StrEnum):
 # the targets that can take the signal; the two after them cannot, however it is sent
 SIGNAL_READY = frozenset({HandlerState.HANDLER, HandlerState.HARMLESS})
 UNSIGNALABLE = frozenset({HandlerState.NO_HANDLER, HandlerState.IGNORED})
+
+
+class DrillVerdict(StrEnum):
+    """The drill report's ``verdict``: would the measured checkpoint beat the notice."""
+
+    SAFE = "safe"
+    WOULD_LOSE_WORK = "would lose work"
+    DRY_RUN = "dry run"  # nothing sent, nothing measured
+
 
 # the targets that did not get the signal and must watch the request file instead
 UNREACHABLE_OUTCOMES = frozenset(

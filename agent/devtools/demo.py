@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli.main import register
-from agent.core.vocabulary import CHECKPOINT_ENDS, CheckpointPhase, Cloud, HandlerState, NoticeKind
+from agent.core.vocabulary import (
+    CHECKPOINT_ENDS,
+    CheckpointPhase,
+    Cloud,
+    DrillVerdict,
+    HandlerState,
+    NoticeKind,
+)
 from agent.devtools.demo_screen import FAST, NORMAL, DemoFailed, Screen
 
 GIB = 1024**3
@@ -359,7 +366,7 @@ signal = "SIGUSR1"
                 await asyncio.wait_for(self.trainer.wait(), 15)
                 self.screen.say("trainer", f"exited with status {self.trainer.returncode}")
                 self.show_report(report)
-                ok = report.get("verdict") == "safe" and self.trainer.returncode == 0
+                ok = report.get("verdict") == DrillVerdict.SAFE and self.trainer.returncode == 0
                 return 0 if ok else 1
         except (DemoFailed, TimeoutError) as e:
             why = str(e) or f"the demo took longer than {self.pace.limit_seconds:.0f} s"

@@ -22,7 +22,7 @@ from agent.classifier.features import Features
 from agent.config.cost import hourly_price
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, GoodputDigestEvent, InstanceIdentityEvent, PreemptionEvent
-from agent.core.vocabulary import NoticeKind
+from agent.core.vocabulary import CheckpointPhase, Market, NoticeKind, Setting
 from agent.core.zones import zone
 from agent.ledger import cadence, saved, store
 from agent.ledger import metrics as ledger_metrics
@@ -100,11 +100,11 @@ class LedgerComponent:
     @property
     def market(self) -> str:
         m = self.cost_cfg.market
-        if m != "auto":
+        if m != Setting.AUTO:
             return m
         if self.identity is not None and self.identity.market:
             return self.identity.market
-        return "spot" if self.ledger.spot_seen else "on-demand"
+        return Market.SPOT if self.ledger.spot_seen else Market.ON_DEMAND
 
     @property
     def instance_type(self) -> str | None:
@@ -135,7 +135,7 @@ class LedgerComponent:
         gpu_price = hourly / 3600.0 / n if hourly and n else None
         seconds = snap.monotonic - prev
         self.ledger.tick(snap.timestamp, seconds, gpus, states, job, pressures(features), gpu_price)
-        if hourly and on_demand and self.market == "spot" and gpus:
+        if hourly and on_demand and self.market == Market.SPOT and gpus:
             self.ledger.saving += max(0.0, on_demand - hourly) * seconds / 3600.0
 
     def handle(self, ev: object) -> None:
@@ -276,7 +276,7 @@ class LedgerComponent:
             return None
         r = self.ledger.reclaims[-1]
         what = "drill" if r.drill else "reclaim"
-        if r.outcome == "completed":
+        if r.outcome == CheckpointPhase.COMPLETED:
             return f"last {what}: final checkpoint acknowledged, nothing lost"
         verb = "would lose" if r.drill else "lost"
         lost = cadence.human(r.lost_seconds)

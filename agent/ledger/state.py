@@ -45,7 +45,7 @@ class Reclaim:
     event_id: str
     at: float
     drill: bool
-    outcome: str  # completed | missed
+    outcome: str  # CheckpointPhase.COMPLETED or .MISSED: the final checkpoint made it or not
     lost_gpu_seconds: float  # moved to lost-to-preemption (a drill moves nothing: what it would)
     since_durable: float | None  # seconds from the last durable checkpoint to the reclaim
     gpus: int
@@ -158,7 +158,7 @@ class Ledger:
             if duration is not None and duration >= 0:
                 self.finals.append(duration)
             self.last_durable = max(self.last_durable or at, at)
-            r = Reclaim(event_id, at, drill, "completed", 0.0, 0.0, self.gpus)
+            r = Reclaim(event_id, at, drill, CheckpointPhase.COMPLETED, 0.0, 0.0, self.gpus)
         else:
             start = self.last_durable if self.last_durable is not None else self.job_since
             since = None if start is None else at - start
@@ -169,7 +169,7 @@ class Ledger:
             else:
                 lost, stuck = self.book.move((Bucket.PRODUCTIVE,), Bucket.LOST, t0, at)
                 self.book.unmovable += stuck
-            r = Reclaim(event_id, at, drill, "missed", lost, since, self.gpus, stuck)
+            r = Reclaim(event_id, at, drill, CheckpointPhase.MISSED, lost, since, self.gpus, stuck)
         self.reclaims.append(r)
         return r
 

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
-from agent.core.vocabulary import Cloud, NoticeKind
+from agent.core.vocabulary import Cloud, Market, NoticeKind
 from agent.preemption.client import TokenScheme
 from agent.preemption.provider import (
     BodyFormatError,
@@ -203,6 +203,6 @@ class AwsProvider(Provider):
             lifecycle = await self.fetch(LIFECYCLE_PATH, first_line)
         except MetadataError:  # optional: the identity stands without it
             lifecycle = None
-        if lifecycle in ("spot", "on-demand", "scheduled"):
-            ident = replace(ident, market="spot" if lifecycle == "spot" else "on-demand")
+        if lifecycle in ("spot", "on-demand", "scheduled"):  # instance-life-cycle's own words
+            ident = replace(ident, market=Market.SPOT if lifecycle == "spot" else Market.ON_DEMAND)
         return ident

@@ -20,6 +20,7 @@ import aiohttp
 import structlog
 
 from agent import __version__
+from agent.core.vocabulary import ANSWERED, RequestOutcome
 from agent.preemption.provider import BodyFormatError, MetadataError
 
 log = structlog.get_logger("preemption.client")
@@ -53,7 +54,7 @@ class RequestCounter:
     def count(self, provider: str, outcome: str) -> None:
         key = (provider, outcome)
         self.counts[key] = self.counts.get(key, 0) + 1
-        if outcome in ("ok", "not_found"):
+        if outcome in ANSWERED:
             self.last_success[provider] = time.time()
 
     def total(self) -> int:
@@ -91,16 +92,16 @@ class RateLimiter:
                 await asyncio.sleep(self._sent[0] + self.window - now)
 
 
-def _outcome_for(status: int) -> str:
+def _outcome_for(status: int) -> RequestOutcome:
     if 200 <= status < 300:
-        return "ok"
+        return RequestOutcome.OK
     if status == 404:
-        return "not_found"
+        return RequestOutcome.NOT_FOUND
     if status in (401, 403):
-        return "unauthorized"
+        return RequestOutcome.UNAUTHORIZED
     if status >= 500:
-        return "server_error"
-    return "client_error"
+        return RequestOutcome.SERVER_ERROR
+    return RequestOutcome.CLIENT_ERROR
 
 
 class MetadataClient:
@@ -158,7 +159,7 @@ class MetadataClient:
                 self._token, ttl = await self._fetch_token(scheme)
             except MetadataError as e:
                 self._token = None
-                if e.outcome != "token_error":
+                if e.outcome != RequestOutcome.TOKEN_ERROR:
                     raise  # unreachable service: a tokenless read would fail the same way
                 if not self.allow_tokenless:
                     self.token_state = f"token endpoint failed: {e}"
@@ -182,17 +183,18 @@ class MetadataClient:
                 "PUT", scheme.path, headers={scheme.ttl_header: str(self.token_ttl)}, count=False
             )
         except MetadataError as e:
-            if e.outcome in ("connection_error", "timeout"):  # the service is down, not the token
+            # the service is down, not the token
+            if e.outcome in (RequestOutcome.CONNECTION_ERROR, RequestOutcome.TIMEOUT):
                 self.counter.count(self.provider, e.outcome)
                 raise
-            self.counter.count(self.provider, "token_error")
-            raise MetadataError("token_error", f"token request: {e}", e.status) from None
+            self.counter.count(self.provider, RequestOutcome.TOKEN_ERROR)
+            raise MetadataError(RequestOutcome.TOKEN_ERROR, f"token request: {e}", e.status) from None
         token = resp.text.strip()
         if not 200 <= resp.status < 300 or not token or len(token) > 1024 or any(c.isspace() for c in token):
-            self.counter.count(self.provider, "token_error")
+            self.counter.count(self.provider, RequestOutcome.TOKEN_ERROR)
             what = f"HTTP {resp.status}" if not 200 <= resp.status < 300 else "an unusable token body"
-            raise MetadataError("token_error", f"token request got {what}", resp.status)
-        self.counter.count(self.provider, "ok")
+            raise MetadataError(RequestOutcome.TOKEN_ERROR, f"token request got {what}", resp.status)
+        self.counter.count(self.provider, RequestOutcome.OK)
         ttl = self.token_ttl
         granted = resp.headers.get(scheme.ttl_header, "")
         if granted.isdigit() and 0 < int(granted) <= ttl:
@@ -230,11 +232,11 @@ class MetadataClient:
                 parse=parse,
             )
             outcome = _outcome_for(resp.status)
-            if outcome == "unauthorized" and self.token_scheme is not None and attempt == 1:
+            if outcome == RequestOutcome.UNAUTHORIZED and self.token_scheme is not None and attempt == 1:
                 # an expired or revoked token (or a service that now requires one): fetch anew
                 self.invalidate_token()
                 continue
-            if outcome in ("ok", "not_found"):
+            if outcome in ANSWERED:
                 return resp
             raise MetadataError(
                 outcome, f"{method} {path}: HTTP {resp.status} {_snippet(resp.text)}", resp.status
@@ -256,7 +258,7 @@ class MetadataClient:
         await self.limiter.acquire()
         url = self.base_url + path
         limit = timeout if timeout is not None else self.timeout
-        outcome = "ok"
+        outcome: str = RequestOutcome.OK
         try:
             async with asyncio.timeout(limit):
                 async with self.session.request(
@@ -271,22 +273,24 @@ class MetadataClient:
                     status, resp_headers = r.status, r.headers.copy()  # names stay case-blind
             outcome = _outcome_for(status)
             parsed = None
-            if parse is not None and outcome == "ok":
+            if parse is not None and outcome == RequestOutcome.OK:
                 try:
                     parsed = parse(body)
                 except BodyFormatError as e:
-                    outcome = "bad_body"
-                    raise MetadataError("bad_body", f"{method} {path}: {e}", status) from None
+                    outcome = RequestOutcome.BAD_BODY
+                    raise MetadataError(RequestOutcome.BAD_BODY, f"{method} {path}: {e}", status) from None
             return Response(status, body, resp_headers, parsed)
         except TimeoutError:
-            outcome = "timeout"
-            raise MetadataError("timeout", f"{method} {path}: no answer within {limit:g} s") from None
+            outcome = RequestOutcome.TIMEOUT
+            raise MetadataError(
+                RequestOutcome.TIMEOUT, f"{method} {path}: no answer within {limit:g} s"
+            ) from None
         except MetadataError as e:
             outcome = e.outcome
             raise
         except (aiohttp.ClientError, OSError) as e:
-            outcome = "connection_error"
-            raise MetadataError("connection_error", f"{method} {path}: {_describe(e)}") from None
+            outcome = RequestOutcome.CONNECTION_ERROR
+            raise MetadataError(RequestOutcome.CONNECTION_ERROR, f"{method} {path}: {_describe(e)}") from None
         finally:
             if count:
                 self.counter.count(self.provider, outcome)
@@ -295,7 +299,7 @@ class MetadataClient:
         declared = r.content_length
         if declared is not None and declared > self.max_body:
             raise MetadataError(
-                "bad_body", f"body of {declared} bytes exceeds the {self.max_body} byte limit"
+                RequestOutcome.BAD_BODY, f"body of {declared} bytes exceeds the {self.max_body} byte limit"
             )
         chunks: list[bytes] = []
         size = 0
@@ -305,7 +309,7 @@ class MetadataClient:
                 break
             size += len(chunk)
             if size > self.max_body:
-                raise MetadataError("bad_body", f"body exceeds the {self.max_body} byte limit")
+                raise MetadataError(RequestOutcome.BAD_BODY, f"body exceeds the {self.max_body} byte limit")
             chunks.append(chunk)
         return b"".join(chunks).decode("utf-8", errors="replace")
 

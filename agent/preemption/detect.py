@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.core.fsread import read_optional
-from agent.core.vocabulary import Cloud, ProviderMode
+from agent.core.vocabulary import Cloud, Setting
 
 DMI_FILES = ("sys_vendor", "product_name", "chassis_asset_tag", "bios_vendor", "bios_version")
 AZURE_ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"
@@ -27,7 +27,7 @@ class Dmi:
 
 @dataclass(frozen=True, slots=True)
 class Detection:
-    provider: Cloud | ProviderMode  # a cloud, or none
+    provider: Cloud | Setting  # a cloud, or none
     evidence: str  # human words: which file said what
 
 
@@ -52,9 +52,9 @@ def classify(dmi: Dmi) -> Detection:
     if vendor.startswith("Tencent Cloud") or product.startswith("Tencent Cloud"):
         return Detection(Cloud.TENCENT, f"DMI sys_vendor={vendor!r} product_name={product!r}")
     if not any((vendor, product, tag)):
-        return Detection(ProviderMode.NONE, "no DMI information (class/dmi/id absent or empty)")
+        return Detection(Setting.NONE, "no DMI information (class/dmi/id absent or empty)")
     return Detection(
-        ProviderMode.NONE, f"DMI sys_vendor={vendor!r} product_name={product!r} matches no supported cloud"
+        Setting.NONE, f"DMI sys_vendor={vendor!r} product_name={product!r} matches no supported cloud"
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from agent.core.events import InstanceIdentityEvent
-from agent.core.vocabulary import Cloud, NoticeKind
+from agent.core.vocabulary import Cloud, Market, NoticeKind
 from agent.preemption.provider import BodyFormatError, MetadataError, Provider, Reading, Source, first_line
 
 PREFIX = "/computeMetadata/v1/"
@@ -126,4 +126,4 @@ def _market(preemptible: str | None) -> str | None:
     """``instance/scheduling/preemptible``: TRUE on Spot and preemptible VMs."""
     if preemptible is None:
         return None
-    return "spot" if preemptible.strip().upper() == "TRUE" else "on-demand"
+    return Market.SPOT if preemptible.strip().upper() == "TRUE" else Market.ON_DEMAND

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 
 class MetadataError(Exception):
-    """A read that gave no usable answer. ``outcome`` is the label counted in
-    ``training_node_metadata_requests_total`` (timeout, connection_error, server_error, ...)."""
+    """A read that gave no usable answer. ``outcome`` (a ``RequestOutcome``) is the label counted in
+    ``training_node_metadata_requests_total``."""
 
     def __init__(self, outcome: str, message: str, status: int | None = None) -> None:
         super().__init__(message)
@@ -233,7 +233,7 @@ class Provider:
 
     async def fetch(self, path: str, parse: Callable[[str], Any] = str.strip, **kw: Any) -> Any:
         """``parse(body)`` of ``path``; None on 404 (nothing there). A body ``parse`` refuses raises
-        MetadataError("bad_body")."""
+        ``MetadataError(RequestOutcome.BAD_BODY)``."""
         resp = await self.client.request("GET", path, parse=parse, **kw)
         return None if resp.status == 404 else resp.parsed
 

@@ -24,7 +24,7 @@ from prometheus_client.core import Metric
 
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
-from agent.core.vocabulary import CheckpointPhase, ProviderMode
+from agent.core.vocabulary import CheckpointPhase, Setting
 from agent.preemption import faces
 from agent.preemption.client import MetadataClient, RateLimiter, RequestCounter
 from agent.preemption.clouds import PROVIDERS
@@ -66,7 +66,7 @@ class PreemptionWatcher:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.cfg = ctx.cfg.preemption
-        if self.cfg.provider == ProviderMode.AUTO:
+        if self.cfg.provider == Setting.AUTO:
             found = detect(ctx.cfg.agent.sysfs)
             self.provider_name, self.selected_by = found.provider, f"auto: {found.evidence}"
         else:
