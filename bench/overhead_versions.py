@@ -100,7 +100,9 @@ def main() -> int:
     ref = statistics.median(samples[0])
     for t, s, m in zip(trees, samples, rss, strict=True):
         med = statistics.median(s)
-        head = subprocess.run(["git", "-C", str(t), "log", "-1", "--format=%h"], capture_output=True, text=True)
+        head = subprocess.run(
+            ["git", "-C", str(t), "log", "-1", "--format=%h"], capture_output=True, text=True
+        )
         out.append(
             {
                 "tree": str(t),
