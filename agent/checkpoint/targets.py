@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.core.fsread import read_optional
+from agent.core.vocabulary import DiscoverKind
 from agent.sources.processes.cgroup import parse_proc_cgroup
 from agent.sources.processes.procpid import PidStat, parse_pid_stat
 
@@ -101,16 +102,16 @@ class Discovery:
     # --- one method each ---------------------------------------------------------------------------
 
     def _pids(self, kind: str, arg: str) -> list[int]:
-        if kind == "nvml":
+        if kind == DiscoverKind.NVML:
             return sorted(set(self.gpu_pids()))
-        if kind == "pidfile":
+        if kind == DiscoverKind.PIDFILE:
             return [self._pidfile(arg)]
-        if kind == "cmdline":
+        if kind == DiscoverKind.CMDLINE:
             rx = re.compile(arg)
             return [p for p in list_pids(self.procfs) if rx.search(read_cmdline(self.procfs, p))]
-        if kind == "cgroup":
+        if kind == DiscoverKind.CGROUP:
             return self._cgroup(arg)
-        if kind == "systemd-unit":
+        if kind == DiscoverKind.SYSTEMD_UNIT:
             return self._unit(arg)
         raise _Problem(f"unknown discovery method {kind!r}")
 

@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator
 
 from agent.config.types import Duration, StrictModel
-from agent.core.vocabulary import NoticeKind
+from agent.core.vocabulary import DiscoverKind, NoticeKind
 
-DISCOVER_KINDS = ("nvml", "pidfile", "cmdline", "cgroup", "systemd-unit")
+DISCOVER_KINDS = tuple(DiscoverKind)
 
 
 def check_discover(spec: str) -> str:
@@ -24,15 +24,15 @@ def check_discover(spec: str) -> str:
             f"unknown discovery {spec!r}: use nvml, pidfile:PATH, cmdline:REGEX, cgroup:PATH "
             "or systemd-unit:NAME"
         )
-    if kind == "nvml":
+    if kind == DiscoverKind.NVML:
         if sep:
             raise ValueError("nvml takes no argument")
         return spec
     if not arg.strip():
         raise ValueError(f"{kind}: needs an argument after the colon")
-    if kind == "pidfile" and not arg.startswith("/"):
+    if kind == DiscoverKind.PIDFILE and not arg.startswith("/"):
         raise ValueError(f"pidfile:{arg}: the path must be absolute")
-    if kind == "cmdline":
+    if kind == DiscoverKind.CMDLINE:
         try:
             re.compile(arg)
         except re.error as e:
@@ -58,7 +58,7 @@ def signal_number(name: str) -> int:
 
 class TrainerSection(StrictModel):
     discover: list[str] = Field(
-        default_factory=lambda: ["nvml"],
+        default_factory=lambda: [DiscoverKind.NVML.value],
         description="how to find the training processes; several are combined",
     )
     signal: str = Field("SIGUSR1", description="the checkpoint signal")

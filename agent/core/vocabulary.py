@@ -57,6 +57,13 @@ class RequestOutcome(StrEnum):
 ANSWERED = frozenset({RequestOutcome.OK, RequestOutcome.NOT_FOUND})  # the service is up
 
 
+class Cadence(StrEnum):
+    """How often a metadata source is read (``Source.cadence``)."""
+
+    FAST = "fast"  # every [preemption] poll_interval: spot notices
+    SLOW = "slow"  # every [preemption] maintenance_interval: maintenance announced hours ahead
+
+
 class NoticeKind(StrEnum):
     """A cloud notice, normalized across providers (``PreemptionEvent.kind``)."""
 
@@ -178,6 +185,16 @@ class DeliveryOutcome(StrEnum):
     DENIED = "denied"  # EPERM
     UNKNOWN = "unknown"  # its signal masks could not be read: not sent
     DRY_RUN = "dry-run"  # everything checked, nothing sent
+
+
+class DiscoverKind(StrEnum):
+    """How a ``[trainer] discover`` entry finds the training processes (``KIND`` or ``KIND:ARG``)."""
+
+    NVML = "nvml"  # the GPUs' compute processes
+    PIDFILE = "pidfile"
+    CMDLINE = "cmdline"  # a regex over /proc/<pid>/cmdline
+    CGROUP = "cgroup"
+    SYSTEMD_UNIT = "systemd-unit"
 
 
 class HandlerState(StrEnum):

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
-from agent.core.vocabulary import Cloud, NoticeKind
+from agent.core.vocabulary import Cadence, Cloud, NoticeKind
 from agent.preemption.client import TokenScheme
 from agent.preemption.provider import (
     BodyFormatError,
@@ -186,7 +186,7 @@ class AlibabaProvider(Provider):
     token = TOKEN
 
     def sources(self) -> list[Source]:
-        return [Source("spot", self.read_spot), Source("maintenance", self.read_events, cadence="slow")]
+        return [Source("spot", self.read_spot), Source("maintenance", self.read_events, cadence=Cadence.SLOW)]
 
     async def read_spot(self) -> Reading:
         spot = await self.fetch(SPOT_PATH, parse_spot_termination)

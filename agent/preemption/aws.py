@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
-from agent.core.vocabulary import Cloud, Market, NoticeKind
+from agent.core.vocabulary import Cadence, Cloud, Market, NoticeKind
 from agent.preemption.client import TokenScheme
 from agent.preemption.provider import (
     BodyFormatError,
@@ -155,7 +155,7 @@ class AwsProvider(Provider):
         return [
             Source("spot", self.read_action),
             Source("rebalance", self.read_rebalance),
-            Source("maintenance", self.read_scheduled, cadence="slow"),
+            Source("maintenance", self.read_scheduled, cadence=Cadence.SLOW),
         ]
 
     async def read_action(self) -> Reading:

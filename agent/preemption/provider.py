@@ -14,9 +14,10 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agent.core.events import InstanceIdentityEvent, PreemptionEvent
+from agent.core.vocabulary import Cadence
 
 if TYPE_CHECKING:
     from agent.config.preemption import PreemptionSection
@@ -174,13 +175,13 @@ LongPoll = Callable[[str | None], Awaitable[tuple[Reading, str | None]]]
 class Source:
     """One metadata path (or group of paths) read on its own schedule.
 
-    ``cadence`` "fast" sources are read every ``poll_interval`` (spot notices), "slow" ones every
+    ``cadence`` FAST sources are read every ``poll_interval`` (spot notices), SLOW ones every
     ``maintenance_interval`` (maintenance lists announced hours ahead). A source with ``long_poll``
     is driven by the cloud's change notification instead (GCP ``wait_for_change``)."""
 
     name: str
     read: Callable[[], Awaitable[Reading]]
-    cadence: Literal["fast", "slow"] = "fast"
+    cadence: Cadence = Cadence.FAST
     long_poll: LongPoll | None = None
 
 

@@ -24,7 +24,7 @@ from prometheus_client.core import Metric
 
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
-from agent.core.vocabulary import CheckpointPhase, Setting
+from agent.core.vocabulary import Cadence, CheckpointPhase, Setting
 from agent.preemption import faces
 from agent.preemption.client import MetadataClient, RateLimiter, RequestCounter
 from agent.preemption.clouds import PROVIDERS
@@ -147,7 +147,7 @@ class PreemptionWatcher:
             self._save()
 
     def _interval(self, src: Source) -> float:
-        return self.cfg.maintenance_interval if src.cadence == "slow" else self.cfg.poll_interval
+        return self.cfg.maintenance_interval if src.cadence == Cadence.SLOW else self.cfg.poll_interval
 
     def _backoff(self, errors: int) -> float:
         """The wait after ``errors`` failed reads in a row: poll_interval, doubling, never more than
