@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from aiohttp import web
 
-from agent.core.vocabulary import Cloud, NoticeKind
+from agent.core.vocabulary import ENDED_SIM_STATES, Cloud, NoticeKind, SimEventState
 from agent.preemption import alibaba, aws, azure, gcp, tencent
 from agent.preemption.client import TokenScheme
 
@@ -57,6 +57,10 @@ def as_json(doc: Any, status: int = 200, **headers: str) -> web.Response:
         content_type="application/json",
         headers=headers or None,
     )
+
+
+# how AWS marks an ended scheduled event in its description
+_AWS_PREFIX: dict[str, str] = {SimEventState.CANCELED: "[Canceled] ", SimEventState.COMPLETED: "[Completed] "}
 
 
 class CloudSim:
@@ -171,8 +175,8 @@ class AwsSim(CloudSim):
         if path == aws.SCHEDULED_PATH:
             events = []
             for m in self.state.maintenance_listed():
-                state = m.state if m.state in ("canceled", "completed") else "active"
-                prefix = {"canceled": "[Canceled] ", "completed": "[Completed] "}.get(state, "")
+                state = m.state if m.state in ENDED_SIM_STATES else SimEventState.ACTIVE
+                prefix = _AWS_PREFIX.get(state, "")
                 not_before = m.time_text or aws_time(m.deadline)
                 events.append(
                     {

@@ -1,6 +1,7 @@
 """The metadata simulator's state: the notices and maintenance events it serves, the injected
-faults, session tokens and the request log. Pure data and rules, no I/O; :mod:`simulator` serves it
-over HTTP and :mod:`simclouds` renders it in each cloud's format."""
+faults, session tokens and the request log. Pure data and rules, no I/O; :mod:`simrecords` holds
+the records, :mod:`simulator` serves them over HTTP and :mod:`simclouds` renders them in each
+cloud's format."""
 
 from __future__ import annotations
 
@@ -10,100 +11,20 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from agent.core.vocabulary import Cloud, NoticeKind
+from agent.core.vocabulary import (
+    ENDED_SIM_STATES,
+    LIVE_SIM_STATES,
+    Cloud,
+    NoticeKind,
+    SimEventState,
+)
 from agent.devtools.simclouds import CLOUDS, CloudSim
+from agent.devtools.simrecords import FAULT_KINDS, Fault, SimEvent, number
 
 LOG_SIZE = 2000
-FAULT_KINDS = ("status", "slow", "garbage", "empty", "huge", "drop")
-GARBAGE = b"\x89PNG\r\n\x1a\n\x00\xff\xfe<html><body>{not json\x00" + bytes(range(128, 256))
-
-
-@dataclass
-class SimEvent:
-    """A notice (spot, rebalance, preempt) or a maintenance event, as the simulator holds it."""
-
-    id: str
-    kind: str  # a notice kind (spot-termination ...) or a maintenance word (reboot, migrate ...)
-    maintenance: bool
-    seconds: float  # deadline = announce time + seconds
-    announce_at_wall: float
-    time_text: str | None = None  # served instead of the formatted deadline (bad-input rehearsals)
-    code: str | None = None  # the cloud's own code, overriding the kind's usual one
-    resources: list[str] | None = None  # Azure: the VMs the event is for
-    state: str = "pending"  # pending | active | canceled | completed
-    started: bool = False  # Azure StartRequests approved it (Alibaba: executing)
-    announced_at: datetime | None = None
-    announced_wall: float | None = None
-    announced_monotonic: float | None = None
-    ended_wall: float | None = None
-    ended_monotonic: float | None = None
-    # recomputed on every read, like amazon-ec2-metadata-mock's default spot mode: the deadline is the
-    # time of the request + ``seconds``, and a rebalance's noticeTime the time of the request
-    moving: bool = False
-
-    @property
-    def deadline(self) -> datetime:
-        if self.moving:
-            return datetime.now(UTC) + timedelta(seconds=self.seconds)
-        start = self.announced_at or datetime.fromtimestamp(self.announce_at_wall, UTC)
-        return start + timedelta(seconds=self.seconds)
-
-    @property
-    def issued_at(self) -> datetime:
-        """When the cloud says it issued the notice (AWS rebalance ``noticeTime``)."""
-        if self.moving:
-            return datetime.now(UTC)
-        return self.announced_at or self.deadline
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "maintenance": self.maintenance,
-            "state": self.state,
-            "started": self.started,
-            "seconds": self.seconds,
-            "deadline": self.deadline.isoformat(),
-            "time_text": self.time_text,
-            "moving": self.moving,
-            "code": self.code,
-            "resources": self.resources,
-            "announce_at_wall": self.announce_at_wall,
-            "announced_wall": self.announced_wall,
-            "announced_monotonic": self.announced_monotonic,
-            "ended_wall": self.ended_wall,
-            "ended_monotonic": self.ended_monotonic,
-        }
-
-
-@dataclass
-class Fault:
-    id: int
-    kind: str
-    status: int = 500
-    delay: float = 3.0
-    size: int = 8 * 1024 * 1024
-    path: str = ""  # prefix of the metadata paths it hits ("" = all, the token endpoint included)
-    method: str = ""  # "" = any
-    count: int | None = None  # requests left to hit; None = until cleared or expired
-    until_monotonic: float | None = None
-    hits: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items()}
-
-
-def number(
-    spec: dict[str, Any], key: str, default: float, lo: float = 0.0, hi: float = 10 * 365 * 86400
-) -> float:
-    value = spec.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
-        raise ValueError(f"{key} must be a number in [{lo}, {hi}], got {value!r}")
-    return float(value)
 
 
 class SimState:
@@ -151,9 +72,9 @@ class SimState:
         return ev
 
     def _announce(self, ev: SimEvent) -> None:
-        if ev.state != "pending":
+        if ev.state != SimEventState.PENDING:
             return
-        ev.state = "active"
+        ev.state = SimEventState.ACTIVE
         ev.announced_monotonic = time.monotonic()
         ev.announced_wall = time.time()
         ev.announced_at = datetime.fromtimestamp(ev.announced_wall, UTC)
@@ -216,15 +137,15 @@ class SimState:
         )
         return self._schedule(ev, after)
 
-    def cancel(self, event_id: str | None = None, state: str = "canceled") -> list[str]:
+    def cancel(self, event_id: str | None = None, state: str = SimEventState.CANCELED) -> list[str]:
         """End one event (or every pending/active one): ``canceled`` or ``completed``."""
-        if state not in ("canceled", "completed"):
+        if state not in ENDED_SIM_STATES:
             raise ValueError(f"state must be canceled or completed, got {state!r}")
         if event_id is not None and not any(e.id == event_id for e in self.events):
             raise ValueError(f"no event {event_id!r}")
         done = []
         for ev in self.events:
-            if ev.state in ("pending", "active") and (event_id is None or ev.id == event_id):
+            if ev.state in LIVE_SIM_STATES and (event_id is None or ev.id == event_id):
                 ev.state = state
                 ev.ended_monotonic, ev.ended_wall = time.monotonic(), time.time()
                 done.append(ev.id)
@@ -235,22 +156,28 @@ class SimState:
         return done
 
     def active_notices(self, kinds: tuple[str, ...]) -> list[SimEvent]:
-        return [e for e in self.events if not e.maintenance and e.state == "active" and e.kind in kinds]
+        return [
+            e
+            for e in self.events
+            if not e.maintenance and e.state == SimEventState.ACTIVE and e.kind in kinds
+        ]
 
     def active_notice(self, kinds: tuple[str, ...]) -> SimEvent | None:
         active = self.active_notices(kinds)
         return active[-1] if active else None
 
     def active_maintenance(self) -> list[SimEvent]:
-        return [e for e in self.events if e.maintenance and e.state == "active"]
+        return [e for e in self.events if e.maintenance and e.state == SimEventState.ACTIVE]
 
     def maintenance_listed(self) -> list[SimEvent]:
         """Active and ended maintenance events (AWS keeps listing ended ones for a week)."""
-        return [e for e in self.events if e.maintenance and e.state in ("active", "canceled", "completed")]
+        return [
+            e for e in self.events if e.maintenance and e.state in (SimEventState.ACTIVE, *ENDED_SIM_STATES)
+        ]
 
     def start_events(self, ids: list[str]) -> list[str]:
         """Azure StartRequests: approve these events now. Returns the ids that are not active."""
-        active = {e.id: e for e in self.events if e.state == "active"}
+        active = {e.id: e for e in self.events if e.state == SimEventState.ACTIVE}
         unknown = [i for i in ids if i not in active]
         if unknown:
             return unknown
@@ -348,7 +275,7 @@ class SimState:
     def shift(self, seconds: float) -> list[str]:
         """Move the deadline of every pending and active event by ``seconds`` (negative: earlier),
         as a service restarted with another clock or schedule would serve it."""
-        moved = [ev.id for ev in self.events if ev.state in ("pending", "active")]
+        moved = [ev.id for ev in self.events if ev.state in LIVE_SIM_STATES]
         for ev in self.events:
             if ev.id in moved:
                 ev.seconds += seconds

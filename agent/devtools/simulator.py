@@ -25,9 +25,10 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.core.vocabulary import NoticeKind
+from agent.core.vocabulary import NoticeKind, SimEventState, SimFault
 from agent.devtools.simclouds import as_json
-from agent.devtools.simstate import GARBAGE, Fault, SimState, number
+from agent.devtools.simrecords import GARBAGE, Fault, number
+from agent.devtools.simstate import SimState
 
 
 class Simulator:
@@ -125,7 +126,7 @@ class Simulator:
         fault = state.take_fault(request.method, request.path)
         if fault is not None:
             entry["fault"] = fault.kind
-            if fault.kind == "slow":
+            if fault.kind == SimFault.SLOW:
                 await asyncio.sleep(fault.delay)
             else:
                 return await self._fault_reply(request, fault, entry)
@@ -166,13 +167,13 @@ class Simulator:
     async def _fault_reply(
         self, request: web.Request, fault: Fault, entry: dict[str, Any]
     ) -> web.StreamResponse:
-        if fault.kind == "status":
+        if fault.kind == SimFault.STATUS:
             return web.Response(status=fault.status, text=f"simulated HTTP {fault.status}\n")
-        if fault.kind == "garbage":
+        if fault.kind == SimFault.GARBAGE:
             return web.Response(body=GARBAGE, content_type="application/octet-stream")
-        if fault.kind == "empty":
+        if fault.kind == SimFault.EMPTY:
             return web.Response(body=b"", content_type="text/plain")
-        if fault.kind == "huge":
+        if fault.kind == SimFault.HUGE:
             resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
             await resp.prepare(request)
             chunk = b"A" * 65536
@@ -232,9 +233,11 @@ class Simulator:
             )
             return as_json(ev.as_dict())
         if path == "/cancel":
-            done = state.cancel(_opt_str(body, "id"), str(body.get("state", "canceled")))
+            done = state.cancel(_opt_str(body, "id"), str(body.get("state", SimEventState.CANCELED)))
             events = [e.as_dict() for e in state.events if e.id in done]
-            return as_json({"ended": done, "state": body.get("state", "canceled"), "events": events})
+            return as_json(
+                {"ended": done, "state": body.get("state", SimEventState.CANCELED), "events": events}
+            )
         if path == "/fault":
             return as_json(state.add_fault(body).as_dict())
         if path == "/clear-faults":
