@@ -7,8 +7,8 @@ and its ``client/``), with the default 1 s interval, no scrapes, no cloud, and t
 (this tree's fake libnvidia-ml.so.1, each agent with its own state file). They run at the same
 time, so whatever else the machine does falls on all of them alike; the start order is rotated
 between rounds. Reported per checkout: CPU milliseconds per tick over each window after the
-warm-up (median and spread of the windows), and RSS at the end; then each checkout's ratio to the
-first one.
+warm-up (median and spread of the windows; CPU from each thread's schedstat), and RSS at the end;
+then each checkout's ratio to the first one.
 """
 
 from __future__ import annotations
@@ -27,7 +27,20 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agent_overhead import fake_gpu_env, rss_bytes  # noqa: E402
-from benchlib import cpu_seconds, free_port  # noqa: E402
+from benchlib import free_port  # noqa: E402
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of ``pid``'s live threads in nanoseconds' resolution (``/proc/<pid>/stat`` counts
+    in 10 ms ticks, too coarse for a few milliseconds a second); the agent's threads live as long
+    as it does."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 1e9
 
 
 def start(tree: Path, tmp: Path, gpus: int) -> subprocess.Popen[bytes]:
@@ -100,9 +113,8 @@ def main() -> int:
     ref = statistics.median(samples[0])
     for t, s, m in zip(trees, samples, rss, strict=True):
         med = statistics.median(s)
-        head = subprocess.run(
-            ["git", "-C", str(t), "log", "-1", "--format=%h"], capture_output=True, text=True
-        )
+        git = ["git", "-C", str(t), "log", "-1", "--format=%h"]
+        head = subprocess.run(git, capture_output=True, text=True)
         out.append(
             {
                 "tree": str(t),
