@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from itertools import repeat
-from operator import add, sub, truediv
+from operator import add, attrgetter, is_, sub, truediv
 
 from agent.classifier.samples import Sample
 
@@ -28,6 +28,8 @@ FAMILIES = (
     "rdma_xmit_wait",
 )
 REBASE = 4096
+_FAMILIES = attrgetter(*FAMILIES)
+_KEYS = attrgetter("keys")
 
 
 @dataclass(slots=True)
@@ -45,14 +47,14 @@ class RunningSums:
         self._count = 0
 
     def append(self, s: Sample) -> None:
-        series = [getattr(s, f) for f in FAMILIES]
-        keys = tuple(x.keys for x in series)
+        series = _FAMILIES(s)
+        keys = tuple(map(_KEYS, series))
         last = self.entries[-1] if self.entries else None
         same = (
             last is not None
             and last.epoch == self._epoch
             and self._count < REBASE
-            and all(a is b for a, b in zip(keys, last.keys, strict=True))
+            and all(map(is_, keys, last.keys))
         )
         if same:
             assert last is not None
