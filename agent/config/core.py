@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from agent.config.types import Duration, ListenAddress, StrictModel
+from agent.core.vocabulary import LogFormat, TcpStatus
 
 
 class AgentSection(StrictModel):
@@ -25,15 +26,15 @@ class AgentSection(StrictModel):
     procfs: str = "/proc"
     sysfs: str = "/sys"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    log_format: Literal["json", "console", "auto"] = "auto"
+    log_format: LogFormat = LogFormat.AUTO
 
 
 class HttpSection(StrictModel):
     listen: ListenAddress = "0.0.0.0:9477"
     control_socket: str = "/run/training-node-agent/control.sock"
     web_config: str = Field("", description="exporter-toolkit web-config file: TLS, basic auth, headers")
-    tcp_status: Literal["redacted", "off"] = Field(
-        "redacted", description="/api/v1/status on the TCP port: the network view, or not served"
+    tcp_status: TcpStatus = Field(
+        TcpStatus.REDACTED, description="/api/v1/status on the TCP port: the network view, or not served"
     )
     max_connections: int = Field(64, ge=4, le=10000, description="open connections on the port")
     header_timeout: Duration = Field(

@@ -11,22 +11,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from agent.config.types import StrictModel, parse_duration
+from agent.core.vocabulary import UNVERIFIED_CLIENT_AUTH, VERIFIED_CLIENT_AUTH, ClientAuthType, TlsVersion
 
-ClientAuthType = Literal[
-    "NoClientCert",
-    "RequestClientCert",
-    "RequireAnyClientCert",
-    "RequireClientCert",
-    "VerifyClientCertIfGiven",
-    "RequireAndVerifyClientCert",
-]
-TlsVersion = Literal["TLS10", "TLS11", "TLS12", "TLS13"]
-TLS_VERSION_ORDER = ("TLS10", "TLS11", "TLS12", "TLS13")
+TLS_VERSION_ORDER = tuple(TlsVersion)
 
 # Go's cipher suite names (what the toolkit takes) -> OpenSSL's. TLS 1.3 suites are not
 # configurable in Go either.
@@ -67,10 +59,10 @@ class TlsServerConfig(StrictModel):
     key: str = ""
     client_ca_file: str = ""
     client_ca: str = ""
-    client_auth_type: ClientAuthType = "NoClientCert"
+    client_auth_type: ClientAuthType = ClientAuthType.NO_CLIENT_CERT
     client_allowed_sans: list[str] | None = None
-    min_version: TlsVersion = "TLS12"
-    max_version: TlsVersion = "TLS13"
+    min_version: TlsVersion = TlsVersion.TLS12
+    max_version: TlsVersion = TlsVersion.TLS13
     cipher_suites: list[str] = Field(default_factory=list)
     prefer_server_cipher_suites: bool = True
     curve_preferences: list[str] = Field(default_factory=list)
@@ -84,7 +76,7 @@ class TlsServerConfig(StrictModel):
 
     @property
     def verifies_clients(self) -> bool:
-        return self.client_auth_type in ("VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
+        return self.client_auth_type in VERIFIED_CLIENT_AUTH
 
     @field_validator("cipher_suites")
     @classmethod
@@ -104,7 +96,7 @@ class TlsServerConfig(StrictModel):
             raise ValueError("missing cert_file (TLS is on because a tls_server_config field is set)")
         if not self.key_file:
             raise ValueError("missing key_file (TLS is on because a tls_server_config field is set)")
-        if self.client_auth_type in ("RequestClientCert", "RequireAnyClientCert", "RequireClientCert"):
+        if self.client_auth_type in UNVERIFIED_CLIENT_AUTH:
             raise ValueError(
                 f"client_auth_type {self.client_auth_type} accepts unverified certificates, which "
                 "Python's ssl cannot do (and the toolkit calls insecure); use RequireAndVerifyClientCert "
@@ -115,7 +107,10 @@ class TlsServerConfig(StrictModel):
             raise ValueError(f"client_auth_type {self.client_auth_type} needs client_ca_file (or client_ca)")
         if has_ca and not self.verifies_clients:
             raise ValueError("client CA's have been configured without a Client Auth Policy")
-        if self.client_allowed_sans is not None and self.client_auth_type != "RequireAndVerifyClientCert":
+        if (
+            self.client_allowed_sans is not None
+            and self.client_auth_type != ClientAuthType.REQUIRE_AND_VERIFY_CLIENT_CERT
+        ):
             raise ValueError("client_allowed_sans requires client_auth_type RequireAndVerifyClientCert")
         if TLS_VERSION_ORDER.index(self.min_version) > TLS_VERSION_ORDER.index(self.max_version):
             raise ValueError(f"min_version {self.min_version} is above max_version {self.max_version}")

@@ -267,6 +267,54 @@ class Language(StrEnum):
     ZH_CN = "zh-CN"
 
 
+class LogFormat(StrEnum):
+    """``[agent] log_format``."""
+
+    JSON = "json"
+    CONSOLE = "console"
+    AUTO = "auto"  # console on a terminal, JSON otherwise
+
+
+class TcpStatus(StrEnum):
+    """``[http] tcp_status``: what /api/v1/status serves on the TCP port."""
+
+    REDACTED = "redacted"  # the network view (an allowlist of fields)
+    OFF = "off"
+
+
+class TlsVersion(StrEnum):
+    """exporter-toolkit's ``min_version``/``max_version`` words, oldest first."""
+
+    TLS10 = "TLS10"
+    TLS11 = "TLS11"
+    TLS12 = "TLS12"
+    TLS13 = "TLS13"
+
+
+class ClientAuthType(StrEnum):
+    """exporter-toolkit's ``client_auth_type`` words (Go's tls.ClientAuthType)."""
+
+    NO_CLIENT_CERT = "NoClientCert"
+    REQUEST_CLIENT_CERT = "RequestClientCert"
+    REQUIRE_ANY_CLIENT_CERT = "RequireAnyClientCert"
+    REQUIRE_CLIENT_CERT = "RequireClientCert"
+    VERIFY_CLIENT_CERT_IF_GIVEN = "VerifyClientCertIfGiven"
+    REQUIRE_AND_VERIFY_CLIENT_CERT = "RequireAndVerifyClientCert"
+
+
+# the ones that take a certificate without verifying it, which Python's ssl cannot do
+UNVERIFIED_CLIENT_AUTH = frozenset(
+    {
+        ClientAuthType.REQUEST_CLIENT_CERT,
+        ClientAuthType.REQUIRE_ANY_CLIENT_CERT,
+        ClientAuthType.REQUIRE_CLIENT_CERT,
+    }
+)
+VERIFIED_CLIENT_AUTH = frozenset(
+    {ClientAuthType.VERIFY_CLIENT_CERT_IF_GIVEN, ClientAuthType.REQUIRE_AND_VERIFY_CLIENT_CERT}
+)
+
+
 class Bucket(StrEnum):
     """Where the goodput ledger books a GPU-second (docs/goodput.md)."""
 

@@ -12,17 +12,18 @@ import ssl
 from typing import Any
 
 from agent.config.webconfig import CIPHER_SUITES, TlsServerConfig
+from agent.core.vocabulary import ClientAuthType, TlsVersion
 
 _VERSIONS = {
-    "TLS10": ssl.TLSVersion.TLSv1,
-    "TLS11": ssl.TLSVersion.TLSv1_1,
-    "TLS12": ssl.TLSVersion.TLSv1_2,
-    "TLS13": ssl.TLSVersion.TLSv1_3,
+    TlsVersion.TLS10: ssl.TLSVersion.TLSv1,
+    TlsVersion.TLS11: ssl.TLSVersion.TLSv1_1,
+    TlsVersion.TLS12: ssl.TLSVersion.TLSv1_2,
+    TlsVersion.TLS13: ssl.TLSVersion.TLSv1_3,
 }
 _VERIFY = {
-    "NoClientCert": ssl.CERT_NONE,
-    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
-    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+    ClientAuthType.NO_CLIENT_CERT: ssl.CERT_NONE,
+    ClientAuthType.VERIFY_CLIENT_CERT_IF_GIVEN: ssl.CERT_OPTIONAL,
+    ClientAuthType.REQUIRE_AND_VERIFY_CLIENT_CERT: ssl.CERT_REQUIRED,
 }
 
 

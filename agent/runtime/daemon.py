@@ -20,7 +20,7 @@ from agent import __version__
 from agent.config import Config, ConfigError, load_config
 from agent.core.component import Component, Context, optional
 from agent.core.events import AgentLifecycleEvent, EventBus, event_to_dict
-from agent.core.vocabulary import AgentPhase
+from agent.core.vocabulary import AgentPhase, TcpStatus
 from agent.exporter import SnapshotExporter, make_registry
 from agent.exporter.server import HttpFace, WebConfigInvalid
 from agent.exporter.status import summarize, tcp_view
@@ -160,7 +160,9 @@ class Daemon:
         return out
 
     async def _bind(self) -> None:
-        tcp_status = (lambda: tcp_view(self.status())) if self.cfg.http.tcp_status == "redacted" else None
+        tcp_status = (
+            (lambda: tcp_view(self.status())) if self.cfg.http.tcp_status == TcpStatus.REDACTED else None
+        )
         self.http = HttpFace(self.cfg.http, self.registry, self.health, tcp_status, __version__)
         try:
             await self.http.start()

@@ -14,6 +14,8 @@ from typing import Any
 
 import structlog
 
+from agent.core.vocabulary import LogFormat
+
 _secrets: set[str] = set()
 _SECRET_KEYS = re.compile(r"(secret|token|password|passwd|sign(ature)?|api[_-]?key|authorization)$", re.I)
 _URL_PARAM = re.compile(
@@ -59,9 +61,9 @@ def _redact_rendered(_logger: Any, _method: str, rendered: Any) -> Any:
     return redact_text(rendered) if isinstance(rendered, str) else rendered
 
 
-def setup_logging(level: str = "info", fmt: str = "auto", stream: Any = None) -> None:
+def setup_logging(level: str = "info", fmt: str = LogFormat.AUTO, stream: Any = None) -> None:
     stream = stream or sys.stdout
-    console = fmt == "console" or (fmt == "auto" and stream.isatty())
+    console = fmt == LogFormat.CONSOLE or (fmt == LogFormat.AUTO and stream.isatty())
     renderer: Any = (
         structlog.dev.ConsoleRenderer(colors=stream.isatty())
         if console
