@@ -24,7 +24,7 @@ from agent.alerts.channel import (
 )
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
-from agent.core.vocabulary import ChannelType
+from agent.core.vocabulary import ChannelType, Style
 
 RATE_LIMITED = frozenset({130101, 410100})  # "send too fast, exceed 20 times per minute"
 CONFIG_ERRORS = frozenset({310000, 300001})  # sign/keyword/IP/timestamp; token does not exist
@@ -49,16 +49,16 @@ class DingTalk(Channel):
         head = [f"### {self.title(msg)}", *(f"**{label}**: {value}" for label, value in msg.fields)]
         tail = [f"> {x}" for x in hint_text(msg)]
         link = self.link_for(msg)
-        if link and self.style != "card":
+        if link and self.style != Style.CARD:
             tail.append(f"[{t('open_link', msg.language)}]({link})")
         tail.append(f"###### {msg.footer}")
         bullets = [f"- {line}" for line in msg.lines]
         return assemble(head, bullets, tail, _BUDGET, msg.language, sep="\n\n")
 
     def build(self, msg: Message) -> Request:
-        if self.style == "text":
+        if self.style == Style.TEXT:
             payload: dict[str, object] = {"msgtype": "text", "text": {"content": self.plain(msg, _BUDGET)}}
-        elif self.style == "card":
+        elif self.style == Style.CARD:
             payload = {
                 "msgtype": "actionCard",
                 "actionCard": {

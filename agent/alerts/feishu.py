@@ -28,7 +28,7 @@ from agent.alerts.channel import (
 )
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
-from agent.core.vocabulary import ChannelType, Severity
+from agent.core.vocabulary import ChannelType, Severity, Style
 
 RATE_LIMITED = frozenset({11232, 99991400})  # bot frequency limit; gateway frequency limit
 CONFIG_ERRORS = frozenset({19021, 19022, 19024})  # signature/timestamp, IP not allowed, keyword missing
@@ -79,7 +79,7 @@ class Feishu(Channel):
 
     def payload(self, msg: Message) -> dict[str, Any]:
         bullets = [f"- {line}" for line in msg.lines]
-        if self.style == "text":
+        if self.style == Style.TEXT:
             return {"msg_type": "text", "content": {"text": self.plain(msg, _BUDGET)}}
         used = len(json_body(self.card(msg, [])))
         return {

@@ -22,7 +22,7 @@ from agent.alerts.channel import (
 )
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
-from agent.core.vocabulary import ChannelType
+from agent.core.vocabulary import ChannelType, Style
 
 HEADER_LIMIT = 150  # characters of a header block
 SECTION_LIMIT = 3000  # characters of a section's text
@@ -88,7 +88,7 @@ class Slack(Channel):
         return _cut("\n".join([*head, *lines, *tail]), TEXT_LIMIT)
 
     def build(self, msg: Message) -> Request:
-        if self.style == "text":
+        if self.style == Style.TEXT:
             return Request(self.url, json_body({"text": self.text(msg)}))
         # the top-level text is what notifications and screen readers show
         return Request(

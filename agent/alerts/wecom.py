@@ -18,7 +18,7 @@ from agent.alerts.channel import (
 )
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
-from agent.core.vocabulary import ChannelType, Severity
+from agent.core.vocabulary import ChannelType, Severity, Style
 
 MARKDOWN_LIMIT = 4096
 TEXT_LIMIT = 2048
@@ -43,7 +43,7 @@ class WeCom(Channel):
         return assemble(head, [f"• {x}" for x in msg.lines], tail, MARKDOWN_LIMIT, msg.language)
 
     def build(self, msg: Message) -> Request:
-        if self.style == "text":
+        if self.style == Style.TEXT:
             text = self.plain(msg, TEXT_LIMIT)
             return Request(self.url, json_body({"msgtype": "text", "text": {"content": text}}))
         return Request(

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from agent.config.types import Duration, Secret, StrictModel, parse_duration
-from agent.core.vocabulary import SEVERITIES, AlertKind, ChannelType, Language, Severity
+from agent.core.vocabulary import SEVERITIES, AlertKind, ChannelType, Language, Severity, Style
 from agent.core.zones import zone
 
 EVENT_TYPES = tuple(AlertKind)
@@ -22,11 +22,11 @@ DEFAULT_RATES: dict[str, tuple[str, ...]] = {
     ChannelType.WEBHOOK: (),  # a receiver you run yourself: no limit unless you set one
 }
 STYLES: dict[str, tuple[str, ...]] = {  # the first one is the default
-    ChannelType.DINGTALK: ("markdown", "card", "text"),
-    ChannelType.FEISHU: ("card", "text"),
-    ChannelType.WECOM: ("markdown", "text"),
-    ChannelType.SLACK: ("blocks", "text"),
-    ChannelType.WEBHOOK: ("alertmanager",),
+    ChannelType.DINGTALK: (Style.MARKDOWN, Style.CARD, Style.TEXT),
+    ChannelType.FEISHU: (Style.CARD, Style.TEXT),
+    ChannelType.WECOM: (Style.MARKDOWN, Style.TEXT),
+    ChannelType.SLACK: (Style.BLOCKS, Style.TEXT),
+    ChannelType.WEBHOOK: (Style.ALERTMANAGER,),
 }
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -91,7 +91,7 @@ class WebhookChannel(StrictModel):
         allowed = STYLES[self.type]
         if self.style is not None and self.style not in allowed:
             raise ValueError(f"style for {self.type} must be one of {', '.join(allowed)}")
-        if self.type == ChannelType.DINGTALK and self.style == "card" and not self.link:
+        if self.type == ChannelType.DINGTALK and self.style == Style.CARD and not self.link:
             raise ValueError("a DingTalk actionCard needs a button target: set link")
         return self
 

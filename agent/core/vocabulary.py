@@ -260,6 +260,17 @@ class ChannelType(StrEnum):
     WEBHOOK = "webhook"
 
 
+class Style(StrEnum):
+    """How a channel lays a message out (``[[alerts.webhooks]] style``; which ones a service takes is
+    ``STYLES`` in ``agent/config/alerts.py``)."""
+
+    MARKDOWN = "markdown"
+    CARD = "card"  # DingTalk actionCard, Feishu interactive card
+    TEXT = "text"
+    BLOCKS = "blocks"  # Slack Block Kit
+    ALERTMANAGER = "alertmanager"  # Alertmanager's webhook payload
+
+
 class Language(StrEnum):
     """The languages alerts are written in (``[alerts] language``)."""
 
