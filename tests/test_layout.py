@@ -1,0 +1,82 @@
+"""The shape the code keeps (docs/architecture.md): rooms of a readable size, each vocabulary word
+written once, and the exporter imported only by the faces that serve it."""
+
+from __future__ import annotations
+
+import ast
+from enum import StrEnum
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from agent.core import vocabulary
+
+AGENT = REPO / "agent"
+MAX_LINES = 400
+MODULES = sorted(AGENT.rglob("*.py"))
+
+# words no module outside the vocabulary has another use for: a literal equal to one of their
+# values is the word written by hand (a cloud's own spelling, like AWS's "spot", is kept out)
+SPELLED_ONCE = (
+    vocabulary.NoticeKind,
+    vocabulary.ChannelType,
+    vocabulary.Language,
+    vocabulary.Cadence,
+    vocabulary.TlsVersion,
+    vocabulary.ClientAuthType,
+)
+
+
+def _literals(path: Path) -> set[str]:
+    """The module's string constants, docstrings left out."""
+    tree = ast.parse(path.read_text())
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+    }
+
+
+def test_the_tree_is_read():
+    assert len(MODULES) > 150 and AGENT / "core" / "vocabulary.py" in MODULES
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_module_is_over_the_limit(path: Path):
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{lines} lines: split it along a seam (docs/architecture.md)"
+
+
+@pytest.mark.parametrize("enum", SPELLED_ONCE, ids=lambda e: e.__name__)
+def test_words_are_written_once(enum: type[StrEnum]):
+    words = {m.value for m in enum}
+    found = {
+        str(path.relative_to(REPO)): sorted(words & _literals(path))
+        for path in MODULES
+        if path.name != "vocabulary.py"
+    }
+    assert {p: w for p, w in found.items() if w} == {}, f"write {enum.__name__} members"
+    assert words & _literals(AGENT / "core" / "vocabulary.py") == words
+
+
+def test_only_runtime_and_cli_import_the_exporter():
+    importers = set()
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            if any(n == "agent.exporter" or n.startswith("agent.exporter.") for n in names):
+                importers.add(path.relative_to(AGENT).parts[0])
+    assert importers - {"runtime", "cli", "exporter"} == set()
+    assert {"runtime", "exporter"} <= importers  # the check sees the imports that are there
