@@ -22,7 +22,8 @@ from agent.devtools.fake_nvml import FakeNvml, device, library_dir
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent
-PHASE_SECONDS = 6.0
+PHASE_SECONDS = 8.0  # ~600 scrapes a phase: a p99 that a handful of scheduler hiccups cannot move
+ROUNDS = 5
 GPUS = 8
 
 
@@ -102,8 +103,8 @@ def test_scrapes_stay_fast_and_correct_under_floods(agent_factory, tmp_path):
     for mode in ("slowloris", "oversized", "idle", "burst"):
         rounds = []
         # the machine is shared: a round whose p99 a neighbour's load spoiled is measured again,
-        # up to three times; every round's flood must still meet its limits and every scrape pass
-        for _ in range(3):
+        # up to ROUNDS times; every round's flood must still meet its limits and every scrape pass
+        for _ in range(ROUNDS):
             during, flood = _flood_round(a.port, pki, mode, scraper)
             after = scraper.run(PHASE_SECONDS)
             ref = statistics.mean([p99(quiet), p99(after)])
