@@ -167,17 +167,14 @@ class Guard(asyncio.Protocol):
         except asyncio.CancelledError:  # closed by the table while handshaking
             self._raw.abort()
             return
-        except (OSError, ssl.SSLError, ValueError, RuntimeError):
+        except (OSError, ValueError, RuntimeError):  # ssl.SSLError is an OSError
             tls_transport = None
         finally:
             self._handshake = None
         if tls_transport is None:  # the handshake failed, timed out, or the client left
             if not self._gone:
                 self.table.closed[Closed.TLS_HANDSHAKE] += 1
-            self._cancel()
-            self.table.forget(self)
-            self._gone = True
-            self._raw.abort()
+            self.close(abort=True)
             return
         self._serve(tls_transport)
 
