@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 MAX_BYTES = 16 * 1024 * 1024  # mountstats with hundreds of mounts stays far below this
@@ -15,8 +16,15 @@ def read_text(path: str | Path, limit: int = MAX_BYTES) -> str:
 
     Read in 64 KiB pieces: asking for ``limit`` bytes at once allocates that much for every file,
     which costs more than reading a small one."""
+    return read_stamped(path, limit)[0]
+
+
+def read_stamped(path: str | Path, limit: int = MAX_BYTES) -> tuple[str, float]:
+    """:func:`read_text` and the monotonic time of the read: the moment a counter file's values
+    belong to. Taken after the open, the slow part, and right before the kernel renders the text."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
+        at = time.monotonic()
         parts = []
         left = limit
         while left > 0:
@@ -27,7 +35,7 @@ def read_text(path: str | Path, limit: int = MAX_BYTES) -> str:
             left -= len(data)
     finally:
         os.close(fd)
-    return b"".join(parts).decode("utf-8", "replace")
+    return b"".join(parts).decode("utf-8", "replace"), at
 
 
 def read_optional(path: str | Path, limit: int = MAX_BYTES) -> str | None:
@@ -51,3 +59,11 @@ def read_attr(path: str) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+def read_optional_stamped(path: str | Path, limit: int = MAX_BYTES) -> tuple[str | None, float | None]:
+    """Like :func:`read_stamped`, but ``(None, None)`` when the file does not exist or cannot be read."""
+    try:
+        return read_stamped(path, limit)
+    except OSError:
+        return None, None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import structlog
 
-from agent.core.fsread import read_optional
+from agent.core.fsread import read_optional_stamped
 from agent.core.openfiles import OpenFiles
 from agent.sources import SourceAbsent
 from agent.sources.network.infiniband import WANTED, build_port
@@ -101,7 +101,15 @@ class NetworkCollector:
             self._files.sweep()  # interfaces and ports that went
             self._swept_at = now
         bad = 0
-        text = read_optional(self.net_dev)
+        text, read_at = read_optional_stamped(self.net_dev)
+        # the RDMA counters next, so that one stamp fits both; the speed files can wait
+        rdma: list[RdmaPort] = []
+        if self.rdma_enabled:
+            for pf in self._ports():
+                files = {k: t for k, path in pf.files.items() if (t := self._files.read(path)) is not None}
+                port = build_port(pf.device, pf.port, files, self._files.read(pf.rate))
+                rdma.append(port.value)
+                bad += port.malformed
         parsed = parse_net_dev(text or "", self.excluded)
         bad += parsed.malformed
         nics = {n.device: n for n in parsed.value}
@@ -120,18 +128,15 @@ class NetworkCollector:
             if speed is None:
                 speed = self.capacity.get(name)
             out.append(replace(nics[name], speed_bytes=speed))
-        rdma: list[RdmaPort] = []
-        if self.rdma_enabled:
-            for pf in self._ports():
-                files = {k: t for k, path in pf.files.items() if (t := self._files.read(path)) is not None}
-                port = build_port(pf.device, pf.port, files, self._files.read(pf.rate))
-                rdma.append(port.value)
-                bad += port.malformed
         if text is None and not sys_names and not rdma:
             raise SourceAbsent(f"neither {self.net_dev} nor {self.class_net} is readable")
         self.malformed_total += bad
         return NetworkPart(
-            nics=tuple(out), rdma=tuple(rdma), malformed_lines=bad, malformed_lines_total=self.malformed_total
+            nics=tuple(out),
+            rdma=tuple(rdma),
+            malformed_lines=bad,
+            malformed_lines_total=self.malformed_total,
+            read_at=read_at,
         )
 
     def _ports(self) -> list[_PortFiles]:

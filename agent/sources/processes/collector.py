@@ -255,7 +255,9 @@ class ProcessCollector:
         self._said &= live
         self._bad += self._cgroups.take_malformed()
         self.malformed_total += self._bad
-        return ProcessPart(tuple(out), malformed_lines=self._bad, malformed_lines_total=self.malformed_total)
+        return ProcessPart(
+            tuple(out), malformed_lines=self._bad, malformed_lines_total=self.malformed_total, read_at=now
+        )
 
     def _summarize(self, tree: list[PidStat]) -> ProcessStat:
         root = tree[0]

@@ -10,7 +10,7 @@ import functools
 import re
 from pathlib import Path
 
-from agent.core.fsread import read_optional
+from agent.core.fsread import read_optional, read_optional_stamped
 from agent.sources import SourceAbsent
 from agent.sources.storage.diskstats import parse_diskstats
 from agent.sources.storage.mountstats import parse_mountstats
@@ -36,7 +36,7 @@ class StorageCollector:
         self.malformed_total = 0
 
     def collect(self) -> StoragePart:
-        disk_text = read_optional(self.diskstats)
+        disk_text, read_at = read_optional_stamped(self.diskstats)
         nfs_text = read_optional(self.mountstats)
         if disk_text is None and nfs_text is None:
             raise SourceAbsent(f"neither {self.diskstats} nor {self.mountstats} is readable")
@@ -49,6 +49,7 @@ class StorageCollector:
             nfs=visible_mounts(nfs.value),
             malformed_lines=bad,
             malformed_lines_total=self.malformed_total,
+            read_at=read_at,
         )
 
     def close(self) -> None:

@@ -6,7 +6,7 @@ Counters are cumulative raw values as the kernel or driver reports them, convert
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,3 +50,4 @@ class StoragePart:
     nfs: tuple[NfsMount, ...]
     malformed_lines: int = 0  # in this read
     malformed_lines_total: int = 0  # since the agent started
+    read_at: float | None = field(default=None, compare=False)  # monotonic time its counters were read
