@@ -63,7 +63,12 @@ def main() -> int:
                 print(f"rank {rank}: stopped at {path}, acked {ckpt.acked}", flush=True)
             break
     ckpt.close()
+    # no rank tears the process group down while another still uses it: a rank that exits first
+    # left gloo's threads of the other to abort it in teardown (SIGABRT, "terminate called")
+    acc.wait_for_everyone()
     acc.end_training()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
     return 0
 
 
