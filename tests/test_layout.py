@@ -80,3 +80,16 @@ def test_only_runtime_and_cli_import_the_exporter():
                 importers.add(path.relative_to(AGENT).parts[0])
     assert importers - {"runtime", "cli", "exporter"} == set()
     assert {"runtime", "exporter"} <= importers  # the check sees the imports that are there
+
+
+def test_the_daemon_s_parts_wait_without_asyncio_wait_for():
+    """On 3.11 ``wait_for`` swallows a cancel that meets its result; a loop a reload cancelled then
+    runs on for good (agent/core/aio.py). The parts wait with ``asyncio.timeout`` instead."""
+    users = set()
+    for path in MODULES:
+        if path.relative_to(AGENT).parts[0] in ("cli", "devtools"):  # short-lived commands, the fakes
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "wait_for":
+                users.add(str(path.relative_to(REPO)))
+    assert users == set()

@@ -33,6 +33,7 @@ from agent.alerts.message import Message, Node
 from agent.alerts.render import reminder, render
 from agent.alerts.scene import Scene, gpu_inventory
 from agent.alerts.spool import Spool
+from agent.core.aio import wait_within
 from agent.core.component import Context
 from agent.core.events import (
     AgentLifecycleEvent,
@@ -256,8 +257,7 @@ class Alerter:
         while True:
             wait = self.tick()
             self._tick_wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._tick_wake.wait(), timeout=min(wait, 3600))
+            await wait_within(self._tick_wake, min(wait, 3600))
 
     async def run(self) -> None:
         self._tasks = [asyncio.create_task(self._consume(), name="alerts-events")]
@@ -285,12 +285,10 @@ class Alerter:
             self._handle_safely(self._queue.get_nowait())
         deadline = self._clock() + self.section.flush_timeout
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(
+            async with asyncio.timeout(self.section.flush_timeout + 0.2):
+                await asyncio.gather(
                     *(d.flush(deadline) for d in self.deliveries.values()), return_exceptions=True
-                ),
-                timeout=self.section.flush_timeout + 0.2,
-            )
+                )
         # a request still out (the flush ran out of time) gets its answer before the session
         # closes under it: an answer lost there would leave nobody knowing what the service has
         out = [f for d in self.deliveries.values() if (f := d.in_flight()) is not None]

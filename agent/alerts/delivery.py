@@ -9,7 +9,6 @@ accepted the message that carries them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from collections import Counter
@@ -26,6 +25,7 @@ from agent.alerts.ratelimit import Limiter
 from agent.alerts.render import digest
 from agent.alerts.spool import Row, Spool
 from agent.config.alerts import AlertsSection, WebhookChannel, channel_language
+from agent.core.aio import wait_within
 from agent.core.zones import zone
 
 log = structlog.get_logger("alerts")
@@ -128,8 +128,7 @@ class Delivery:
             if deadline is not None and at > deadline:
                 return False
             self.wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), wait)
+            await wait_within(self.wake, wait)
 
     async def step(self, deadline: float | None) -> bool:
         """Send one message (or digest) if one is due; False when nothing could be done in time."""

@@ -63,7 +63,8 @@ async def ack(c: CheckpointComponent, request: web.Request) -> web.Response:
     fut = c._done.get(ep.event_id)
     if fut is not None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(fut), 5)
+            async with asyncio.timeout(5):
+                await asyncio.shield(fut)
     return web.json_response(
         {
             "ok": ep.phase == EpisodeState.COMPLETED,
@@ -104,7 +105,8 @@ async def drill(c: CheckpointComponent, request: web.Request) -> web.Response:
     )
     with contextlib.suppress(TimeoutError):
         # a little past the wait, so that a deadline at the same moment is recorded as missed
-        await asyncio.wait_for(asyncio.shield(done), max(0.5, wait) + 1.0)
+        async with asyncio.timeout(max(0.5, wait) + 1.0):
+            await asyncio.shield(done)
     c._force_dry.discard(event_id)
     ep = c.ledger.episodes.get(event_id)
     if ep is None:

@@ -10,7 +10,6 @@ episode task each.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +24,7 @@ from agent.checkpoint.metrics import CheckpointMetrics
 from agent.checkpoint.targets import Discovered
 from agent.checkpoint.watch import TargetWatch
 from agent.config.trainer import TrainerSection
+from agent.core.aio import wait_within
 from agent.core.events import CheckpointEvent, EventBus
 from agent.core.vocabulary import UNREACHABLE_OUTCOMES, CheckpointPhase, DeliveryOutcome, EpisodeState
 
@@ -164,8 +164,7 @@ class EpisodeRunner:
                 self._miss(ep)
                 return
             self.wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), min(ACK_POLL_SECONDS, max(0.01, ep.deadline - now)))
+            await wait_within(self.wake, min(ACK_POLL_SECONDS, max(0.01, ep.deadline - now)))
 
     def _complete(self, ep: Episode, ack: dict[str, Any]) -> None:
         ep.ack = ack

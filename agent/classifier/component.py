@@ -17,6 +17,7 @@ from agent.classifier import baselines as store
 from agent.classifier.baselines import Baselines
 from agent.classifier.engine import Engine, Evaluation
 from agent.classifier.features import Features
+from agent.core.aio import next_within
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent
 from agent.core.vocabulary import Verdict
@@ -71,10 +72,7 @@ class ClassifierComponent:
 
     async def run(self) -> None:
         while True:
-            try:
-                ev = await asyncio.wait_for(self._events.get(), timeout=self.cfg.save_every)
-            except TimeoutError:
-                ev = None
+            ev = await next_within(self._events, self.cfg.save_every)
             if isinstance(ev, CheckpointEvent):
                 self.engine.checkpoint(ev.phase, ev.event_id, time.monotonic())
             if time.monotonic() - self._saved_at >= self.cfg.save_every:

@@ -20,6 +20,7 @@ from prometheus_client.core import Metric
 from agent.classifier.baselines import Baselines
 from agent.classifier.features import Features
 from agent.config.cost import hourly_price
+from agent.core.aio import next_within
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, GoodputDigestEvent, InstanceIdentityEvent, PreemptionEvent
 from agent.core.vocabulary import CheckpointPhase, Market, NoticeKind, Setting
@@ -194,10 +195,7 @@ class LedgerComponent:
 
     async def run(self) -> None:
         while True:
-            try:
-                ev = await asyncio.wait_for(self._events.get(), timeout=self.cfg.poll)
-            except TimeoutError:
-                ev = None
+            ev = await next_within(self._events, self.cfg.poll)
             if ev is not None:
                 self.handle(ev)
                 while not self._events.empty():

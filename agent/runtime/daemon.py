@@ -308,7 +308,8 @@ class Daemon:
         self.bus.publish(AgentLifecycleEvent(phase=AgentPhase.STOPPING, version=__version__))
         await asyncio.sleep(0)  # let subscribers take the stopping event before their queues close
         try:
-            await asyncio.wait_for(self._shutdown(), timeout=SHUTDOWN_SECONDS)
+            async with asyncio.timeout(SHUTDOWN_SECONDS):
+                await self._shutdown()
         except TimeoutError:
             log.warning("shutdown deadline passed; exiting anyway")
         return 0
