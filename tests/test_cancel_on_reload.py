@@ -11,12 +11,14 @@ from datetime import UTC, datetime
 
 import pytest
 from conftest import free_port
+from structlog.testing import capture_logs
 
 from agent.config import load_config
 from agent.core.aio import next_within, wait_within
 from agent.core.events import CheckpointEvent
 from agent.core.vocabulary import CheckpointPhase
 from agent.runtime.daemon import Daemon
+from agent.runtime.supervisor import Supervisor
 
 
 def _event(n: int) -> CheckpointEvent:
@@ -116,3 +118,30 @@ discovery_file = "{tmp_path / "run" / "agent.json"}"
     finally:
         daemon._stop.set()
         await asyncio.wait_for(run, 20)
+
+
+async def test_the_supervisor_names_a_task_that_does_not_end_when_cancelled():
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                continue  # what the 3.11 wait_for did to the parts' loops, every time
+
+    async def polite() -> None:
+        await asyncio.Event().wait()
+
+    sup = Supervisor()
+    sup.start("stubborn", stubborn)
+    sup.start("polite", polite)
+    await asyncio.sleep(0)
+    (left,) = [t for t in sup._tasks if t.get_name() == "stubborn"]
+    with capture_logs() as logs:
+        await sup.stop(timeout=0.05, forget=True)
+    late = [e for e in logs if e["event"] == "task did not end when cancelled"]
+    assert [e["tasks"] for e in late] == [["stubborn"]]
+    release.set()
+    await asyncio.wait([left], timeout=10)
+    assert left.done()

@@ -68,6 +68,11 @@ class Supervisor:
             t.cancel()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=timeout)
+        # left to finish on their own; one that never does (it swallowed the cancel) keeps whatever
+        # it holds alive for good, so it is named
+        late = sorted(t.get_name() for t in self._tasks if not t.done())
+        if late:
+            log.warning("task did not end when cancelled", tasks=late, waited=timeout)
         self._tasks.clear()
         if forget:
             self.states.clear()
