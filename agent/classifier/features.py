@@ -16,10 +16,10 @@ wait scores ~100%; the few KB a straggler-bound node exchanges after spinning sc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain, repeat
 from operator import attrgetter, is_, is_not, itemgetter, le, truediv
+from typing import NamedTuple
 
 from agent.classifier.baselines import Baselines
 from agent.classifier.health import health
@@ -37,8 +37,7 @@ _KEYS = attrgetter("keys")
 _VALUES = attrgetter("values")
 
 
-@dataclass(frozen=True, slots=True)
-class Features:
+class Features(NamedTuple):
     samples: int
     span_seconds: float
     gpus: int
@@ -76,7 +75,7 @@ class Features:
     network_pressure: float = 0.0  # while waiting
     network_pressure_spin: float = 0.0  # while spinning
     waiting_gpus: tuple[int, ...] = ()  # GPUs that spent most of the window not working
-    health: tuple[str, ...] = field(default=())
+    health: tuple[str, ...] = ()
 
 
 def means(window: Sequence[Sample], *attrs: str) -> list[dict[str, float]]:

@@ -23,10 +23,10 @@ def health(window: Sequence[Sample], throttled: dict[tuple[int, int], int]) -> t
     first_xids = {g.uuid: g.xids for g in window[0].gpus}
     for g in last.gpus:
         if not g.up:
-            notes.append(f"GPU {g.index} lost (fell off the bus)")
+            notes.append(f"GPU {g.nvml_index} lost (fell off the bus)")
         new = g.xids - first_xids.get(g.uuid, g.xids)
         if new > 0:
-            notes.append(f"GPU {g.index}: {new} Xid error{'s' if new > 1 else ''} in the window")
+            notes.append(f"GPU {g.nvml_index}: {new} Xid error{'s' if new > 1 else ''} in the window")
     n = len(window)
     per_bit: dict[tuple[int, int], int] = {}
     for (index, reasons), count in throttled.items():

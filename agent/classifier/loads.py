@@ -10,10 +10,10 @@ learned peaks or the device list.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
 from operator import attrgetter, is_not, itemgetter
+from typing import NamedTuple
 
 from agent.classifier.baselines import Baselines, capacity
 from agent.classifier.ramp import ramp
@@ -21,8 +21,7 @@ from agent.classifier.samples import Sample
 from agent.config.classifier import ClassifierSection
 
 
-@dataclass(frozen=True, slots=True)
-class Load:
+class Load(NamedTuple):
     """One device's throughput over the window, against its capacity while the GPUs waited."""
 
     kind: str  # disk | nfs | nic | rdma
@@ -35,8 +34,7 @@ class Load:
     pressure: float
 
 
-@dataclass(frozen=True, slots=True)
-class Signal:
+class Signal(NamedTuple):
     """A pressure that is not a throughput (iowait, PSI, RTT, busy time, congestion)."""
 
     what: str  # "iowait", "psi_io", "disk_busy", "nfs_rtt", "cnp", "xmit_wait"

@@ -7,10 +7,9 @@ so that an evaluation over a 60-sample window of a large node stays under a mill
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, is_
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.reasons import THROTTLING as THROTTLE_MASK
@@ -19,8 +18,7 @@ _KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
 MAX_BUSY = 16  # the busiest processes kept per sample: enough to count the pegged workers
 
 
-@dataclass(frozen=True, slots=True)
-class Series:
+class Series(NamedTuple):
     """Per-device values of one sample, in key order. Equal key tuples are one shared object, so a
     window whose devices did not change is summed column-wise in C (see ``features.weighted``)."""
 
@@ -73,9 +71,8 @@ def series(values: dict[str, float]) -> Series:
 _ORDER: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class GpuSample:
-    index: int
+class GpuSample(NamedTuple):
+    nvml_index: int  # the GPU's NVML index (a NamedTuple field cannot be called index)
     uuid: str
     up: bool
     util: float | None  # utilization.gpu ratio
@@ -86,8 +83,7 @@ class GpuSample:
     xids: int = 0  # cumulative Xid errors
 
 
-@dataclass(frozen=True, slots=True)
-class Trainers:
+class Trainers(NamedTuple):
     """The training processes (and their workers) seen in one snapshot."""
 
     keys: frozenset[tuple[int, int]]  # (pid, start time); start 0 when only NVML saw the pid
@@ -104,8 +100,7 @@ class Trainers:
     idle_cores: float | None = None  # of the allowed cores, how many nothing ran on
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
+class Sample(NamedTuple):
     t: float  # monotonic seconds
     wall: float
     gpus: tuple[GpuSample, ...]

@@ -17,7 +17,7 @@ and the exit band say: a spin-waiting node is never called compute-bound.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from agent.classifier.features import Features
 from agent.config.classifier import ClassifierSection
@@ -26,8 +26,7 @@ from agent.core.vocabulary import SCORED_VERDICTS, DataSubReason, Verdict
 CLASSES = SCORED_VERDICTS
 
 
-@dataclass(frozen=True, slots=True)
-class Scores:
+class Scores(NamedTuple):
     by_class: dict[str, float]
     data_storage: float
     data_cpu: float

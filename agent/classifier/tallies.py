@@ -10,10 +10,9 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter, is_
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from agent.classifier.baselines import Baselines
 from agent.classifier.gpus import work_of
@@ -23,8 +22,7 @@ from agent.config.classifier import ClassifierSection
 K = TypeVar("K")
 
 
-@dataclass(frozen=True, slots=True)
-class GpuTally:
+class GpuTally(NamedTuple):
     """One sample's GPUs, sorted into working / spinning / starved."""
 
     n: int = 0
@@ -61,12 +59,12 @@ def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
         work, is_working, source = work_of(g, baselines, cfg)
         sources.add(source)
         utils.append(util)
-        seen.append(g.index)
+        seen.append(g.nvml_index)
         work_sum += work
         if is_working:
             working += 1
         else:
-            not_working.append(g.index)
+            not_working.append(g.nvml_index)
             if util >= spin_u:
                 spinning += 1
                 spin_util_sum += util
@@ -74,7 +72,7 @@ def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
             elif util < starve_u:
                 starved += 1
         if g.throttle:
-            throttled.append((g.index, g.throttle))
+            throttled.append((g.nvml_index, g.throttle))
     n = len(utils)
     return GpuTally(
         n,
@@ -94,8 +92,7 @@ def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class GpuWindow:
+class GpuWindow(NamedTuple):
     """A window's tallies added up."""
 
     gpu_samples: int

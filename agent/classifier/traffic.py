@@ -22,9 +22,9 @@ all-reduce looks like a capped link. docs/classifier.md says so.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import compress, pairwise, repeat
 from operator import attrgetter, is_, itemgetter, le, mul
+from typing import NamedTuple
 
 from agent.classifier.baselines import Baselines, quantile
 from agent.classifier.ramp import ramp
@@ -35,8 +35,7 @@ KEEP = 2  # links examined per evaluation: the busiest by mean rate (a large nod
 MIN_WORK_WEIGHT = 0.1  # share of GPU samples working below which "contrast" cannot be told
 
 
-@dataclass(frozen=True, slots=True)
-class Traffic:
+class Traffic(NamedTuple):
     kind: str  # nic | rdma
     name: str
     rate_wait: float  # bytes/s in the samples where the GPUs waited (weighted by how many)

@@ -195,7 +195,6 @@ def test_evaluation_schedule_follows_the_snapshot_clock() -> None:
 def test_the_engines_memo_changes_nothing() -> None:
     """Memoized tallies and running sums give exactly the pure function's verdict, also across a
     device appearing mid-run (a new epoch of the running sums) and a relearned idle power."""
-    from dataclasses import replace
 
     from classifier_synth import snapshot
 
@@ -211,7 +210,7 @@ def test_the_engines_memo_changes_nothing() -> None:
             t += 1
             s = sample_from_snapshot(snapshot(t, float(t), r, r.phases[k % len(r.phases)]))
             if t > 20:  # a second disk shows up
-                s = replace(s, disk_read=series({**dict(s.disk_read.items()), "vdb": 5e6}))
+                s = s._replace(disk_read=series({**dict(s.disk_read.items()), "vdb": 5e6}))
             baselines, current = eng.baselines, eng.current.verdict if eng.current else None
             ev = eng.add(s)
             if ev is None:
@@ -257,7 +256,6 @@ def test_running_tallies_are_exactly_combine() -> None:
     """The window's GPU counts kept up to date as it slides (by whole steps, a jump ahead, a window
     rebuilt from new tallies, an empty one) equal adding up the window's tallies afresh."""
     import random
-    from dataclasses import replace
 
     from agent.classifier.tallies import GpuTally, RunningTallies, combine
 
@@ -289,7 +287,7 @@ def test_running_tallies_are_exactly_combine() -> None:
     for _ in range(200):
         r = rnd.random()
         if r < 0.05:  # the idle power was relearned: every tally of the window made again
-            stream[start:end] = [replace(t) for t in stream[start:end]]
+            stream[start:end] = [t._replace() for t in stream[start:end]]
         end = min(len(stream), end + rnd.randint(0, 6))
         start = max(start, end - rnd.randint(0, 60)) if r > 0.02 else end  # sometimes empty
         window = stream[start:end]
@@ -326,7 +324,6 @@ def test_baselines_learned_from_gathered_samples_equal_learning_from_the_window(
     with a device appearing, a checkpoint cutting the window, a new job and NFS mounts without READs
     now and then, every learning equals the pure ``learn`` on that evaluation's window."""
     import random
-    from dataclasses import replace
 
     from classifier_synth import snapshot
 
@@ -346,10 +343,10 @@ def test_baselines_learned_from_gathered_samples_equal_learning_from_the_window(
         for k in range(r.seconds):
             t += 1
             s = sample_from_snapshot(snapshot(t, float(t), r, r.phases[k % len(r.phases)]))
-            s = replace(s, disk_read=series({"vda": rnd.random() * 1e8, **({"vdb": 5e6} if t > 50 else {})}))
+            s = s._replace(disk_read=series({"vda": rnd.random() * 1e8, **({"vdb": 5e6} if t > 50 else {})}))
             ops = 0.0 if rnd.random() < 0.2 else rnd.uniform(50, 150)
             rtt = rnd.uniform(0.5, 1.0) * 0.01 * (1 - t / 200)  # the path gets faster: RTTs relearned
-            s = replace(s, nfs_ops=series({"/mnt/data": ops}), nfs_rtt_time=series({"/mnt/data": rtt * ops}))
+            s = s._replace(nfs_ops=series({"/mnt/data": ops}), nfs_rtt_time=series({"/mnt/data": rtt * ops}))
             if t == 70:
                 eng.checkpoint("requested", "c1", float(t))
             if t == 73:
