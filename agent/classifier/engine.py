@@ -69,6 +69,7 @@ class Engine:
         self.baselines_dirty = False
         self._recent_pids: dict[int, tuple[int, float]] = {}  # pid -> (start time, last seen)
         # each sample's GPU tally, aligned with ``samples``; _PENDING until an evaluation needs it
+        # (a sample that arrives after the idle powers were relearned)
         self._tallied: deque[GpuTally] = deque()
         self._tallied_idle: dict[str, float] | None = None  # the idle powers they were made with
         self.sums = RunningSums()
@@ -88,7 +89,12 @@ class Engine:
             self.next_eval = s.t + self.cfg.evaluate_every
         self._watch_jobs(s)
         self.samples.append(s)
-        self._tallied.append(_PENDING)
+        # tallied now, while its GPU readings are fresh in the cache, with the idle powers the
+        # tallies in hand were made with (another table: the next evaluation tallies them all again)
+        if self.baselines.idle_power is self._tallied_idle:
+            self._tallied.append(tally(s, self.baselines, self.cfg))
+        else:
+            self._tallied.append(_PENDING)
         self._gathering.add(s)
         self.sums.append(s)
         horizon = s.t - self.cfg.window

@@ -1,10 +1,13 @@
-"""What each part of the baselines learns from, gathered sample by sample as the samples arrive.
+"""What the per-sample parts of the baselines learn from, gathered sample by sample as they arrive.
 
-A part learns once per window length from the window of that moment (``baselines.learn``); done
-from the window, that means turning 60 samples into per-device columns at once, most of a learning
-evaluation's cost on a large node. Since consecutive learnings of a part tile time, the samples a
-part learns from are exactly those that arrived since it last learned: each sample's values are
-appended to the part's columns as it arrives (a few C-level appends), and learning only sorts them.
+A part learns once per window length from the window of that moment (``baselines.learn``). The
+idle powers (each GPU's lowest, a Python-level pass over every GPU of every sample) and the NFS READ
+RTTs (one division per mount and sample) cost as much from the window at once as spread over the
+ticks, and spread they keep a learning evaluation short. Since consecutive learnings of a part tile
+time, the samples a part learns from are exactly those that arrived since it last learned: each
+sample is folded in as it arrives, and learning takes the result. The peaks are not gathered: the
+window's columns are one C-level transposition at learning time, cheaper than an append per device
+every tick.
 
 Where the window is not exactly those samples (the first learning, a window cut short by a
 checkpoint or a new job, a device appearing), the part learns from the window as before: the
@@ -18,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from operator import truediv
 from typing import Any
 
-from agent.classifier.baselines import PARTS, PEAK_FAMILIES, gather, lowest
+from agent.classifier.baselines import gather, lowest
 from agent.classifier.samples import Sample
 
 
@@ -31,7 +34,6 @@ class _Part:
 
     def __init__(self, part: str) -> None:
         self.part = part
-        self.family = PEAK_FAMILIES.get(part)
         self.reset()
 
     def reset(self) -> None:
@@ -53,15 +55,12 @@ class _Part:
         if self.part == "idle_power":
             lowest(s, self.low)
             return
-        series = getattr(s, self.family) if self.family else s.nfs_rtt_time
+        series = s.nfs_rtt_time
         if self.keys is None:
             self.keys = series.keys
             self.columns = [[] for _ in series.keys]
         elif series.keys is not self.keys:
             self.broken = True
-            return
-        if self.family:
-            _consume(map(list.append, self.columns, series.values))
             return
         ops = s.nfs_ops
         if ops.keys is not series.keys:
@@ -90,19 +89,26 @@ class _Part:
         return dict(zip(self.keys, self.columns, strict=True))
 
 
+GATHERED = ("idle_power", "nfs_rtt")
+
+
 class Gathering:
     def __init__(self) -> None:
-        self.parts = {p: _Part(p) for p in PARTS}
+        self.idle, self.rtt = _Part("idle_power"), _Part("nfs_rtt")
+        self.parts = {"idle_power": self.idle, "nfs_rtt": self.rtt}
 
     def add(self, s: Sample) -> None:
-        for p in self.parts.values():
-            p.add(s)
+        self.idle.add(s)
+        self.rtt.add(s)
 
     def take(self, window: Sequence[Sample], parts: Iterable[str]) -> dict[str, Any]:
-        """What each of ``parts`` learns from ``window``; they start gathering afresh."""
+        """What each gathered part of ``parts`` learns from ``window``; they start gathering
+        afresh. The others learn from the window."""
         out = {}
         for name in parts:
-            p = self.parts[name]
+            p = self.parts.get(name)
+            if p is None:
+                continue
             if window:
                 out[name] = p.data(window)
             p.reset()
