@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 from operator import add, attrgetter, is_, sub, truediv
 
 from agent.classifier.samples import Sample
@@ -30,14 +30,17 @@ FAMILIES = (
 REBASE = 4096
 _FAMILIES = attrgetter(*FAMILIES)
 _KEYS = attrgetter("keys")
+_VALUES = attrgetter("values")
 
 
 @dataclass(slots=True)
 class _Entry:
     epoch: int
     keys: tuple[tuple[str, ...], ...]  # per family
-    before: tuple[list[float], ...]  # running sums of this epoch's earlier samples, per family
-    after: tuple[list[float], ...]  # ... including this sample
+    # running sums of this epoch's earlier samples, every family's series one after the other (one
+    # tuple a tick, not one list per family)
+    before: tuple[float, ...]
+    after: tuple[float, ...]  # ... including this sample
 
 
 class RunningSums:
@@ -63,8 +66,8 @@ class RunningSums:
         else:
             self._epoch += 1
             self._count = 1
-            before = tuple([0.0] * len(k) for k in keys)
-        after = tuple(list(map(add, b, x.values)) for b, x in zip(before, series, strict=True))
+            before = (0.0,) * sum(map(len, keys))
+        after = tuple(map(add, before, chain.from_iterable(map(_VALUES, series))))
         self.entries.append(_Entry(self._epoch, keys, before, after))
 
     def popleft(self) -> None:
@@ -78,7 +81,6 @@ class RunningSums:
         first, last = self.entries[-n], self.entries[-1]
         if first.epoch != last.epoch:
             return None
-        return [
-            dict(zip(keys, map(truediv, map(sub, a, b), repeat(n)), strict=True))
-            for keys, a, b in zip(last.keys, last.after, first.before, strict=True)
-        ]
+        it = map(truediv, map(sub, last.after, first.before), repeat(n))
+        # zip takes from the keys first, so each family's dict takes exactly its own means from it
+        return [dict(zip(keys, it, strict=False)) for keys in last.keys]
