@@ -1,0 +1,99 @@
+"""The engine's memo (tallies made as samples arrive, the window's GPU counts kept as it slides, the
+running sums, the baselines gathered per tick) gives exactly the straightforward computation's vote:
+the pure ``classify`` on the engine's window, everything recomputed from the samples, compared with
+``==`` (features, scores, reasons and hint, to the last bit), on randomized streams."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from classifier_synth import COMPUTE, CPU, IDLE, NETWORK, STORAGE, SYNC, Regime, fast_cfg, like, snapshot
+
+from agent.classifier.baselines import learn
+from agent.classifier.engine import Engine
+from agent.classifier.features import means
+from agent.classifier.running import FAMILIES
+from agent.classifier.samples import Sample, sample_from_snapshot, series
+from agent.classifier.verdict import classify
+from agent.config.classifier import ClassifierSection
+
+REGIMES = (COMPUTE, STORAGE, CPU, NETWORK, SYNC, IDLE)
+
+
+def regimes(rnd: random.Random, n: int) -> list[Regime]:
+    out = []
+    for _ in range(n):
+        base = rnd.choice(REGIMES)
+        out.append(
+            like(
+                base,
+                seconds=rnd.randint(6, 40),
+                gpm=rnd.random() < 0.6,
+                gpus=rnd.choice([1, 2, 4, 8]),
+                cores=rnd.uniform(0.1, 4.0),
+                disk_read=base.disk_read * rnd.uniform(0.2, 2),
+                nic=base.nic * rnd.uniform(0.01, 2),
+                nic_speed=rnd.choice([None, 3_125_000_000, 1_250_000_000]),
+                busy=tuple(sorted((rnd.uniform(0, 1.05) for _ in range(rnd.randint(0, 5))), reverse=True)),
+                workers=rnd.randint(0, 6),
+                pid=rnd.choice([4242, 4243]),  # sometimes a new job
+                nic_bursts=rnd.choice([0, 0, 3]),
+            )
+        )
+    return out
+
+
+def jitter(s: Sample, rnd: random.Random, t: int) -> Sample:
+    """Each GPU on its own: another utilization, power, SM reading, now and then lost; a disk that
+    appears half way (a new epoch of the running sums)."""
+    gpus = tuple(
+        g._replace(
+            util=g.util if rnd.random() < 0.6 else rnd.random(),
+            power=(g.power or 0.0) * rnd.uniform(0.8, 1.2),
+            sm=None if g.sm is None else min(1.0, g.sm * rnd.uniform(0.5, 1.5)),
+            up=rnd.random() > 0.02,
+            throttle=rnd.choice([0, 0, 0, 4, 0x20]),
+        )
+        for g in s.gpus
+    )
+    disks = {**dict(s.disk_read.items()), **({"vdb": rnd.random() * 1e8} if t > 150 else {})}
+    return s._replace(gpus=gpus, disk_read=series(disks))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_engines_vote_is_the_pure_functions_to_the_bit(seed: int) -> None:
+    rnd = random.Random(seed)
+    cfg = fast_cfg(confirmations=rnd.choice([1, 2, 3])) if seed % 2 else ClassifierSection(warmup="10s")
+    eng = Engine(cfg)
+    t = checked = 0
+    for r in regimes(rnd, 10):
+        for k in range(r.seconds):
+            t += 1
+            s = jitter(sample_from_snapshot(snapshot(t, float(t), r, r.phases[k % len(r.phases)])), rnd, t)
+            if t % 53 == 0:
+                eng.checkpoint("requested", f"c{t}", float(t))
+            if t % 53 == 3:
+                eng.checkpoint("completed", f"c{t - 3}", float(t))
+            baselines, current = eng.baselines, eng.current.verdict if eng.current else None
+            stamps = dict(eng.learned_at)
+            ev = eng.add(s)
+            if ev is None:
+                continue
+            window = eng.window()
+            # the running sums' means are the one memo kept as given: sums of prefix sums round
+            # differently from a plain sum (checked close here), and the vote is pinned on them
+            sums = eng.sums.means(len(window))
+            plain = means(window, *FAMILIES)
+            if sums is not None:
+                for got, want in zip(sums, plain, strict=True):
+                    assert got.keys() == want.keys()
+                    assert all(math.isclose(got[k], want[k], rel_tol=1e-9, abs_tol=1e-6) for k in got)
+            pure = classify(window, baselines, eng.cfg, current, family_means=sums)
+            assert pure == ev.vote, (seed, t)
+            parts = [p for p, at in eng.learned_at.items() if stamps.get(p) != at]
+            if parts:
+                assert eng.baselines == learn(window, baselines, parts), (seed, t, parts)
+            checked += 1
+    assert checked >= 25
