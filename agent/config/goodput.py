@@ -24,7 +24,10 @@ class GoodputSection(StrictModel):
     keep: Duration = Field("8d", gt=0, description="history kept for `report --since`")
     save_every: Duration = Field("30s", gt=0, description="how often the ledger is written to state_dir")
     poll: Duration = Field(
-        "2s", gt=0, le=300, description="how often the trainer's checkpoint reports are read"
+        "2s",
+        gt=0,
+        le=300,
+        description="how often the trainer's checkpoint reports are read (at the first snapshot after it)",
     )
     mtbi: Duration | None = Field(
         None,

@@ -73,15 +73,16 @@ class Book:
 
     # --- input -------------------------------------------------------------------------------------
 
-    def record(self, wall: float, seconds: list[float], cost: list[float]) -> None:
-        """One tick at ``wall``. It goes to the slot holding that time, never to a settled
-        slot (a clock stepped back lands in the oldest unsettled one)."""
+    def record(self, wall: float, seconds: list[float], cost: list[float] | None) -> None:
+        """One tick at ``wall`` (``cost`` None: unpriced). It goes to the slot holding that time,
+        never to a settled slot (a clock stepped back lands in the oldest unsettled one)."""
         start = math.floor(wall / self.resolution) * self.resolution
         if self.settled:
             start = max(start, self.slots[self.settled - 1].start + self.resolution)
         slot = self._slot(start)
         add(slot.seconds, seconds)
-        add(slot.cost, cost)
+        if cost is not None:
+            add(slot.cost, cost)
 
     def _slot(self, start: float) -> Slot:
         i = len(self.slots)

@@ -20,9 +20,14 @@ from prometheus_client.core import Metric
 from agent.classifier.baselines import Baselines
 from agent.classifier.features import Features
 from agent.config.cost import hourly_price
-from agent.core.aio import next_within
 from agent.core.component import Context, Route
-from agent.core.events import CheckpointEvent, GoodputDigestEvent, InstanceIdentityEvent, PreemptionEvent
+from agent.core.events import (
+    CheckpointEvent,
+    Event,
+    GoodputDigestEvent,
+    InstanceIdentityEvent,
+    PreemptionEvent,
+)
 from agent.core.vocabulary import CheckpointPhase, Market, NoticeKind, Setting
 from agent.core.zones import zone
 from agent.ledger import cadence, saved, store
@@ -37,6 +42,7 @@ log = structlog.get_logger("ledger")
 # the classifier's learned baselines and its latest window's features, handed in by the daemon
 ClassifierView = Callable[[], tuple[Baselines, Features | None]]
 RECLAIM_KINDS = (NoticeKind.MAINTENANCE_TERMINATE, NoticeKind.MAINTENANCE_STOP)
+DUE = Event()  # put on the ledger's own queue when its periodic work is due (``_due``)
 
 
 def readings(snap: NodeSnapshot) -> tuple[GpuReading, ...]:
@@ -44,21 +50,25 @@ def readings(snap: NodeSnapshot) -> tuple[GpuReading, ...]:
         return ()
     return tuple(
         GpuReading(
-            uuid=g.uuid,
-            up=g.up,
-            util=g.utilization,
-            sm=g.sm_active if g.sm_active is not None else g.tensor_active,
-            power=g.power_watts,
-            limit=g.power_limit_watts,
-            busy=bool(g.processes),
+            g.uuid,
+            g.up,
+            g.utilization,
+            g.sm_active if g.sm_active is not None else g.tensor_active,
+            g.power_watts,
+            g.power_limit_watts,
+            bool(g.processes),
         )
         for g in snap.gpu.gpus
     )
 
 
+NO_PRESSURES = Pressures()
+NO_BASELINES = Baselines()
+
+
 def pressures(f: Features | None) -> Pressures:
     if f is None:
-        return Pressures()
+        return NO_PRESSURES
     return Pressures(f.storage_pressure, f.cpu_pressure, f.network_pressure, f.network_pressure_spin)
 
 
@@ -88,6 +98,9 @@ class LedgerComponent:
         self.identity: InstanceIdentityEvent | None = None
         self._events = ctx.bus.subscribe("goodput", (CheckpointEvent, PreemptionEvent, InstanceIdentityEvent))
         self._prev: float | None = None  # monotonic time of the previous snapshot
+        self._features: Features | None = None  # the classifier window ``_pressures`` is of
+        self._pressures = NO_PRESSURES
+        self._due_at = 0.0  # monotonic time the periodic work is next due
         self._kept: set[str] = set()
         self._dir_mtime: int | None = None
         self._notices: set[str] = set()
@@ -124,18 +137,22 @@ class LedgerComponent:
         )
 
     def on_snapshot(self, snap: NodeSnapshot) -> None:
+        self._due(snap.monotonic)
         prev, self._prev = self._prev, snap.monotonic
         if prev is None or snap.monotonic <= prev:
             return  # the first snapshot after a start only sets the clock: nothing is booked twice
         gpus = readings(snap)
-        baselines, features = self.classifier() if self.classifier else (Baselines(), None)
-        states = [gpu_state(g, baselines, self.ccfg) for g in gpus]
+        baselines, features = self.classifier() if self.classifier else (NO_BASELINES, None)
+        cfg = self.ccfg
+        states = [gpu_state(g, baselines, cfg) for g in gpus]
         job = bool(snap.processes and snap.processes.processes)
         hourly, on_demand = self.prices()
         n = len(gpus) or self.ledger.gpus
         gpu_price = hourly / 3600.0 / n if hourly and n else None
         seconds = snap.monotonic - prev
-        self.ledger.tick(snap.timestamp, seconds, gpus, states, job, pressures(features), gpu_price)
+        if features is not self._features:  # a new window every evaluation, not every tick
+            self._features, self._pressures = features, pressures(features)
+        self.ledger.tick(snap.timestamp, seconds, gpus, states, job, self._pressures, gpu_price)
         if hourly and on_demand and self.market == Market.SPOT and gpus:
             self.ledger.saving += max(0.0, on_demand - hourly) * seconds / 3600.0
 
@@ -193,13 +210,25 @@ class LedgerComponent:
         self._dir_mtime = mtime
         return fresh
 
+    def _due(self, now: float) -> None:
+        """Wake ``run`` for the periodic work (reports, saving, the digest) every ``poll``, from the
+        snapshot listener: the loop is awake for the tick anyway, where a timer of its own would
+        wake it once more every ``poll`` (a wake costs more than the work it finds)."""
+        if now < self._due_at:
+            return
+        self._due_at = now + self.cfg.poll
+        if self._events.empty():  # else run() is woken by what waits there, and does it after that
+            self._events.put_nowait(DUE)
+
     async def run(self) -> None:
         while True:
-            ev = await next_within(self._events, self.cfg.poll)
-            if ev is not None:
-                self.handle(ev)
-                while not self._events.empty():
-                    self.handle(self._events.get_nowait())
+            ev = await self._events.get()
+            while True:
+                if ev is not DUE:
+                    self.handle(ev)
+                if self._events.empty():
+                    break
+                ev = self._events.get_nowait()
             if self._reports_may_have_come():
                 await asyncio.to_thread(self.poll_reports)
             now = time.time()

@@ -128,7 +128,7 @@ class Ledger:
         if self.startup and any_working(states):
             self.startup = False
         self.observed += max(0.0, seconds) if gpus else 0.0
-        cost = [x * gpu_price for x in booked] if gpu_price else [0.0] * len(booked)
+        cost = [x * gpu_price for x in booked] if gpu_price else None
         self.book.record(wall - max(0.0, seconds) / 2, booked, cost)  # the slot holding its middle
         self.book.settle_until(wall)
         return booked
