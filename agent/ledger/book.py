@@ -14,6 +14,7 @@ Pure: the clock comes in with every call.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections import deque
 from collections.abc import Iterable
@@ -70,6 +71,9 @@ class Book:
         self.seconds = [0.0] * N  # settled totals
         self.cost = [0.0] * N
         self.unmovable = 0.0  # lost work that was older than settle: it stays where it was counted
+        # JSON text of slots[:len(_texts)], all settled: a settled slot never changes again, so the
+        # file is written without turning days of history into text every save (11,520 slots at 1m)
+        self._texts: deque[str] = deque()
 
     # --- input -------------------------------------------------------------------------------------
 
@@ -105,6 +109,8 @@ class Book:
         while self.settled and self.slots[0].start + self.resolution < now - self.keep:
             self.slots.popleft()
             self.settled -= 1
+            if self._texts:
+                self._texts.popleft()
 
     def settle_all(self) -> None:
         self.settle_until(math.inf)
@@ -179,14 +185,29 @@ class Book:
 
     # --- persistence -------------------------------------------------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self, slots: bool = True) -> dict[str, Any]:
+        d: dict[str, Any] = {
             "seconds": dict(zip(BUCKETS, self.seconds, strict=True)),
             "cost": dict(zip(BUCKETS, self.cost, strict=True)),
             "unmovable": self.unmovable,
             "settled": self.settled,
-            "slots": [s.to_json() for s in self.slots],
         }
+        if slots:
+            d["slots"] = [s.to_json() for s in self.slots]
+        return d
+
+    def slot_texts(self) -> list[str]:
+        """Every slot as the JSON text ``to_json`` would give it, oldest first; a settled slot's
+        text is made once."""
+        texts = self._texts
+        while len(texts) < self.settled:
+            texts.append(_dumps(self.slots[len(texts)].to_json()))
+        return [*texts, *(_dumps(s.to_json()) for s in itertools.islice(self.slots, self.settled, None))]
+
+    def to_text(self) -> tuple[str, list[str]]:
+        """``to_json`` as text in two pieces, the head without the slots and the slots' texts, put
+        together by :func:`join_text` (off the event loop: days of slots are megabytes)."""
+        return _dumps(self.to_json(slots=False)), self.slot_texts()
 
     def load_json(self, d: Any) -> None:
         """Strict: raises ``ValueError`` on anything but the shape ``to_json`` writes."""
@@ -207,6 +228,8 @@ class Book:
         self.unmovable = _number(d.get("unmovable", 0.0), "unmovable")
         self.slots = deque(parsed)
         self.settled = settled
+        # at start, not at the first save on the event loop (days of history take a fraction of a second)
+        self._texts = deque(_dumps(s.to_json()) for s in itertools.islice(parsed, settled))
 
 
 def _named(d: Any) -> list[float]:
@@ -220,3 +243,12 @@ def _named(d: Any) -> list[float]:
 
 def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
     return max(0.0, min(a1, b1) - max(a0, b0))
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"))
+
+
+def join_text(head: str, slots: list[str]) -> str:
+    """The book's JSON object from :meth:`Book.to_text`'s pieces."""
+    return f'{head[:-1]},"slots":[{",".join(slots)}]}}'

@@ -241,7 +241,7 @@ class LedgerComponent:
     async def _save(self) -> None:
         self._saved_at = time.monotonic()
         try:
-            await asyncio.to_thread(store.save, self.state_dir, self.ledger)
+            await asyncio.to_thread(store.write, self.state_dir, store.to_text(self.ledger))
         except OSError as e:
             log.warning("cannot save the goodput ledger", dir=str(self.state_dir), error=e.strerror)
 

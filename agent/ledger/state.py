@@ -246,9 +246,10 @@ class Ledger:
 
     # --- persistence -------------------------------------------------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, book: bool = True) -> dict[str, Any]:
+        """Everything, or (``book=False``) everything but the book."""
         return {
-            "book": self.book.to_json(),
+            **({"book": self.book.to_json()} if book else {}),
             "gpus": self.gpus,
             "observed": self.observed,
             "interruptions": self.interruptions,

@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from agent.ledger.book import Book
+from agent.ledger.book import Book, join_text
 from agent.ledger.state import KEEP_SAVES, Ledger, Reclaim
 from agent.runtime.statefile import set_aside, write_atomic
 
@@ -119,6 +119,24 @@ def load(state_dir: Path, book: Book) -> Ledger:
         return Ledger(Book(book.resolution, book.settle, book.keep))
 
 
+# the file's text in pieces: the ledger without its book, the book's head, its slots
+Pieces = tuple[str, str, list[str]]
+
+
+def to_text(ledger: Ledger) -> Pieces:
+    """What the file will hold, taken on the event loop (the ledger changes there every tick) in
+    pieces that :func:`write` puts together elsewhere; settled slots cost nothing here
+    (:meth:`Book.slot_texts`)."""
+    body = json.dumps({"version": VERSION, **ledger.to_json(book=False)}, separators=(",", ":"))
+    head, slots = ledger.book.to_text()
+    return body, head, slots
+
+
+def write(state_dir: Path, pieces: Pieces) -> None:
+    body, head, slots = pieces
+    text = f'{body[:-1]},"book":{join_text(head, slots)}}}'
+    write_atomic(state_dir / FILE_NAME, text.encode(), 0o600)
+
+
 def save(state_dir: Path, ledger: Ledger) -> None:
-    body = {"version": VERSION, **ledger.to_json()}
-    write_atomic(state_dir / FILE_NAME, json.dumps(body, separators=(",", ":")).encode(), 0o600)
+    write(state_dir, to_text(ledger))

@@ -269,6 +269,33 @@ def test_restart_continues_the_counters_and_counts_nothing_twice(tmp_path) -> No
     assert again.observed == pytest.approx(400)
 
 
+def test_the_file_holds_the_ledger_while_slots_settle_expire_and_move(tmp_path) -> None:
+    """A settled slot's text is kept from the save that first wrote it (it never changes again):
+    through settling, expiry, late saves moving open slots and a restart, each file written still
+    reads back as exactly the ledger."""
+    rng = random.Random(14)
+    states = ["working", "spinning", "starved", "between", "down"]
+    led = ledger(resolution=10.0, settle=60.0, keep=300.0)
+    t = T0
+
+    def normal(d: dict) -> dict:
+        return json.loads(json.dumps(d))
+
+    for k in range(60):
+        gpus = [rng.choice(states) for _ in range(3)]
+        price = rng.choice([None, 0.002])
+        t = run(led, t, rng.uniform(5, 40), gpus, step=rng.choice([1.0, 2.5]), price=price)
+        if k % 4 == 0:
+            led.saved(Saved(time=t - 3, seconds=rng.uniform(1, 8), step=k, path=None, pid=1))
+        store.save(tmp_path, led)
+        on_disk = json.loads((tmp_path / store.FILE_NAME).read_bytes())
+        assert on_disk == normal({"version": store.VERSION, **led.to_json()})
+        if k == 30:  # a restart: the slots' texts are made again from the file
+            led = store.load(tmp_path, Book(10.0, 60.0, 300.0))
+    assert led.book.settled > 10 and led.book.slots[0].start > T0 + 300  # settled and expired slots
+    assert normal(store.load(tmp_path, Book(10.0, 60.0, 300.0)).to_json()) == normal(led.to_json())
+
+
 @pytest.mark.parametrize(
     "damage",
     [
