@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 
 from agent.devtools.fake_nvml import FakeNvml, device, write_state
 from agent.sources import SourceAbsent
+from agent.sources.gpu import collector as gpu_collector
 from agent.sources.gpu.collector import GpuCollector
 from agent.sources.gpu.nvml import NvmlDriverError
 from agent.sources.gpu.part import GpuPart
@@ -85,6 +86,32 @@ def test_state_changes_are_picked_up(fake_nvml: FakeNvml, make_collector) -> Non
     fake_nvml.set(5, power_mw=400_000, pcie_rx_bytes=10**12)
     g = c.collect().gpus[5]
     assert (g.power_watts, g.pcie_rx_bytes) == (400.0, 10**12)
+
+
+def test_rarely_changing_values_are_read_every_few_seconds_and_after_an_xid(
+    fake_nvml: FakeNvml, make_collector, monkeypatch
+) -> None:
+    """The power limit, the ECC count and row remapping are read every SLOW_SECONDS, not every tick,
+    and at the next tick after an Xid on that GPU; everything else every tick."""
+    monkeypatch.setattr(gpu_collector, "SLOW_SECONDS", 3600.0)
+    c = make_collector()
+    c.collect()
+    fake_nvml.set(4, ecc_uncorrected=7, power_limit_mw=500_000, row_remap_failure=True, power_mw=300_000)
+    fake_nvml.set(5, ecc_uncorrected=3)
+    g = c.collect().gpus[4]
+    assert g.power_watts == 300.0
+    assert (g.ecc_uncorrected_total, g.power_limit_watts, g.row_remap_failure) == (0, 700.0, False)
+    fake_nvml.add_xid(4, 48)  # a double-bit ECC error
+    wait_until(lambda: c.collect().gpus[4].xid_counts == {48: 1}, 5.0)
+    part = c.collect()
+    g = part.gpus[4]
+    assert (g.ecc_uncorrected_total, g.power_limit_watts, g.row_remap_failure) == (7, 500.0, True)
+    assert part.gpus[5].ecc_uncorrected_total == 0  # no Xid there: read at its own time
+    monkeypatch.setattr(gpu_collector, "SLOW_SECONDS", 0.2)
+    again = make_collector()
+    again.collect()
+    fake_nvml.set(6, ecc_uncorrected=9)
+    wait_until(lambda: again.collect().gpus[6].ecc_uncorrected_total == 9, 5.0)
 
 
 def test_xid_counted_once_per_event(fake_nvml: FakeNvml, make_collector) -> None:

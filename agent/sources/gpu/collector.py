@@ -31,6 +31,10 @@ CLOCKS_EVENT_REASONS = binding("nvmlDeviceGetCurrentClocksEventReasons")
 CLOCKS_THROTTLE_REASONS = binding("nvmlDeviceGetCurrentClocksThrottleReasons")  # before 535
 COMPUTE_PROCESSES = binding("nvmlDeviceGetComputeRunningProcesses_v3")
 REMAPPED_ROWS = binding("nvmlDeviceGetRemappedRows")
+# The enforced power limit, the uncorrectable ECC count and row remapping change on an admin's action
+# or a memory error, not tick by tick: read every SLOW_SECONDS, and at the next tick after an Xid on
+# that GPU (a memory error raises one). A quarter of the NVML calls a GPU costs each tick.
+SLOW_SECONDS = 5.0
 
 
 def nvmlDeviceGetMemoryInfo_v2(handle: Any) -> Any:  # named after the C function it stands for
@@ -150,6 +154,7 @@ class GpuCollector:
     # --- Xid errors (called on the watcher thread) ---------------------------------------------------
 
     def _count_xid(self, dev: Device, xid: int) -> None:
+        dev.slow_at = 0.0  # ECC and remapping may have moved with it (before the count shows)
         with self._xid_lock:
             counts = self._xids.setdefault(dev.index, {})
             counts[xid] = counts.get(xid, 0) + 1
@@ -166,8 +171,9 @@ class GpuCollector:
             if not nvml.probe(dev, now, self._backoff_max):
                 return self._down(dev)
             self._rewatch(nvml, dev)
+            dev.slow_at = 0.0
         try:
-            return self._stats(nvml, dev)
+            return self._stats(nvml, dev, now)
         except GpuLost as e:
             nvml.mark_lost(dev, str(e))
             dev.probe_at = now + dev.probe_backoff
@@ -183,25 +189,35 @@ class GpuCollector:
             xid_counts=self._xid_counts(dev),
         )
 
-    def _stats(self, nvml: Nvml, dev: Device) -> GpuStats:
+    def _slow(self, nvml: Nvml, dev: Device, now: float) -> tuple[Any, ...]:
+        """(enforced power limit, uncorrectable ECC count, remapped rows), read every SLOW_SECONDS."""
+        if dev.slow is None or now >= dev.slow_at:
+            dev.slow_at = now + SLOW_SECONDS  # before the reads: an Xid meanwhile asks again
+            read = nvml.read
+            dev.slow = (
+                read(dev, pynvml.nvmlDeviceGetEnforcedPowerLimit),
+                read(
+                    dev,
+                    pynvml.nvmlDeviceGetTotalEccErrors,
+                    pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                    pynvml.NVML_VOLATILE_ECC,
+                ),
+                read(dev, REMAPPED_ROWS),
+            )
+        return dev.slow
+
+    def _stats(self, nvml: Nvml, dev: Device, now: float) -> GpuStats:
         read = nvml.read
         util = read(dev, pynvml.nvmlDeviceGetUtilizationRates)
         mem = nvml.first(dev, nvmlDeviceGetMemoryInfo_v2, pynvml.nvmlDeviceGetMemoryInfo)
         power = read(dev, pynvml.nvmlDeviceGetPowerUsage)
-        limit = read(dev, pynvml.nvmlDeviceGetEnforcedPowerLimit)
+        limit, ecc, remap = self._slow(nvml, dev, now)
         temp = read(dev, pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU)
         sm_clock = read(dev, pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM)
         reasons = nvml.first(dev, CLOCKS_EVENT_REASONS, CLOCKS_THROTTLE_REASONS)
         fields = nvml.field_values(dev)
         gpm = nvml.gpm_metrics(dev, GPM_METRICS)
         procs = read(dev, COMPUTE_PROCESSES)
-        ecc = read(
-            dev,
-            pynvml.nvmlDeviceGetTotalEccErrors,
-            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-            pynvml.NVML_VOLATILE_ECC,
-        )
-        remap = read(dev, REMAPPED_ROWS)
         nvlink_tx = fields.get(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
         nvlink_rx = fields.get(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
         return GpuStats(

@@ -90,6 +90,8 @@ class Device:
     fields: tuple[tuple[int, int], ...] = ()  # (fieldId, scopeId) still worth asking
     gpm: GpmSampler | None = None
     skipped: set[str] = field(default_factory=set)  # functions this GPU cannot answer
+    slow: tuple[Any, ...] | None = None  # the collector's reads of values that rarely change
+    slow_at: float = 0.0  # monotonic time they are read again (0: at the next tick)
 
 
 @dataclass
