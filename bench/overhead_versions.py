@@ -9,6 +9,13 @@ time, so whatever else the machine does falls on all of them alike; the start or
 between rounds. Reported per checkout: CPU milliseconds per tick over each window after the
 warm-up (median and spread of the windows; CPU from each thread's schedstat), and RSS at the end;
 then each checkout's ratio to the first one.
+
+    .venv/bin/python bench/overhead_versions.py --tree /path/to/before --tree . --bench telemetry_tick
+    .venv/bin/python bench/overhead_versions.py --tree /path/to/before --tree . --bench agent_overhead
+
+runs each checkout's own ``bench/<name>.py --quick`` instead (one checkout after the other, the
+order rotated every round, so a slow spell of the machine falls on each in turn) and reports the
+median of each headline figure over the rounds, with each checkout's ratio to the first one.
 """
 
 from __future__ import annotations
@@ -89,6 +96,56 @@ def one_round(trees: list[Path], gpus: int, warmup: float, windows: int, window:
     return {"per_tick_ms": per_tick, "rss_mb": rss}
 
 
+# each benchmark's headline figures (keys of its --json output) and the arguments it runs with
+BENCHES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "telemetry_tick": (("tick_total_ms", "sequential_tick_ms", "render_all_ms"), ("--no-peer",)),
+    "agent_overhead": (
+        (
+            "agent_cpu_ms_per_tick",
+            "agent_rss_mb",
+            "agent_scrape_p50_ms",
+            "agent_scrape_p99_ms",
+            "agent_exposition_lines",
+        ),
+        ("--fake-gpus", "8"),
+    ),
+}
+
+
+def bench_rounds(trees: list[Path], name: str, rounds: int) -> list[list[dict]]:
+    """Each tree's ``bench/<name>.py --quick`` figures, ``rounds`` times, the order rotated."""
+    _, extra = BENCHES[name]
+    tmp = Path(tempfile.mkdtemp(prefix="tna-versions-"))
+    figs: list[list[dict]] = [[] for _ in trees]
+    for r in range(rounds):
+        for k in range(len(trees)):
+            i = (r + k) % len(trees)
+            t, out = trees[i], tmp / f"{r}-{i}.json"
+            env = {**os.environ, "PYTHONPATH": f"{t}{os.pathsep}{t / 'client'}"}
+            cmd = [sys.executable, str(t / "bench" / f"{name}.py"), "--quick", "--json", str(out), *extra]
+            subprocess.run(cmd, cwd=t, env=env, check=True, stdout=subprocess.DEVNULL)
+            figs[i].append(json.loads(out.read_text()))
+    return figs
+
+
+def report_bench(trees: list[Path], name: str, figs: list[list[dict]]) -> dict:
+    keys, _ = BENCHES[name]
+    out: dict = {"bench": name, "rounds": len(figs[0]), "trees": [str(t) for t in trees], "figures": {}}
+    print(f"{name}, median of {len(figs[0])} rounds each; ratio to the first checkout")
+    print(f"{'':28}" + "".join(f"{commit_of(t):>22}" for t in trees))
+    for key in keys:
+        meds = [statistics.median(f[key] for f in fs) for fs in figs]
+        out["figures"][key] = {"medians": meds, "rounds": [[f[key] for f in fs] for fs in figs]}
+        cells = "".join(f"{m:>12.3f} (x{m / meds[0]:.3f})" if meds[0] else f"{m:>22.3f}" for m in meds)
+        print(f"{key:28}{cells}")
+    return out
+
+
+def commit_of(tree: Path) -> str:
+    git = ["git", "-C", str(tree), "log", "-1", "--format=%h"]
+    return subprocess.run(git, capture_output=True, text=True).stdout.strip() or tree.name
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", action="append", required=True, help="a checkout (the first is the reference)")
@@ -98,8 +155,14 @@ def main() -> int:
     ap.add_argument("--windows", type=int, default=4)
     ap.add_argument("--window", type=float, default=20.0, help="seconds per measured window")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--bench", choices=sorted(BENCHES), help="run this benchmark of each checkout instead")
     args = ap.parse_args()
     trees = [Path(t).resolve() for t in args.tree]
+    if args.bench:
+        res = report_bench(trees, args.bench, bench_rounds(trees, args.bench, args.rounds))
+        if args.json:
+            Path(args.json).write_text(json.dumps(res, indent=1))
+        return 0
     samples: list[list[float]] = [[] for _ in trees]
     rss: list[list[float]] = [[] for _ in trees]
     for r in range(args.rounds):
@@ -113,12 +176,10 @@ def main() -> int:
     ref = statistics.median(samples[0])
     for t, s, m in zip(trees, samples, rss, strict=True):
         med = statistics.median(s)
-        git = ["git", "-C", str(t), "log", "-1", "--format=%h"]
-        head = subprocess.run(git, capture_output=True, text=True)
         out.append(
             {
                 "tree": str(t),
-                "commit": head.stdout.strip(),
+                "commit": commit_of(t),
                 "cpu_ms_per_tick_median": round(med, 2),
                 "cpu_ms_per_tick_windows": [round(x, 2) for x in s],
                 "rss_mb": [round(x, 1) for x in m],
