@@ -187,8 +187,6 @@ def lowest(s: Sample, low: dict[str, float]) -> None:
 def _learn_peaks(cols: Mapping[str, Sequence[float]], known: dict[str, float]) -> dict[str, float]:
     out = known
     for name, values in cols.items():
-        if not values or max(values) <= out.get(name, 0.0):
-            continue  # no quantile of the column can beat the known peak: not worth a sort
         # idle intervals are part of the column: a peak must fill PEAK_QUANTILE of the window
         candidate = quantile(values, PEAK_QUANTILE)
         if candidate > out.get(name, 0.0):
@@ -209,7 +207,7 @@ def _learn_idle(low: Mapping[str, float], known: dict[str, float]) -> dict[str, 
 def _learn_rtt(values: Mapping[str, Sequence[float]], known: dict[str, float]) -> dict[str, float]:
     out = known
     for m, rtt in values.items():
-        if len(rtt) >= MIN_RTT_SAMPLES and min(rtt) < out.get(m, math.inf):  # else the median can't be lower
+        if len(rtt) >= MIN_RTT_SAMPLES:
             median = quantile(rtt, 0.5)
             if 0 < median < out.get(m, math.inf):
                 out = dict(out) if out is known else out
