@@ -91,8 +91,11 @@ class Engine:
         self.samples.append(s)
         # tallied now, while its GPU readings are fresh in the cache, with the idle powers the
         # tallies in hand were made with (another table: the next evaluation tallies them all again)
+        # (and counted into the window's GPUs, which the next evaluation then only checks)
         if self.baselines.idle_power is self._tallied_idle:
-            self._tallied.append(tally(s, self.baselines, self.cfg))
+            made = tally(s, self.baselines, self.cfg)
+            self._tallied.append(made)
+            self._gpu_window.push(made)
         else:
             self._tallied.append(_PENDING)
         self._gathering.add(s)
@@ -100,7 +103,7 @@ class Engine:
         horizon = s.t - self.cfg.window
         while self.samples and self.samples[0].t <= horizon:
             self.samples.popleft()
-            self._tallied.popleft()
+            self._gpu_window.drop(self._tallied.popleft())
             self.sums.popleft()
         assert self.next_eval is not None
         if s.t + 1e-6 >= self.next_eval:

@@ -176,6 +176,18 @@ class RunningTallies:
             throttled=_members(self._throttled),
         )
 
+    def push(self, t: GpuTally) -> None:
+        """``t`` enters at the window's end ahead of the next ``combine`` (which checks it)."""
+        if self._in:  # else the next combine counts a whole window, in C
+            self._in.append(t)
+            self._change(t, 1)
+
+    def drop(self, t: GpuTally) -> None:
+        """``t`` leaves at the window's start ahead of the next ``combine``."""
+        q = self._in
+        if q and q[0] is t:
+            self._change(q.popleft(), -1)
+
     def _slide(self, tallies: Sequence[GpuTally]) -> None:
         q = self._in
         if tallies:

@@ -254,7 +254,8 @@ def test_a_kept_data_verdict_keeps_its_sub_reason() -> None:
 
 def test_running_tallies_are_exactly_combine() -> None:
     """The window's GPU counts kept up to date as it slides (by whole steps, a jump ahead, a window
-    rebuilt from new tallies, an empty one) equal adding up the window's tallies afresh."""
+    rebuilt from new tallies, an empty one, tallies pushed and dropped between evaluations) equal
+    adding up the window's tallies afresh."""
     import random
 
     from agent.classifier.tallies import GpuTally, RunningTallies, combine
@@ -288,8 +289,14 @@ def test_running_tallies_are_exactly_combine() -> None:
         r = rnd.random()
         if r < 0.05:  # the idle power was relearned: every tally of the window made again
             stream[start:end] = [t._replace() for t in stream[start:end]]
-        end = min(len(stream), end + rnd.randint(0, 6))
-        start = max(start, end - rnd.randint(0, 60)) if r > 0.02 else end  # sometimes empty
+        new_end = min(len(stream), end + rnd.randint(0, 6))
+        new_start = max(start, new_end - rnd.randint(0, 60)) if r > 0.02 else new_end  # sometimes empty
+        if rnd.random() < 0.5:  # as the engine does: each tally pushed as it comes, the oldest dropped
+            for t in stream[end:new_end]:
+                running.push(t)
+            for t in stream[start:new_start]:
+                running.drop(t)
+        start, end = new_start, new_end
         window = stream[start:end]
         assert running.combine(window) == combine(window)
 
