@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 from itertools import repeat
-from operator import attrgetter, is_not, itemgetter
+from operator import attrgetter, is_not, itemgetter, neg
 from typing import NamedTuple
 
 from agent.classifier.baselines import Baselines, capacity
@@ -77,22 +77,31 @@ def capacities(
     return list(zip(repeat(kind), names, rates.values(), hit[0], hit[1]))
 
 
-_RANK = itemgetter(0, 1, 2)
+_RATE = itemgetter(2)
 
 
 def busiest(caps: Sequence[Cap], share: float, r: tuple[float, float], keep: int = 3) -> tuple[Load, ...]:
-    """The ``keep`` devices under most pressure when their traffic is set against ``share``."""
+    """The ``keep`` devices under most pressure when their traffic is set against ``share``: by
+    pressure, then utilization, then rate, in ``caps`` order where all three tie."""
     lo, hi = r
-    rows: list[tuple[float, float, float, str, str, float | None, str, float | None]] = []
-    for kind, name, rate, cap, source in caps:
+    # capacity used per second of waiting; the pressure never falls as it rises, so ranking by
+    # (utilization, rate) ranks by (pressure, utilization, rate), and only the kept rows need one
+    if share > 0:
+        utils = [rate / cap / share if cap else 0.0 for _, _, rate, cap, _ in caps]
+    else:
+        utils = [0.0] * len(caps)
+    # the negated position keeps equal rows in ``caps`` order under reverse=True
+    rows = zip(utils, map(_RATE, caps), map(neg, range(len(caps))), strict=True)
+    ranked = sorted(rows, reverse=True)[:keep]
+    out = []
+    for util, _, at in ranked:
+        kind, name, rate, cap, source = caps[-at]
         if cap and share > 0:
-            util = rate / cap / share  # capacity used per second of waiting
             p = 0.0 if util <= lo else 1.0 if util >= hi else (util - lo) / (hi - lo)
-            rows.append((p, util, rate, kind, name, cap, source, util))
+            out.append(Load(kind, name, rate, cap, source, util, share, p))
         else:
-            rows.append((0.0, 0.0, rate, kind, name, cap, source, None))
-    rows.sort(key=_RANK, reverse=True)
-    return tuple(Load(k, n, rate, cap, src, u, share, p) for p, _, rate, k, n, cap, src, u in rows[:keep])
+            out.append(Load(kind, name, rate, cap, source, None, share, 0.0))
+    return tuple(out)
 
 
 _NOT_NONE = partial(is_not, None)

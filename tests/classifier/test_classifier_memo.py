@@ -97,3 +97,36 @@ def test_the_engines_vote_is_the_pure_functions_to_the_bit(seed: int) -> None:
                 assert eng.baselines == learn(window, baselines, parts), (seed, t, parts)
             checked += 1
     assert checked >= 25
+
+
+def test_busiest_ranks_as_the_plain_sort_by_pressure() -> None:
+    """``busiest`` ranks by utilization and works out only the kept rows' pressure: the same rows,
+    in the same order (ties in input order), as every row's pressure sorted plainly."""
+    from agent.classifier.loads import Load, busiest
+    from agent.classifier.ramp import ramp
+
+    def plain(caps, share, r, keep):
+        rows = []
+        for kind, name, rate, cap, source in caps:
+            util = rate / cap / share if cap and share > 0 else None
+            p = ramp(util, r) if util is not None else 0.0
+            rows.append((p, util or 0.0, rate, kind, name, cap, source, util))
+        rows.sort(key=lambda x: x[:3], reverse=True)  # stable: ties keep their order
+        return tuple(Load(k, n, rate, cap, src, u, share, p) for p, _, rate, k, n, cap, src, u in rows[:keep])
+
+    rnd = random.Random(1)
+    for _ in range(3000):
+        caps = [
+            (
+                rnd.choice(["disk", "nfs"]),
+                f"d{i}",
+                rnd.choice([0.0, 0.0, 1e6, 5e6, rnd.random() * 1e8]),
+                rnd.choice([None, 0.0, 1e7, 2e8, rnd.random() * 1e8]),
+                rnd.choice(["learned", "link", "unknown"]),
+            )
+            for i in range(rnd.randint(0, 12))
+        ]
+        share = rnd.choice([0.0, 0.5, rnd.random()])
+        r = rnd.choice([(0.7, 0.9), (0.5, 0.5), (0.0, 1.0)])
+        keep = rnd.choice([1, 2, 3])
+        assert busiest(caps, share, r, keep) == plain(caps, share, r, keep)
