@@ -9,8 +9,9 @@ ports) and a typical HGX node (8 GPUs, 2 disks, 1 NFS mount, 2 NICs, 8 RDMA port
 active in every sample, a full default window of 60 one-second samples.
 
 - *In the daemon*: an ``Engine`` fed a stream of samples, timed on the ticks that evaluate (every
-  5 s, the default ``evaluate_every``): classify with its memo (each sample's GPU tally computed
-  once, running sums per device) and, once per window length, learning the baselines.
+  5 s, the default ``evaluate_every``): classify with its memo (each sample's GPU tally made and
+  counted into the window's GPU counts as it arrives, running sums per device) and, once per window
+  length, learning a part of the baselines.
 - *From scratch*: ``classify`` on the window with nothing memoized, plus ``learn``.
 - *Peer*: each source's rates over all five parts for one tick of the same node (the sampler's work
   that turns counters into the rates the classifier reads).
@@ -164,8 +165,8 @@ def bench(node: Node, n: int) -> dict[str, list[float]]:
         learn(window, baselines)
 
     # the daemon's steady state: an Engine over a stream of samples, evaluating every 5 s (each
-    # evaluation tallies only the 5 new samples' GPUs and subtracts running sums; learning runs once
-    # per window length)
+    # sample's GPUs tallied as it arrives, running sums subtracted; learning runs once per window
+    # length)
     engine = Engine(cfg, baselines)
     prev = history[60]
     samples = []
