@@ -11,7 +11,8 @@ active in every sample, a full default window of 60 one-second samples.
 - *In the daemon*: an ``Engine`` fed a stream of samples, timed on the ticks that evaluate (every
   5 s, the default ``evaluate_every``): classify with its memo (each sample's GPU tally made and
   counted into the window's GPU counts as it arrives, running sums per device) and, once per window
-  length, learning a part of the baselines.
+  length, learning a part of the baselines (the idle powers in the evaluation; the peaks and RTTs
+  on the tick after it, which is timed on its own, and added to its evaluation's).
 - *From scratch*: ``classify`` on the window with nothing memoized, plus ``learn``.
 - *Peer*: each source's rates over all five parts for one tick of the same node (the sampler's work
   that turns counters into the rates the classifier reads).
@@ -184,13 +185,19 @@ def bench(node: Node, n: int) -> dict[str, list[float]]:
     wall: list[float] = []
     learning: list[float] = []  # the evaluations that also learned a part of the baselines
     between: list[float] = []  # the ticks that only ingest
+    after: list[float] = []  # those that learn what the evaluation before left them
+    together: list[float] = []  # such an evaluation and the tick after it, added up
     for s in samples[60:]:
         learned = len(engine.learned_at), max(engine.learned_at.values(), default=0.0)
+        pending = engine.learning_pending
         w0, t0 = time.perf_counter(), time.thread_time()
         ev = engine.add(s)
         cpu, elapsed = time.thread_time() - t0, time.perf_counter() - w0
         if ev is None:
             between.append(cpu)
+            if pending:
+                after.append(cpu)
+                together.append(learning[-1] + cpu)
             continue
         steady.append(cpu)
         wall.append(elapsed)
@@ -205,6 +212,8 @@ def bench(node: Node, n: int) -> dict[str, list[float]]:
         "wall": wall,
         "learning": learning,
         "between": between,
+        "after": after,
+        "together": together,
         "cold": timed(cold, n),
         "classify": timed(lambda: classify(window, baselines, cfg, "compute"), n),
         "ingest": timed(lambda: sample_from_snapshot(snap), n),
@@ -242,6 +251,8 @@ def main() -> None:
         n_learn = len(r["learning"])
         print(f"    those that also learn baselines         {fmt(r['learning'])}   ({n_learn} runs)")
         print(f"    a tick that only ingests (engine.add)   {fmt(r['between'])}")
+        print(f"      one after a learning evaluation       {fmt(r['after'])}   (it learns the peaks/RTTs)")
+        print(f"      that evaluation and this tick, summed {fmt(r['together'])}")
         print(f"  evaluation from scratch (classify+learn)  {fmt(r['cold'])}")
         print(f"    classify alone, from scratch            {fmt(r['classify'])}")
         print(f"  ingest one snapshot (every tick)          {fmt(r['ingest'])}")

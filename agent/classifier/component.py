@@ -80,6 +80,7 @@ class ClassifierComponent:
 
     async def _save(self) -> None:
         self._saved_at = time.monotonic()
+        self.engine.settle()
         if not self.engine.baselines_dirty:
             return
         self.engine.baselines_dirty = False

@@ -28,6 +28,7 @@ from agent.core.vocabulary import Verdict as VerdictName
 from agent.snapshot import NodeSnapshot
 
 _PENDING = GpuTally()  # a sample not tallied yet (compared by identity)
+LEARN_AT_ONCE = ("idle_power",)  # baselines parts learned in the evaluation itself (see _learn)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,8 @@ class Engine:
         self._gathering = Gathering()
         self._gpu_window = RunningTallies()
         self.learned_at: dict[str, float] = {}  # baselines part -> when it last learned
+        # (window, parts, gathered data): learning an evaluation left for the next tick
+        self._deferred: tuple[list[Sample], list[str], dict[str, Any]] | None = None
 
     # --- input -------------------------------------------------------------------------------------
 
@@ -84,6 +87,7 @@ class Engine:
         return self.add(sample_from_snapshot(snap))
 
     def add(self, s: Sample) -> Evaluation | None:
+        self.settle()
         if self.first_t is None:
             self.first_t = s.t
             self.next_eval = s.t + self.cfg.evaluate_every
@@ -166,6 +170,7 @@ class Engine:
         return max(0.0, min(1.0, (now - start) / self.cfg.window + 1e-9))
 
     def evaluate(self, now: float, wall: float) -> Evaluation:
+        self.settle()
         cfg = self.cfg
         self.evaluations += 1
         window = self.window()
@@ -296,7 +301,31 @@ class Engine:
         parts = due[:per_evaluation]
         for p in parts:
             self.learned_at[p] = now
-        new = learn(window, self.baselines, parts, self._gathering.take(window, parts))
+        gathered = self._gathering.take(window, parts)
+        # the idle powers at once: the tallies made from the next sample on and the goodput
+        # ledger's booking of this tick read them. The rest on the next tick, which does not
+        # evaluate: the next evaluation is the first to read them, and an evaluation no longer also
+        # pays for sorting a window's columns (the tail of the evaluations' cost)
+        at_once = [p for p in parts if p in LEARN_AT_ONCE]
+        later = [p for p in parts if p not in LEARN_AT_ONCE]
+        if at_once:
+            self._adopt_baselines(learn(window, self.baselines, at_once, gathered))
+        if later:
+            self._deferred = (window, later, gathered)
+
+    @property
+    def learning_pending(self) -> bool:
+        return self._deferred is not None
+
+    def settle(self) -> None:
+        """Learn what the last evaluation left for the next tick (the next sample does this first;
+        saving the baselines too)."""
+        if self._deferred is not None:
+            window, parts, gathered = self._deferred
+            self._deferred = None
+            self._adopt_baselines(learn(window, self.baselines, parts, gathered))
+
+    def _adopt_baselines(self, new: Baselines) -> None:
         if new is not self.baselines:
             self.baselines = new
             self.baselines_dirty = True

@@ -211,6 +211,7 @@ def test_the_engines_memo_changes_nothing() -> None:
             s = sample_from_snapshot(snapshot(t, float(t), r, r.phases[k % len(r.phases)]))
             if t > 20:  # a second disk shows up
                 s = s._replace(disk_read=series({**dict(s.disk_read.items()), "vdb": 5e6}))
+            eng.settle()
             baselines, current = eng.baselines, eng.current.verdict if eng.current else None
             ev = eng.add(s)
             if ev is None:
@@ -358,11 +359,13 @@ def test_baselines_learned_from_gathered_samples_equal_learning_from_the_window(
                 eng.checkpoint("requested", "c1", float(t))
             if t == 73:
                 eng.checkpoint("completed", "c1", float(t))
+            eng.settle()  # the learning the last evaluation left for this tick
             before, stamps = eng.baselines, dict(eng.learned_at)
             if eng.add(s) is None:
                 continue
             parts = [p for p, at in eng.learned_at.items() if stamps.get(p) != at]
             if parts:
+                eng.settle()
                 learned += len(parts)
                 assert eng.baselines == learn(eng.window(), before, parts), (t, parts)
                 relearned_rtt += eng.baselines.nfs_rtt is not before.nfs_rtt

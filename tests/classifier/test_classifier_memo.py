@@ -76,6 +76,7 @@ def test_the_engines_vote_is_the_pure_functions_to_the_bit(seed: int) -> None:
                 eng.checkpoint("requested", f"c{t}", float(t))
             if t % 53 == 3:
                 eng.checkpoint("completed", f"c{t - 3}", float(t))
+            eng.settle()  # what the last evaluation left for this tick: learned first thing in add
             baselines, current = eng.baselines, eng.current.verdict if eng.current else None
             stamps = dict(eng.learned_at)
             ev = eng.add(s)
@@ -94,6 +95,7 @@ def test_the_engines_vote_is_the_pure_functions_to_the_bit(seed: int) -> None:
             assert pure == ev.vote, (seed, t)
             parts = [p for p, at in eng.learned_at.items() if stamps.get(p) != at]
             if parts:
+                eng.settle()
                 assert eng.baselines == learn(window, baselines, parts), (seed, t, parts)
             checked += 1
     assert checked >= 25
