@@ -8,7 +8,9 @@ fake GPUs when --fake-gpus N is given) and for node_exporter with its default co
 - CPU seconds per sampling tick and share of one core while idle (no scrapes), from /proc/<pid>/stat;
 - RSS at the end of the idle period;
 - /metrics latency p50/p99 over N sequential scrapes on loopback.
-Prints the figures and the agent/node_exporter ratios.
+Prints the figures and the agent/node_exporter ratios. ``--tree PATH`` runs another checkout's agent
+(the figures of two versions measured by one script); the agent's CPU is its threads' schedstat
+(nanoseconds), node_exporter's /proc/<pid>/stat.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchlib import cpu_seconds, free_port  # noqa: E402
+from benchlib import cpu_seconds, free_port, thread_cpu_seconds  # noqa: E402
 
 from agent.devtools import fake_nvml  # noqa: E402
 
@@ -88,6 +90,7 @@ def main() -> int:
     ap.add_argument("--scrapes", type=int, default=1000)
     ap.add_argument("--fake-gpus", type=int, default=0, help="give the agent N fake GPUs")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--tree", type=Path, default=REPO, help="the checkout whose agent runs (default: this)")
     args = ap.parse_args()
     if args.quick:
         args.idle_seconds, args.scrapes = 30.0, 200
@@ -104,12 +107,13 @@ def main() -> int:
         f'[http]\nlisten = "127.0.0.1:{agent_port}"\ncontrol_socket = "{tmp}/run/control.sock"\n'
         '[preemption]\nprovider = "none"\n'
     )
-    env = {**os.environ}
+    tree = args.tree.resolve()
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'client'}"}
     if args.fake_gpus:
         env.update(fake_gpu_env(args.fake_gpus, tmp))
     agent = subprocess.Popen(
         [sys.executable, "-m", "agent", "run", "--config", str(cfg)],
-        cwd=REPO,
+        cwd=tree,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -123,11 +127,11 @@ def main() -> int:
         wait_http(f"http://127.0.0.1:{agent_port}/healthz")
         wait_http(f"http://127.0.0.1:{ne_port}/metrics")
         time.sleep(3)  # past start-up work (imports, first NVML init)
-        a0, n0, t0 = cpu_seconds(agent.pid), cpu_seconds(ne.pid), time.monotonic()
+        a0, n0, t0 = thread_cpu_seconds(agent.pid), cpu_seconds(ne.pid), time.monotonic()
         status0 = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{agent_port}/api/v1/status").read())
         print(f"idle for {args.idle_seconds:.0f} s (agent samples every 1 s; nobody scrapes)...", flush=True)
         time.sleep(args.idle_seconds)
-        a1, n1, t1 = cpu_seconds(agent.pid), cpu_seconds(ne.pid), time.monotonic()
+        a1, n1, t1 = thread_cpu_seconds(agent.pid), cpu_seconds(ne.pid), time.monotonic()
         status1 = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{agent_port}/api/v1/status").read())
         ticks = status1["snapshot"]["seq"] - status0["snapshot"]["seq"]
         wall = t1 - t0

@@ -13,9 +13,10 @@ then each checkout's ratio to the first one.
     .venv/bin/python bench/overhead_versions.py --tree /path/to/before --tree . --bench telemetry_tick
     .venv/bin/python bench/overhead_versions.py --tree /path/to/before --tree . --bench agent_overhead
 
-runs each checkout's own ``bench/<name>.py --quick`` instead (one checkout after the other, the
-order rotated every round, so a slow spell of the machine falls on each in turn) and reports the
-median of each headline figure over the rounds, with each checkout's ratio to the first one.
+runs each checkout's own ``bench/<name>.py --quick`` instead, all checkouts at the same time (so
+whatever else the machine does falls on each alike; ``--one-by-one``: one after the other, the order
+rotated every round), and reports the median of each headline figure over the rounds, with each
+checkout's ratio to the first one.
 """
 
 from __future__ import annotations
@@ -34,20 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agent_overhead import fake_gpu_env, rss_bytes  # noqa: E402
-from benchlib import free_port  # noqa: E402
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of ``pid``'s live threads in nanoseconds' resolution (``/proc/<pid>/stat`` counts
-    in 10 ms ticks, too coarse for a few milliseconds a second); the agent's threads live as long
-    as it does."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total / 1e9
+from benchlib import free_port, thread_cpu_seconds  # noqa: E402
 
 
 def start(tree: Path, tmp: Path, gpus: int) -> subprocess.Popen[bytes]:
@@ -81,12 +69,12 @@ def one_round(trees: list[Path], gpus: int, warmup: float, windows: int, window:
                 raise SystemExit(f"{t}: the agent exited ({p.returncode}); see {tmp}")
         per_tick: list[list[float]] = [[] for _ in trees]
         for _ in range(windows):
-            before = [cpu_seconds(p.pid) for p in procs]
+            before = [thread_cpu_seconds(p.pid) for p in procs]
             t0 = time.monotonic()
             time.sleep(window)
             dt = time.monotonic() - t0
             for i, p in enumerate(procs):
-                per_tick[i].append((cpu_seconds(p.pid) - before[i]) / dt * 1000)  # 1 tick a second
+                per_tick[i].append((thread_cpu_seconds(p.pid) - before[i]) / dt * 1000)  # 1 tick a second
         rss = [rss_bytes(p.pid) / 1e6 for p in procs]
     finally:
         for p in procs:
@@ -112,18 +100,29 @@ BENCHES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def bench_rounds(trees: list[Path], name: str, rounds: int) -> list[list[dict]]:
-    """Each tree's ``bench/<name>.py --quick`` figures, ``rounds`` times, the order rotated."""
+def bench_rounds(trees: list[Path], name: str, rounds: int, together: bool) -> list[list[dict]]:
+    """Each tree's ``bench/<name>.py --quick`` figures, ``rounds`` times, the start order rotated.
+    ``agent_overhead`` is this checkout's script run against each tree's agent (``--tree``), so both
+    are measured alike; ``telemetry_tick`` runs in-process, so each tree's own."""
     _, extra = BENCHES[name]
     tmp = Path(tempfile.mkdtemp(prefix="tna-versions-"))
     figs: list[list[dict]] = [[] for _ in trees]
     for r in range(rounds):
+        running: list[tuple[int, Path, subprocess.Popen[bytes]]] = []
         for k in range(len(trees)):
             i = (r + k) % len(trees)
             t, out = trees[i], tmp / f"{r}-{i}.json"
             env = {**os.environ, "PYTHONPATH": f"{t}{os.pathsep}{t / 'client'}"}
-            cmd = [sys.executable, str(t / "bench" / f"{name}.py"), "--quick", "--json", str(out), *extra]
-            subprocess.run(cmd, cwd=t, env=env, check=True, stdout=subprocess.DEVNULL)
+            script = REPO / "bench" / f"{name}.py" if name == "agent_overhead" else t / "bench" / f"{name}.py"
+            cmd = [sys.executable, str(script), "--quick", "--json", str(out), *extra]
+            if name == "agent_overhead":
+                cmd += ["--tree", str(t)]
+            running.append((i, out, subprocess.Popen(cmd, cwd=t, env=env, stdout=subprocess.DEVNULL)))
+            if not together:
+                running[-1][2].wait()
+        for i, out, p in running:
+            if p.wait() != 0:
+                raise SystemExit(f"{trees[i]}: bench/{name}.py failed ({p.returncode})")
             figs[i].append(json.loads(out.read_text()))
     return figs
 
@@ -156,10 +155,12 @@ def main() -> int:
     ap.add_argument("--window", type=float, default=20.0, help="seconds per measured window")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--bench", choices=sorted(BENCHES), help="run this benchmark of each checkout instead")
+    ap.add_argument("--one-by-one", action="store_true", help="--bench: the checkouts one after the other")
     args = ap.parse_args()
     trees = [Path(t).resolve() for t in args.tree]
     if args.bench:
-        res = report_bench(trees, args.bench, bench_rounds(trees, args.bench, args.rounds))
+        figs = bench_rounds(trees, args.bench, args.rounds, together=not args.one_by_one)
+        res = report_bench(trees, args.bench, figs)
         if args.json:
             Path(args.json).write_text(json.dumps(res, indent=1))
         return 0
