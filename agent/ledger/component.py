@@ -185,8 +185,10 @@ class LedgerComponent:
                     since_durable_seconds=None if r.since_durable is None else round(r.since_durable, 1),
                 )
 
-    def poll_reports(self) -> None:
-        for report in saved.collect(self.request_dir, time.time(), self._kept):
+    def book_reports(self, reports: Iterable[saved.Saved]) -> None:
+        """Periodic checkpoint reports, read off the loop (``saved.collect``), booked on it: the
+        ledger changes with every tick there."""
+        for report in reports:
             moved = self.ledger.saved(report)
             log.info(
                 "periodic checkpoint reported",
@@ -230,7 +232,8 @@ class LedgerComponent:
                     break
                 ev = self._events.get_nowait()
             if self._reports_may_have_come():
-                await asyncio.to_thread(self.poll_reports)
+                found = await asyncio.to_thread(saved.collect, self.request_dir, time.time(), self._kept)
+                self.book_reports(found)
             now = time.time()
             if time.monotonic() - self._saved_at >= self.cfg.save_every:
                 await self._save()
