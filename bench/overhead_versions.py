@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -86,7 +87,15 @@ def one_round(trees: list[Path], gpus: int, warmup: float, windows: int, window:
 
 # each benchmark's headline figures (keys of its --json output) and the arguments it runs with
 BENCHES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "telemetry_tick": (("tick_total_ms", "sequential_tick_ms", "render_all_ms"), ("--no-peer",)),
+    "telemetry_tick": (
+        (
+            "tick_total_ms",
+            "sequential_tick_ms",
+            "render_all_ms",
+            *(f"per_collector_ms.{c}" for c in ("host", "gpu", "storage", "network", "processes")),
+        ),
+        ("--no-peer",),
+    ),
     "agent_overhead": (
         (
             "agent_cpu_ms_per_tick",
@@ -133,11 +142,20 @@ def report_bench(trees: list[Path], name: str, figs: list[list[dict]]) -> dict:
     print(f"{name}, median of {len(figs[0])} rounds each; ratio to the first checkout")
     print(f"{'':28}" + "".join(f"{commit_of(t):>22}" for t in trees))
     for key in keys:
-        meds = [statistics.median(f[key] for f in fs) for fs in figs]
-        out["figures"][key] = {"medians": meds, "rounds": [[f[key] for f in fs] for fs in figs]}
+        rounds = [[figure(f, key) for f in fs] for fs in figs]
+        meds = [statistics.median(r) for r in rounds]
+        out["figures"][key] = {"medians": meds, "rounds": rounds}
         cells = "".join(f"{m:>12.3f} (x{m / meds[0]:.3f})" if meds[0] else f"{m:>22.3f}" for m in meds)
         print(f"{key:28}{cells}")
     return out
+
+
+def figure(fig: dict[str, Any], key: str) -> float:
+    """``a.b`` is ``fig["a"]["b"]``."""
+    v: Any = fig
+    for part in key.split("."):
+        v = v[part]
+    return float(v)
 
 
 def commit_of(tree: Path) -> str:

@@ -249,9 +249,10 @@ class ProcessCollector:
         live = {(p.pid, p.start_time_ticks) for p in out}
         for key in self._quota.keys() - live:
             del self._quota[key]
-        members = {(m.pid, m.start_time) for t in trees for m in t}
-        for key in self._denied.keys() - members:
-            del self._denied[key]
+        if self._denied:  # the members' set only when there is something to forget
+            members = {(m.pid, m.start_time) for t in trees for m in t}
+            for key in self._denied.keys() - members:
+                del self._denied[key]
         self._said &= live
         self._bad += self._cgroups.take_malformed()
         self.malformed_total += self._bad
@@ -277,7 +278,10 @@ class ProcessCollector:
                 read_bytes = (read_bytes or 0) + v
             if (v := io.get("rchar")) is not None:
                 rchar = (rchar or 0) + v
-        problem = next((why for m in tree if (why := self._denied.get((m.pid, m.start_time)))), None)
+        denied = self._denied
+        problem = (
+            next((why for m in tree if (why := denied.get((m.pid, m.start_time)))), None) if denied else None
+        )
         cgroup = None
         if problem is not None:
             read_bytes = rchar = None  # a sum over part of the tree would look like a slowdown
