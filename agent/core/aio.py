@@ -6,7 +6,7 @@ the same turn of the loop as the cancel) is swallowed: ``wait_for`` returns the 
 goes on. A part's loop that a reload cancelled that way never ends; it waits on a queue the bus no
 longer feeds and keeps its whole generation (context, sampler, the other parts) alive: the soak's
 RSS grew by ~30 KiB per SIGHUP. ``asyncio.timeout`` awaits in the caller's own task, where a cancel
-always raises (and a queued item stays queued).
+always raises (and a queued item stays queued). CPython gh-86296; 3.12 rebuilt ``wait_for`` on it.
 """
 
 from __future__ import annotations
