@@ -139,13 +139,15 @@ def bench_rounds(trees: list[Path], name: str, rounds: int, together: bool) -> l
 def report_bench(trees: list[Path], name: str, figs: list[list[dict]]) -> dict:
     keys, _ = BENCHES[name]
     out: dict = {"bench": name, "rounds": len(figs[0]), "trees": [str(t) for t in trees], "figures": {}}
-    print(f"{name}, median of {len(figs[0])} rounds each; ratio to the first checkout")
+    print(f"{name}, median of {len(figs[0])} rounds each (x: the median of the rounds' ratios to the first")
+    print("checkout, each ratio within one round, so a slow spell that hit a whole round cancels out)")
     print(f"{'':28}" + "".join(f"{commit_of(t):>22}" for t in trees))
     for key in keys:
         rounds = [[figure(f, key) for f in fs] for fs in figs]
         meds = [statistics.median(r) for r in rounds]
-        out["figures"][key] = {"medians": meds, "rounds": rounds}
-        cells = "".join(f"{m:>12.3f} (x{m / meds[0]:.3f})" if meds[0] else f"{m:>22.3f}" for m in meds)
+        ratios = [statistics.median(b / a for a, b in zip(rounds[0], r, strict=True) if a) for r in rounds]
+        out["figures"][key] = {"medians": meds, "paired_ratio_median": ratios, "rounds": rounds}
+        cells = "".join(f"{m:>12.3f} (x{q:.3f})" for m, q in zip(meds, ratios, strict=True))
         print(f"{key:28}{cells}")
     return out
 
