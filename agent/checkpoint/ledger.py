@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -72,10 +73,18 @@ class Ledger:
         self.path = path
         self.episodes: dict[str, Episode] = {}
         self.loaded = False
+        # a reload can stop the part while its load runs in a worker thread; the stop's save (in
+        # another thread) then waits for the load, or it would write the still empty ledger over
+        # the file and the next part would signal handled notices again
+        self._lock = threading.Lock()
 
     def load(self) -> None:
         """Read the ledger; an unreadable one is moved aside (kept for a post-mortem), never fatal."""
-        self.loaded = True
+        with self._lock:
+            self._load()
+            self.loaded = True
+
+    def _load(self) -> None:
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -102,13 +111,18 @@ class Ledger:
     def save(self) -> None:
         # A component stopped before its ledger was read (a reload right after a start) must not
         # write its empty one over the file: the next one would then signal handled notices again.
-        if not self.loaded:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"version": 1, "episodes": {k: asdict(v) for k, v in self.episodes.items()}}
-        write_atomic(self.path, json.dumps(data, indent=1).encode(), 0o600)
+        with self._lock:
+            if not self.loaded:
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            data = {"version": 1, "episodes": {k: asdict(v) for k, v in self.episodes.items()}}
+            write_atomic(self.path, json.dumps(data, indent=1).encode(), 0o600)
 
     def prune(self, now: float) -> None:
+        with self._lock:
+            self._prune(now)
+
+    def _prune(self, now: float) -> None:
         for key in [
             k
             for k, e in self.episodes.items()

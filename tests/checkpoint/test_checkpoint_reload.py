@@ -99,3 +99,43 @@ async def _reload_while_discovering(
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
         await second.stop()
+
+
+def test_a_save_while_the_ledger_loads_waits_for_the_load(tmp_path):
+    """A reload stopped the part while its load ran in a worker thread: the stop's save wrote the
+    still empty ledger over the file, and the next part signalled a handled notice again."""
+    import threading
+    from pathlib import PosixPath
+
+    from agent.checkpoint.ledger import Episode, Ledger
+
+    path = tmp_path / "checkpoint-ledger.json"
+    first = Ledger(path)
+    first.load()
+    now = time.time()
+    first.episodes["e1"] = Episode(
+        "e1", "alibaba", "spot-termination", now + 600, now, now, phase=EpisodeState.COMPLETED
+    )
+    first.save()
+    reading, go = threading.Event(), threading.Event()
+
+    class SlowPath(PosixPath):
+        def read_bytes(self) -> bytes:
+            reading.set()
+            go.wait(10)
+            return super().read_bytes()
+
+    second = Ledger(SlowPath(path))
+    loader = threading.Thread(target=second.load)
+    loader.start()
+    assert reading.wait(10)
+    saver = threading.Thread(target=second.save)  # the stop's save, in another worker
+    saver.start()
+    saver.join(2)  # before the fix it wrote here; now it waits for the load
+    go.set()
+    loader.join(10)
+    saver.join(10)
+    third = Ledger(path)
+    third.load()
+    assert list(third.episodes) == ["e1"]
+    assert third.episodes["e1"].phase == EpisodeState.COMPLETED
