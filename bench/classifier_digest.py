@@ -1,9 +1,9 @@
 """Bit-identity check for classifier changes: the exact repr of every evaluation (vote, verdict in
 force, hold, events) and the final baselines over randomized streams, as one digest.
 
-    .venv/bin/python bench/classifier_digest.py [TREE] [OUT]   # TREE: a checkout (default: this one)
+    .venv/bin/python bench/classifier_digest.py [TREE] [OUT]   # TREE: whose agent/ (default: this one)
 
-Run it on two checkouts (``git archive <commit> agent bench tests/classifier | tar -x -C /tmp/x``,
+Run it on two checkouts (``git archive <commit> agent | tar -x -C /tmp/x``,
 then ``bench/classifier_digest.py /tmp/x``): the same digest is the same verdicts, scores, reasons,
 hints and baselines to the last bit; ``diff`` the two OUT files to see where they part. Streams: both
 ``classifier_cost`` nodes with per-GPU random phases, lost and power-only GPUs, throttling, trainers
@@ -20,8 +20,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-TREE = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).resolve().parent.parent)
-sys.path[:0] = [TREE, f"{TREE}/bench", f"{TREE}/tests/classifier"]
+HERE = Path(__file__).resolve().parent.parent
+TREE = sys.argv[1] if len(sys.argv) > 1 else str(HERE)
+# the tree's classifier; the streams from this checkout's bench node and test regimes
+sys.path[:0] = [TREE, f"{HERE}/bench", f"{HERE}/tests/classifier"]
 
 import classifier_cost as cost  # noqa: E402
 import classifier_synth as synth  # noqa: E402
@@ -88,29 +90,9 @@ def bench_stream(node: cost.Node, seed: int, n: int) -> list[str | None]:
 
 def synth_stream(seed: int, n: int) -> list[str | None]:
     rnd = random.Random(seed)
-    regimes = [synth.COMPUTE, synth.STORAGE, synth.CPU, synth.NETWORK, synth.SYNC, synth.IDLE]
     cfg = synth.fast_cfg(confirmations=rnd.choice([1, 2, 3])) if seed % 2 else ClassifierSection(warmup="10s")
     eng = Engine(cfg)
-    picks = []
-    for _ in range(n):
-        base = rnd.choice(regimes)
-        picks.append(
-            synth.like(
-                base,
-                seconds=rnd.randint(8, 60),
-                gpm=rnd.random() < 0.6,
-                gpus=rnd.choice([1, 2, 4, 8]),
-                cores=rnd.uniform(0.1, 4.0),
-                disk_read=base.disk_read * rnd.uniform(0.2, 2),
-                nic=base.nic * rnd.uniform(0.01, 2),
-                nic_speed=rnd.choice([None, 3_125_000_000, 1_250_000_000]),
-                busy=tuple(sorted((rnd.uniform(0, 1.05) for _ in range(rnd.randint(0, 5))), reverse=True)),
-                workers=rnd.randint(0, 6),
-                trainer_read=rnd.choice([None, 1e6, 1e8]),
-                pid=rnd.choice([4242, 4243]),
-                nic_bursts=rnd.choice([0, 0, 3]),
-            )
-        )
+    picks = synth.random_regimes(rnd, n)
     r = synth.Run(eng).feed(picks)
     return [*map(text, r.evaluations), settled(eng)]
 

@@ -7,6 +7,7 @@ directly, as the sampler would) and feeds them to an :class:`Engine`.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
@@ -177,3 +178,29 @@ IDLE = Regime(("starved",), trainer=False)
 
 def like(r: Regime, **kw) -> Regime:
     return replace(r, **kw)
+
+
+def random_regimes(rnd: random.Random, n: int) -> list[Regime]:
+    """``n`` of the ready-made regimes, each with randomized parameters: length, GPU count and GPM,
+    trainer CPU and workers, pegged processes, reads, NIC rate and reported speed, bursts, new jobs."""
+    out = []
+    for _ in range(n):
+        base = rnd.choice((COMPUTE, STORAGE, CPU, NETWORK, SYNC, IDLE))
+        out.append(
+            like(
+                base,
+                seconds=rnd.randint(8, 60),
+                gpm=rnd.random() < 0.6,
+                gpus=rnd.choice([1, 2, 4, 8]),
+                cores=rnd.uniform(0.1, 4.0),
+                disk_read=base.disk_read * rnd.uniform(0.2, 2),
+                nic=base.nic * rnd.uniform(0.01, 2),
+                nic_speed=rnd.choice([None, 3_125_000_000, 1_250_000_000]),
+                busy=tuple(sorted((rnd.uniform(0, 1.05) for _ in range(rnd.randint(0, 5))), reverse=True)),
+                workers=rnd.randint(0, 6),
+                trainer_read=rnd.choice([None, 1e6, 1e8]),
+                pid=rnd.choice([4242, 4243]),  # sometimes a new job
+                nic_bursts=rnd.choice([0, 0, 3]),
+            )
+        )
+    return out

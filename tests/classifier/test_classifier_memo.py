@@ -9,7 +9,7 @@ import math
 import random
 
 import pytest
-from classifier_synth import COMPUTE, CPU, IDLE, NETWORK, STORAGE, SYNC, Regime, fast_cfg, like, snapshot
+from classifier_synth import fast_cfg, random_regimes, snapshot
 
 from agent.classifier.baselines import learn
 from agent.classifier.engine import Engine
@@ -18,31 +18,6 @@ from agent.classifier.running import FAMILIES
 from agent.classifier.samples import Sample, sample_from_snapshot, series
 from agent.classifier.verdict import classify
 from agent.config.classifier import ClassifierSection
-
-REGIMES = (COMPUTE, STORAGE, CPU, NETWORK, SYNC, IDLE)
-
-
-def regimes(rnd: random.Random, n: int) -> list[Regime]:
-    out = []
-    for _ in range(n):
-        base = rnd.choice(REGIMES)
-        out.append(
-            like(
-                base,
-                seconds=rnd.randint(6, 40),
-                gpm=rnd.random() < 0.6,
-                gpus=rnd.choice([1, 2, 4, 8]),
-                cores=rnd.uniform(0.1, 4.0),
-                disk_read=base.disk_read * rnd.uniform(0.2, 2),
-                nic=base.nic * rnd.uniform(0.01, 2),
-                nic_speed=rnd.choice([None, 3_125_000_000, 1_250_000_000]),
-                busy=tuple(sorted((rnd.uniform(0, 1.05) for _ in range(rnd.randint(0, 5))), reverse=True)),
-                workers=rnd.randint(0, 6),
-                pid=rnd.choice([4242, 4243]),  # sometimes a new job
-                nic_bursts=rnd.choice([0, 0, 3]),
-            )
-        )
-    return out
 
 
 def jitter(s: Sample, rnd: random.Random, t: int) -> Sample:
@@ -68,7 +43,7 @@ def test_the_engines_vote_is_the_pure_functions_to_the_bit(seed: int) -> None:
     cfg = fast_cfg(confirmations=rnd.choice([1, 2, 3])) if seed % 2 else ClassifierSection(warmup="10s")
     eng = Engine(cfg)
     t = checked = 0
-    for r in regimes(rnd, 10):
+    for r in random_regimes(rnd, 8):
         for k in range(r.seconds):
             t += 1
             s = jitter(sample_from_snapshot(snapshot(t, float(t), r, r.phases[k % len(r.phases)])), rnd, t)
