@@ -153,6 +153,7 @@ def score(
         f"{e['at'] - t0:+6.2f}s {e['verdict']} (vote {e['vote']}"
         + (f", held: {e['held']}) " if e.get("held") else ") ")
         + " ".join(f"{k}={v:.2f}" for k, v in e.get("scores", {}).items())
+        + "".join(f"\n          {r}" for r in e.get("reasons", ()))
         for e in evs
     ]
     for e in evs:

@@ -235,6 +235,7 @@ class Engine:
                 "vote": vote.label,
                 "held": held,
                 "scores": vote.scores,
+                "reasons": vote.reasons,  # the vote's own numbers: why this window said what it did
             }
         )
         return ev
