@@ -68,7 +68,10 @@ def scenarios(cpus: int) -> dict[str, Scenario]:
         Scenario(
             "torch throttled reads",
             (("storage", SECONDS),),
-            args={"mode": "direct", "workers": 2, "batch": 8, "sample-bytes": 128 << 10, "gpu-seconds": 0.03},
+            # 2 MiB a batch at 8 MiB/s: ~0.25 s of waiting a step against ~0.05 s of step, so the job
+            # stays storage-bound on a loaded host too (1 MiB batches starved it 60-75% of the time,
+            # and a busy box's slower steps tipped windows to compute)
+            args={"mode": "direct", "workers": 2, "batch": 8, "sample-bytes": 256 << 10, "gpu-seconds": 0.03},
             torch="direct",
         ),
         Scenario(
