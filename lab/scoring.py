@@ -5,7 +5,8 @@
   by construction) is scored in the confusion matrix.
 - Each regime change (and each job start, counted from the end of the warm-up) is *detected* at
   the first evaluation whose verdict is the new regime's; its latency is counted in evaluations and
-  seconds.
+  seconds. The evaluations counted are those whose window is mostly the new regime: one taken 0.1 s
+  after a change has seen a tenth of it, and no window classifier can name it there.
 - A *spin-wait window* is an evaluation window in which the GPUs spent more time spinning than
   computing (from the trainer's phase log, time-weighted); none of them may be called ``compute``.
 - The *time to first verdict* is from the job's start (its first regime) to the first evaluation
@@ -142,7 +143,7 @@ def score(
         hit = next((e for e in evs if e["at"] >= job_start and e["verdict"] == first), None)
         res.first_verdict_seconds = round(hit["at"] - job_start, 2) if hit else None
     for ch in res.changes:
-        after = [e for e in evs if e["at"] > ch.at]
+        after = [e for e in evs if e["at"] > ch.at + window / 2]
         for k, e in enumerate(after, 1):
             if e["verdict"] == ch.after:
                 ch.latency_evaluations = k
@@ -228,7 +229,7 @@ def render(results: list[Result]) -> str:
     lines.append("")
     lines.append(
         "regime changes: detection latency (evaluations after the change; "
-        "a job start counts from the end of its warm-up)"
+        "a job start counts from the end of its warm-up; a window at least half the new regime counts)"
     )
     for r in results:
         for ch in r.changes:

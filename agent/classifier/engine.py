@@ -55,6 +55,7 @@ class Engine:
         self.since_mono: float | None = None
         self.candidate: str | None = None
         self.count = 0
+        self.undecided = False  # one mixed vote came between the candidate's votes
         self.changes_total = 0
         self.evaluations = 0
         self.published: VerdictEvent | None = None
@@ -212,8 +213,16 @@ class Engine:
         else:
             if vote.verdict == self.candidate:
                 self.count += 1
+            elif (
+                vote.verdict == VerdictName.MIXED
+                and self.candidate not in (None, VerdictName.MIXED)
+                and not self.undecided
+            ):
+                # one undecided window (a TCP stall, a straggling read) is no vote against the
+                # candidate: it neither confirms nor resets it; a second one does reset it
+                self.undecided = True
             else:
-                self.candidate, self.count = vote.verdict, 1
+                self.candidate, self.count, self.undecided = vote.verdict, 1, False
             if self.count >= cfg.confirmations:
                 changed = True
                 events += self._adopt(vote, now, wall)

@@ -371,3 +371,38 @@ def test_baselines_learned_from_gathered_samples_equal_learning_from_the_window(
                 assert eng.baselines == learn(eng.window(), before, parts), (t, parts)
                 relearned_rtt += eng.baselines.nfs_rtt is not before.nfs_rtt
     assert learned >= 30 and relearned_rtt >= 3
+
+
+@pytest.mark.parametrize(
+    ("votes", "adopted_at"),
+    [
+        (["network", "network"], 1),
+        (["network", "mixed", "network"], 2),  # one undecided window: no vote against the candidate
+        (["network", "mixed", "mixed", "network"], None),  # two: the candidate starts over
+        (["network", "sync-wait", "network"], None),  # another class's vote resets it
+        (["mixed", "network", "mixed", "network"], 3),
+    ],
+)
+def test_confirmations_across_an_undecided_window(monkeypatch, votes, adopted_at) -> None:
+    import dataclasses
+
+    import agent.classifier.engine as engine_module
+
+    real = engine_module.classify
+    script = iter(["compute"] * 6 + votes)
+
+    def scripted(*args, **kwargs):
+        v = real(*args, **kwargs)
+        want = next(script, None)
+        return v if want is None else dataclasses.replace(v, verdict=want, sub_reason=None)
+
+    monkeypatch.setattr(engine_module, "classify", scripted)
+    r = run(like(COMPUTE, seconds=60), cfg=fast_cfg(confirmations=2, warmup="0s"))
+    labels = r.verdicts()
+    start = 6  # the scripted votes follow six computes
+    assert labels[start - 1] == "compute"
+    after = labels[start : start + len(votes)]
+    if adopted_at is None:
+        assert "network" not in after, after
+    else:
+        assert after.index("network") == adopted_at, after

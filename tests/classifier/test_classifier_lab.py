@@ -10,7 +10,8 @@ Three groups, all without a configured capacity:
 - **randomized**: draws from ``lab.draws`` on the held-out seeds (``TNA_LAB_SEEDS=tune`` for the
   tuning ones); ``TNA_LAB_DRAWS`` of them (a modest sample in the suite, more for ``make lab``).
 
-Quality bar: every regime change named within 3 evaluations, no spin-wait window called compute, and
+Quality bar: every regime change named within 3 evaluations (of those whose window is mostly the new
+regime), no spin-wait window called compute, and
 on the draws >= 95% of evaluations right *counting* the detection allowance. The confusion matrices
 and the time to first verdict per family are printed (-s) and written to bench/out/.
 """
