@@ -107,6 +107,7 @@ class Lab:
         self.last_verdict: str | None = None
         self.runtime_dir: Path | None = None
         self.links: list[str] = []
+        self.runs = 0  # every run, failed ones too: a failed job's log must not become the next one's
 
     # --- environment -------------------------------------------------------------------------------
 
@@ -185,7 +186,8 @@ class Lab:
                 self.cgroup.set_cpus(sc.cpuset)
             if sc.regimes & NETWORK_REGIMES:
                 self._link_up(sc.link_mbit, peer=sc.torch is None)
-            log = self.workdir / f"trainer-{len(self.results)}.jsonl"
+            self.runs += 1
+            log = self.workdir / f"trainer-{self.runs}.jsonl"
             total = sum(s for _, s in sc.schedule)
             noise = self._noise(sc.noise, total + 30)
             if probe is not None:

@@ -39,6 +39,9 @@ class Change:
     after: str
     latency_evaluations: int | None = None  # None: not detected within the run
     latency_seconds: float | None = None
+    # not named within the allowance: the first evaluations after it, on one line (a CI summary
+    # shows an assertion's first line)
+    seen: str = ""
 
 
 @dataclass
@@ -149,6 +152,8 @@ def score(
                 ch.latency_evaluations = k
                 ch.latency_seconds = round(e["at"] - ch.at, 2)
                 break
+        if ch.latency_evaluations is None or ch.latency_evaluations > allowance:
+            ch.seen = _brief(after[: allowance + 1])
     t0 = regimes[0][0] if regimes else start
     res.trace = [
         f"{e['at'] - t0:+6.2f}s {e['verdict']} (vote {e['vote']}"
@@ -179,6 +184,16 @@ def score(
                 continue  # inside the detection allowance of the latest change
         res.confusion[(truth, verdict)] += 1
     return res
+
+
+def _brief(evs: list[dict[str, Any]], width: int = 900) -> str:
+    """Each evaluation as its verdict, vote and scores, and its vote's reasons that carry numbers."""
+    parts = []
+    for e in evs:
+        scores = ",".join(f"{k[:4]}={v:.2f}" for k, v in e.get("scores", {}).items() if v)
+        why = "; ".join(r[:110] for r in e.get("reasons", ()) if any(c.isdigit() for c in r))
+        parts.append(f"[{e['verdict']}/{e['vote']} {scores} {why}]")
+    return " ".join(parts)[:width]
 
 
 def first_verdicts(results: list[Result]) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -124,7 +125,15 @@ def _wait(procs: list[subprocess.Popen[bytes]], timeout: float, errs: list[Path]
     bad = [p.returncode for p in procs if p.returncode != 0]
     if bad:
         text = "\n".join(e.read_text()[-4000:] for e in errs if e.exists())
-        raise RuntimeError(f"the PyTorch job failed ({bad}):\n{text}")
+        # the first line is all that a CI summary shows of the message: the last error of each rank
+        raise RuntimeError(f"the PyTorch job failed ({bad}): {' | '.join(map(last_error, errs))}\n{text}")
+
+
+def last_error(err: Path) -> str:
+    """The last line of ``err`` that names an error (a traceback's last line, a torchrun failure)."""
+    lines = err.read_text(errors="replace").splitlines() if err.exists() else []
+    named = [x for x in lines if re.search(r"(Error|Exception|Failed|failed)\b", x)]
+    return (named or lines or [f"{err.name}: empty"])[-1].strip()[-300:]
 
 
 def run_job(sc: Scenario, lab: Lab, log: Path) -> None:

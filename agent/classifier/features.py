@@ -65,6 +65,9 @@ class Features(NamedTuple):
     cpu_busiest: float | None = None  # the busiest process's cores (ran or waited to run), window mean
     cpu_pegged: float = 0.0  # processes at least at cpu_pegged[0], window mean
     cpu_pegged_level: float | None = None  # their mean cores each
+    # num_workers=0, the training process not pegged over the window: its busy share over the GPUs'
+    # starved share, where that is pegged (it decodes only while they wait)
+    cpu_decoding: float | None = None
     cpu_workers: int = 0  # data-loader workers (descendants of the training processes)
     cpu_ranks: int = 0  # training processes
     cpu_idle_cores: float | None = None  # allowed cores nothing ran on, window mean
@@ -130,6 +133,14 @@ def measure(
     trainers = list(filter(_NOT_NONE, map(_TRAINERS, window)))
     cores, allowed, saturation, trainer_read, idle_cores = _trainer_means(trainers)
     top, pegged, pegged_level = _pegged(trainers, cfg.cpu_pegged[0])
+    workers = window[-1].trainers.workers if window[-1].trainers else 0
+    decoding = None
+    if workers == 0 and top is not None and starved_share > 0 and pegged_level is None:
+        # num_workers=0: the training process decodes a batch only while its GPUs wait for it, and the
+        # whole window's mean hides that (a job starved 75% of the time with its decoder busy 55%)
+        share = min(1.0, top / starved_share)
+        decoding = share if share >= cfg.cpu_pegged[0] else None
+    busiest_share = max(top or 0.0, decoding or 0.0)
     # host-wide I/O pressure is the job's only when the job reads: a neighbour's backup, logging or
     # another container's I/O must not make a CPU-bound trainer "storage-bound"
     storage_gate = 1.0
@@ -184,17 +195,18 @@ def measure(
         storage_signals=tuple(signals),
         # a training process or worker that runs (or waits to run) all the time is not waiting on I/O:
         # the node's I/O pressure counts against the job only as far as its decoders are not pegged
-        storage_pressure=io_pressure * storage_gate * (1.0 - ramp(top, cfg.cpu_pegged)),
+        storage_pressure=io_pressure * storage_gate * (1.0 - ramp(busiest_share, cfg.cpu_pegged)),
         io_pressure=io_pressure,
         trainer_read=trainer_read,
         cpu_cores=cores,
         cpu_allowed=allowed,
         cpu_saturation=saturation,
-        cpu_pressure=max(ramp(saturation, cfg.cpu_saturation), ramp(top, cfg.cpu_pegged)),
+        cpu_pressure=max(ramp(saturation, cfg.cpu_saturation), ramp(busiest_share, cfg.cpu_pegged)),
         cpu_busiest=top,
         cpu_pegged=pegged,
         cpu_pegged_level=pegged_level,
-        cpu_workers=last.trainers.workers if last.trainers else 0,
+        cpu_decoding=decoding,
+        cpu_workers=workers,
         cpu_ranks=last.trainers.ranks if last.trainers else 0,
         cpu_idle_cores=idle_cores,
         traffic=moved,

@@ -170,7 +170,13 @@ def _cpu_text(f: Features) -> list[str]:
     if f.cpu_saturation is None and f.cpu_busiest is None:
         return ["trainer CPU not measured"]
     out = []
-    if f.cpu_pegged_level is not None:
+    if f.cpu_decoding is not None:
+        out.append(
+            f"the training process decodes every batch itself (DataLoader num_workers=0): "
+            f"{f.trainer_label} busy {pct(f.cpu_busiest)} of a core (running or waiting to run) while the "
+            f"GPUs starved {pct(f.starved_share)} of the time: it decodes while they wait"
+        )
+    elif f.cpu_pegged_level is not None:
         if f.cpu_workers == 0:
             out.append(
                 f"the training process decodes every batch itself (DataLoader num_workers=0): "

@@ -12,7 +12,7 @@ speed, a link counts as the bottleneck where, per sample:
   through the waits instead of bursting at their end (a straggler's all-reduce on a fast link
   finishes in milliseconds and leaves the rest of the wait quiet);
 - **at its ceiling**: the rate through the waits is near the most the link has carried, over a
-  window (the 90th percentile of its samples, learned across windows like a disk's peak).
+  window (what it sustained: ``baselines.sustained``, learned across windows like a disk's peak).
 
 A sync-wait node on a fast link fails *steady* or *at its ceiling* only when the sampling resolves
 its waits (samples shorter than a wait); sampled slower than the steps, a straggler's bulk
@@ -26,7 +26,7 @@ from itertools import compress, pairwise, repeat
 from operator import attrgetter, is_, itemgetter, le, mul
 from typing import NamedTuple
 
-from agent.classifier.baselines import Baselines, quantile
+from agent.classifier.baselines import Baselines, quantile, sustained
 from agent.classifier.ramp import ramp
 from agent.classifier.samples import Sample
 from agent.config.classifier import ClassifierSection
@@ -40,7 +40,7 @@ class Traffic(NamedTuple):
     name: str
     rate_wait: float  # bytes/s in the samples where the GPUs waited (weighted by how many)
     rate_work: float | None  # ... where they worked; None: too few working samples to tell
-    ceiling: float  # bytes/s: the most it has carried (learned, or this window's plateau)
+    ceiling: float  # bytes/s: the most it has sustained (learned, or in this window)
     ceiling_source: str  # learned | window
     steady: float  # share of waiting weight in samples at >= half this window's plateau
     link: float | None  # the reported speed, bytes/s
@@ -93,9 +93,10 @@ def traffic(
         if total_work >= MIN_WORK_WEIGHT * n:
             rate_work = sum(map(mul, col, work)) / total_work
         plateau = quantile(col, 0.9)
+        here = sustained(col)
         learned = baselines.peaks.get(kind, {}).get(name, 0.0)
         link = links.get(kind, {}).get(name)
-        ceiling, source = (learned, "learned") if learned > plateau else (plateau, "window")
+        ceiling, source = (learned, "learned") if learned > here else (here, "window")
         if link:
             ceiling = min(ceiling, link)
         # the waits' weight in the samples at >= half the plateau

@@ -47,6 +47,22 @@ def test_peaks_only_grow_and_need_a_sustained_rate() -> None:
     assert r.engine.baselines.peaks["disk"]["vda"] == 100e6
 
 
+def test_a_peak_is_what_the_device_sustains_not_a_delayed_reads_stray() -> None:
+    """A link held to 10 MB/s by tc, sampled every 100 ms on a busy box: two reads came late past
+    their timestamps, so two samples read high and the next ones low. The 90th percentile learned
+    13.5 MB/s, and the link at its cap then looked 26% idle; the busy samples' median is the cap."""
+    mb = 1e6
+    strays = [10, 10, 14, 6, 10, 10, 13.5, 6.5, 10, 10, 10, 10]
+    window = [x * mb for x in strays]
+    assert store.quantile(window, store.PEAK_QUANTILE) == 13.5 * mb
+    assert store.sustained(window) == 10 * mb
+    learned = store._learn_peaks({"eth0": window}, {})
+    assert learned == {"eth0": 10 * mb}
+    # a lone burst in a quiet window is no capacity; a link busy only part of the window still is one
+    assert store.sustained([0.0] * 11 + [50 * mb]) == 0.0
+    assert store.sustained([0.0] * 8 + [9.9 * mb, 10 * mb, 10.1 * mb, 10 * mb]) == 10 * mb
+
+
 def test_capacity_precedence() -> None:
     b = Baselines(peaks={"disk": {}, "nfs": {}, "nic": {"eth0": 40e6, "eth1": 1e6}, "rdma": {}})
     cfg = fast_cfg(nic_capacity={"eth2": "1GB/s"})

@@ -52,6 +52,27 @@ def test_spin_windows_called_compute_are_caught() -> None:
     assert "NOT DETECTED" in render([r])
 
 
+def test_a_change_not_named_in_time_carries_what_was_voted() -> None:
+    regimes = [(0.0, "network")]
+    evs = [ev(1.0, "idle", "warming up")]
+    for k in range(1, 8):
+        e = ev(1.0 + k, "sync-wait")
+        e["scores"] = {"network": 0.3, "sync-wait": 0.7, "compute": 0.0}
+        e["reasons"] = ["GPUs spinning in 80% of samples", "network quiet meanwhile", "NIC carried 6.2 MB/s"]
+        evs.append(e)
+    r = score("n", evs, regimes, [(0.0, "spin")], start=-1.0, end=9.0, window=1.0, warmup=1.0)
+    (change,) = r.changes
+    assert change.latency_evaluations is None
+    # one bracket per evaluation of the allowance and one past it, the reasons that carry numbers
+    assert change.seen.count("[sync-wait/sync-wait netw=0.30,sync=0.70 ") == 4
+    assert "80% of samples; NIC carried 6.2 MB/s]" in change.seen
+    assert "quiet meanwhile" not in change.seen and "comp=" not in change.seen
+    # a change named in time carries none
+    evs[3]["verdict"] = "network"
+    again = score("n", evs, regimes, [(0.0, "spin")], start=-1.0, end=9.0, window=1.0, warmup=1.0)
+    assert again.changes[0].seen == ""
+
+
 def test_an_idle_run_is_idle_throughout() -> None:
     evs = [ev(1.0 + k, "compute" if k < 2 else "idle") for k in range(8)]
     r = score("idle", evs, [], [], start=0.5, end=9.0, window=1.0, warmup=1.0, before="compute")

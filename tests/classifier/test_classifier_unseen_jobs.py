@@ -38,6 +38,29 @@ def test_num_workers_0_is_cpu_bound_input_and_named_so() -> None:
     assert "try num_workers=" in v.hint and "persistent_workers" in v.hint and "pin_memory" in v.hint
 
 
+def test_num_workers_0_decoding_only_while_the_gpus_wait_is_cpu_bound_input() -> None:
+    """The lab's real PyTorch job on a busy box: its fake GPU step takes no CPU, so the one decoder is
+    busy 55% of the window, under any whole-window "pegged" level, yet all of the 67% the GPUs starve."""
+    v = last(run(like(NW0, cores=0.55, busy=(0.55,))))
+    assert v.label == "data/cpu", v.reasons
+    text = next(x for x in v.reasons if x.startswith("the training process decodes every batch itself"))
+    m = re.fullmatch(
+        r".*\(DataLoader num_workers=0\): pid 4242 \(python\) busy 55% of a core \(running or waiting to "
+        r"run\) while the GPUs starved (\d+)% of the time: it decodes while they wait",
+        text,
+    )
+    assert m and 60 <= int(m.group(1)) <= 75, text
+    assert "num_workers=0" in v.hint and "try num_workers=" in v.hint
+
+
+@pytest.mark.parametrize("busy", [0.3, 0.35])
+def test_num_workers_0_busy_for_a_fraction_of_the_waits_is_not_cpu_bound(busy: float) -> None:
+    """Busy for half the starvation or less: the process waits on something else (a read, a lock)."""
+    v = last(run(like(NW0, cores=busy, busy=(busy,))))
+    assert v.label != "data/cpu", v.reasons
+    assert not any("num_workers=0" in x for x in v.reasons), v.reasons
+
+
 def test_too_few_workers_each_pegged_while_cores_are_idle() -> None:
     v = last(run(FEW))
     assert v.label == "data/cpu", v.reasons
