@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     it = batches(args)
     log.write(regime=args.regime, seconds=args.seconds)
     end = time.monotonic() + args.seconds
+    finished = False
     try:
         while True:
             phase("starved")
@@ -165,11 +166,17 @@ def main(argv: list[str] | None = None) -> int:
                     break
             elif time.monotonic() >= end:
                 break
+        finished = True
     finally:
         gpus.phase("idle", None)
         log.write(phase="idle", regime="end")
         log.close()
         if dist:
+            # both ranks past their last collective before either tears its group down: one that
+            # goes first can fail the other's last operation (examples/accelerate_train.py had that
+            # teardown abort in CI; a later CI run lost this job's rank 0, its cause not shown)
+            if finished:
+                tdist.barrier()
             tdist.destroy_process_group()
     return 0
 
