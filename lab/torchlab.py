@@ -124,16 +124,18 @@ def _wait(procs: list[subprocess.Popen[bytes]], timeout: float, errs: list[Path]
                 p.wait()
     bad = [p.returncode for p in procs if p.returncode != 0]
     if bad:
-        text = "\n".join(e.read_text()[-4000:] for e in errs if e.exists())
+        texts = {e.name: e.read_text(errors="replace") for e in errs if e.exists()}
+        first = " | ".join(last_error(t) or f"{name}: empty" for name, t in texts.items())
+        tails = "\n".join(t[-4000:] for t in texts.values())
         # the first line is all that a CI summary shows of the message: the last error of each rank
-        raise RuntimeError(f"the PyTorch job failed ({bad}): {' | '.join(map(last_error, errs))}\n{text}")
+        raise RuntimeError(f"the PyTorch job failed ({bad}): {first}\n{tails}")
 
 
-def last_error(err: Path) -> str:
-    """The last line of ``err`` that names an error (a traceback's last line, a torchrun failure)."""
-    lines = err.read_text(errors="replace").splitlines() if err.exists() else []
+def last_error(text: str) -> str:
+    """The last line of ``text`` that names an error (a traceback's last line, a torchrun failure)."""
+    lines = text.splitlines()
     named = [x for x in lines if re.search(r"(Error|Exception|Failed|failed)\b", x)]
-    return (named or lines or [f"{err.name}: empty"])[-1].strip()[-300:]
+    return (named or lines or [""])[-1].strip()[-300:]
 
 
 def run_job(sc: Scenario, lab: Lab, log: Path) -> None:

@@ -129,7 +129,11 @@ def sustained(values: Sequence[float]) -> float:
     ~40% over a link's tc cap. A peak learned from such a sample is kept as the ceiling for good, and
     a link at its cap then looks 30% idle. The busy samples' median shrugs the strays off; the
     quantile still asks a peak to fill a tenth of the window (a lone burst is no capacity)."""
-    s = sorted(values)
+    return sorted_sustained(sorted(values))
+
+
+def sorted_sustained(s: Sequence[float]) -> float:
+    """``sustained`` of a sorted sequence."""
     hi = sorted_quantile(s, PEAK_QUANTILE)
     busy = s[bisect_left(s, 0.5 * hi) :]
     return min(hi, busy[(len(busy) - 1) // 2])

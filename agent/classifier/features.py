@@ -133,7 +133,8 @@ def measure(
     trainers = list(filter(_NOT_NONE, map(_TRAINERS, window)))
     cores, allowed, saturation, trainer_read, idle_cores = _trainer_means(trainers)
     top, pegged, pegged_level = _pegged(trainers, cfg.cpu_pegged[0])
-    workers = window[-1].trainers.workers if window[-1].trainers else 0
+    last = window[-1]
+    workers = last.trainers.workers if last.trainers else 0
     decoding = None
     if workers == 0 and top is not None and starved_share > 0 and pegged_level is None:
         # num_workers=0: the training process decodes a batch only while its GPUs wait for it, and the
@@ -148,7 +149,6 @@ def measure(
         storage_gate = min(1.0, trainer_read / starved_share / cfg.trainer_read_floor)
 
     # --- network: per second of waiting (network-bound) and of spinning (sync-wait) ---
-    last = window[-1]
     caps = capacities("nic", nic, last.nic_speed, baselines, cfg) + capacities(
         "rdma", rdma, last.rdma_rate, baselines, cfg
     )

@@ -170,24 +170,22 @@ def _cpu_text(f: Features) -> list[str]:
     if f.cpu_saturation is None and f.cpu_busiest is None:
         return ["trainer CPU not measured"]
     out = []
-    if f.cpu_decoding is not None:
-        out.append(
-            f"the training process decodes every batch itself (DataLoader num_workers=0): "
-            f"{f.trainer_label} busy {pct(f.cpu_busiest)} of a core (running or waiting to run) while the "
-            f"GPUs starved {pct(f.starved_share)} of the time: it decodes while they wait"
+    if f.cpu_workers == 0 and (f.cpu_pegged_level is not None or f.cpu_decoding is not None):
+        # pegged over the window, or (cpu_decoding) over the time its GPUs starved
+        busy = f.cpu_pegged_level if f.cpu_decoding is None else f.cpu_busiest
+        line = (
+            f"the training process decodes every batch itself (DataLoader num_workers=0): {f.trainer_label} "
+            f"busy {pct(busy)} of a core (running or waiting to run)"
         )
+        if f.cpu_decoding is not None:
+            line += f" while the GPUs starved {pct(f.starved_share)} of the time: it decodes while they wait"
+        out.append(line)
     elif f.cpu_pegged_level is not None:
-        if f.cpu_workers == 0:
-            out.append(
-                f"the training process decodes every batch itself (DataLoader num_workers=0): "
-                f"{f.trainer_label} busy {pct(f.cpu_pegged_level)} of a core (running or waiting to run)"
-            )
-        else:
-            out.append(
-                f"{f.cpu_pegged:.0f} of {f.cpu_workers} data-loader workers"
-                f"{f' ({f.cpu_ranks} training processes)' if f.cpu_ranks > 1 else ''} busy "
-                f"{pct(f.cpu_pegged_level)} of a core each (running or waiting to run)"
-            )
+        out.append(
+            f"{f.cpu_pegged:.0f} of {f.cpu_workers} data-loader workers"
+            f"{f' ({f.cpu_ranks} training processes)' if f.cpu_ranks > 1 else ''} busy "
+            f"{pct(f.cpu_pegged_level)} of a core each (running or waiting to run)"
+        )
     if f.cpu_saturation is not None:
         text = (
             f"trainer {f.trainer_label} using {f.cpu_cores or 0:.2f} of {f.cpu_allowed or 0:.2f} allowed "

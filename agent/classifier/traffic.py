@@ -26,7 +26,7 @@ from itertools import compress, pairwise, repeat
 from operator import attrgetter, is_, itemgetter, le, mul
 from typing import NamedTuple
 
-from agent.classifier.baselines import Baselines, quantile, sustained
+from agent.classifier.baselines import PEAK_QUANTILE, Baselines, sorted_quantile, sorted_sustained
 from agent.classifier.ramp import ramp
 from agent.classifier.samples import Sample
 from agent.config.classifier import ClassifierSection
@@ -92,8 +92,9 @@ def traffic(
         rate_work = None
         if total_work >= MIN_WORK_WEIGHT * n:
             rate_work = sum(map(mul, col, work)) / total_work
-        plateau = quantile(col, 0.9)
-        here = sustained(col)
+        ranked = sorted(col)
+        plateau = sorted_quantile(ranked, PEAK_QUANTILE)
+        here = sorted_sustained(ranked)
         learned = baselines.peaks.get(kind, {}).get(name, 0.0)
         link = links.get(kind, {}).get(name)
         ceiling, source = (learned, "learned") if learned > here else (here, "window")
