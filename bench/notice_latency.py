@@ -40,11 +40,12 @@ from agent.config import parse_config  # noqa: E402
 from agent.core.component import Context  # noqa: E402
 from agent.core.events import EventBus, PreemptionEvent  # noqa: E402
 from agent.devtools.simprocess import MetadataSimProcess  # noqa: E402
-from agent.preemption import alibaba, aws, azure, gcp, tencent  # noqa: E402
+from agent.preemption import registry  # noqa: E402
+from agent.preemption.clouds import alibaba, aws, azure, gcp, tencent  # noqa: E402
 from agent.preemption.watcher import PreemptionWatcher  # noqa: E402
 from agent.snapshot import NodeSnapshot  # noqa: E402
 
-PROVIDERS = ("alibaba", "aws", "gcp", "azure", "tencent")
+PROVIDERS = registry.names()
 
 # the bare peer: the path to poll, the headers the cloud requires, and "is a notice there?"
 PEER: dict[str, tuple[str, dict[str, str], dict[str, str], Any]] = {

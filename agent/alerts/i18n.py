@@ -6,6 +6,7 @@ Reasons and hints come from the classifier as they are; only the agent's own wor
 from __future__ import annotations
 
 from agent.core.vocabulary import Bucket, Cloud, Language, NoticeKind, Verdict
+from agent.preemption import registry
 
 TEXT: dict[str, tuple[str, str]] = {
     # field labels
@@ -111,16 +112,12 @@ NOTICE_KINDS: dict[str, tuple[str, str]] = {
     NoticeKind.MAINTENANCE_MIGRATE: ("Maintenance live migration", "计划维护：热迁移"),
     NoticeKind.MAINTENANCE_TERMINATE: ("Maintenance termination", "计划维护：释放实例"),
     NoticeKind.MAINTENANCE_FREEZE: ("Maintenance freeze", "计划维护：冻结"),
+    NoticeKind.MAINTENANCE_RETIREMENT: ("Maintenance retirement", "计划维护：实例退役"),
+    NoticeKind.MAINTENANCE_OTHER: ("Maintenance", "计划维护"),
+    NoticeKind.TERMINATION: ("Termination", "实例终止"),
 }
 
-CLOUDS: dict[str, tuple[str, str]] = {
-    Cloud.ALIBABA: ("Alibaba Cloud", "阿里云"),
-    Cloud.AWS: ("AWS", "亚马逊云科技"),
-    Cloud.GCP: ("Google Cloud", "谷歌云"),
-    Cloud.AZURE: ("Microsoft Azure", "微软 Azure"),
-    Cloud.TENCENT: ("Tencent Cloud", "腾讯云"),
-    Cloud.DRILL: ("drill", "演练"),
-}
+DRILL_WORDS = ("drill", "演练")  # the agent's own notices; each cloud's words are in its declaration
 
 VERDICTS: dict[str, tuple[str, str]] = {
     Verdict.COMPUTE: ("Compute-bound", "计算瓶颈"),
@@ -145,7 +142,10 @@ def notice_kind(kind: str, lang: str) -> str:
 
 
 def cloud(provider: str, lang: str) -> str:
-    return _pick(CLOUDS[provider], lang) if provider in CLOUDS else provider
+    if provider == Cloud.DRILL:
+        return _pick(DRILL_WORDS, lang)
+    spec = registry.find(provider)
+    return _pick(spec.words, lang) if spec is not None else provider
 
 
 def bucket_name(bucket: str, lang: str) -> str:

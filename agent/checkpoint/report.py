@@ -6,15 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from agent.checkpoint.ledger import Episode
-from agent.core.vocabulary import Cloud, DeliveryOutcome, DrillVerdict, EpisodeState
+from agent.core.vocabulary import DeliveryOutcome, DrillVerdict, EpisodeState
+from agent.preemption import registry
 
-# how long each cloud warns before it takes a spot/preemptible instance back
-CLOUD_NOTICES: tuple[tuple[str, str, float], ...] = (
-    (Cloud.ALIBABA, "Alibaba Cloud spot (~5 min)", 300.0),
-    (Cloud.AWS, "AWS spot (2 min)", 120.0),
-    (Cloud.GCP, "GCP preemption (30 s)", 30.0),
-    (Cloud.AZURE, "Azure spot eviction (30 s)", 30.0),
-)
 TIGHT_RATIO = 0.2  # less headroom than this share of the notice is called tight
 
 
@@ -25,11 +19,12 @@ def build_report(ep: Episode, detection_seconds: float, provider: str = "") -> d
     clouds = []
     if duration is not None:
         needed = duration + detection_seconds
-        for key, label, notice in CLOUD_NOTICES:
+        for spec in registry.clouds():  # each declared cloud's notice (agent/preemption/clouds/)
+            label, notice = spec.notice.label, spec.notice.seconds
             headroom = notice - needed
             clouds.append(
                 {
-                    "cloud": key,
+                    "cloud": spec.name,
                     "label": label,
                     "notice_seconds": notice,
                     "needed_seconds": round(needed, 2),

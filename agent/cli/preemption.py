@@ -10,7 +10,7 @@ import sys
 from agent.cli.main import register
 from agent.config.types import parse_duration, split_listen
 from agent.core.vocabulary import NoticeKind
-from agent.devtools.simclouds import CLOUDS
+from agent.preemption import registry
 
 
 def _duration(text: str) -> float:
@@ -31,7 +31,7 @@ def _maintenance(text: str) -> tuple[str, float]:
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--provider", required=True, choices=sorted(CLOUDS), help="the cloud to imitate")
+    p.add_argument("--provider", required=True, choices=sorted(registry.names()), help="the cloud to imitate")
     p.add_argument(
         "--listen", default="127.0.0.1:8200", help="HOST:PORT (default 127.0.0.1:8200; port 0 = any)"
     )

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, PlainValidator, field_validator
 
-from agent.config.types import Duration, StrictModel, choice_of
-from agent.core.vocabulary import CLOUDS, Cloud, Setting
+from agent.config.types import Duration, StrictModel, choice_from
+from agent.core.vocabulary import Setting
+from agent.preemption import registry
 
-# a cloud's name, auto or none; never drill, which is the agent's own notices
-PROVIDER_CHOICES: tuple[Cloud | Setting, ...] = (Setting.AUTO, *CLOUDS, Setting.NONE)
-Provider = Annotated[Cloud | Setting, choice_of(PROVIDER_CHOICES)]
+
+def provider_choices() -> tuple[str, ...]:
+    """A declared cloud's name, auto or none; never drill, which is the agent's own notices."""
+    return (Setting.AUTO, *registry.names(), Setting.NONE)
+
+
+Provider = Annotated[str, choice_from(provider_choices)]
 
 
 def check_base_url(value: str) -> str:
@@ -27,25 +33,35 @@ def check_base_url(value: str) -> str:
     return value.rstrip("/")
 
 
-class Endpoints(StrictModel):
-    """Per-cloud base URL overrides (used when that cloud is selected or auto-detected)."""
+def check_endpoints(value: object) -> dict[str, str]:
+    """Per-cloud base URL overrides (used when that cloud is selected or auto-detected): a table with
+    a key for each declared cloud, '' (its own address) unless set; a key no cloud declares is
+    refused, naming the clouds."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected a table of cloud = base URL, got {value!r}")
+    clouds = registry.names()
+    for key in value:
+        if key not in clouds:
+            raise ValueError(f"no cloud is named {key!r}; the clouds are {', '.join(clouds)}")
+    table = {}
+    for cloud in clouds:
+        url = value.get(cloud, "")
+        if not isinstance(url, str):
+            raise ValueError(f"{cloud}: expected a base URL string, got {url!r}")
+        try:
+            table[str(cloud)] = check_base_url(url)
+        except ValueError as e:
+            raise ValueError(f"{cloud}: {e}") from None
+    return table
 
-    alibaba: str = ""
-    aws: str = ""
-    gcp: str = ""
-    azure: str = ""
-    tencent: str = ""
 
-    @field_validator(*CLOUDS)
-    @classmethod
-    def _base_url(cls, v: str) -> str:
-        return check_base_url(v)
+Endpoints = Annotated[dict[str, str], PlainValidator(check_endpoints)]
 
 
 class PreemptionSection(StrictModel):
     provider: Provider = Setting.AUTO
     endpoint: str = Field("", description="base URL override, e.g. a local simulator; empty = the cloud's")
-    endpoints: Endpoints = Field(default_factory=Endpoints)
+    endpoints: Endpoints = Field(default_factory=dict)
     poll_interval: Duration = Field("1s", ge=0.1, le=300)
     jitter: float = Field(0.05, ge=0, le=0.5, description="poll period spread, as a ratio of poll_interval")
     maintenance_interval: Duration = Field(
@@ -74,4 +90,4 @@ class PreemptionSection(StrictModel):
 
     def endpoint_for(self, cloud: str) -> str:
         """The configured override for ``cloud`` ('' = the cloud's real address)."""
-        return self.endpoint or getattr(self.endpoints, cloud, "")
+        return self.endpoint or self.endpoints.get(cloud, "")

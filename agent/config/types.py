@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, PlainValidator, model_validator
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -151,18 +151,29 @@ def split_listen(value: str) -> tuple[str, int]:
 
 
 E = TypeVar("E", bound=StrEnum)
+T = TypeVar("T", bound=str)
 
 
 def choice_of(choices: Sequence[E]) -> BeforeValidator:
     """Exactly these members, from their strings; otherwise one line that names every choice (a
     union of enums, e.g. a cloud or ``auto``, would get one line per enum). For a field that takes
     only some of an enum's members, or members of more than one."""
+    return BeforeValidator(_picker(lambda: choices))
 
-    def pick(value: object) -> E:
-        for choice in choices:
+
+def choice_from(choices: Callable[[], Sequence[str]]) -> PlainValidator:
+    """:func:`choice_of` for a list read when a value is checked (the declared clouds): the value
+    becomes the listed object itself (a ``StrEnum`` member where the list has one)."""
+    return PlainValidator(_picker(choices))
+
+
+def _picker(choices: Callable[[], Sequence[T]]) -> Callable[[object], T]:
+    def pick(value: object) -> T:
+        listed = choices()
+        for choice in listed:
             if value == choice:
                 return choice
-        shown = ", ".join(f"'{c}'" for c in choices[:-1]) + f" or '{choices[-1]}'"
+        shown = ", ".join(f"'{c}'" for c in listed[:-1]) + f" or '{listed[-1]}'"
         raise ValueError(f"Input should be {shown} (got {value!r})")
 
-    return BeforeValidator(pick)
+    return pick

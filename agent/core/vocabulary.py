@@ -12,7 +12,8 @@ from enum import StrEnum
 
 
 class Cloud(StrEnum):
-    """Who sent a notice; ``drill`` is the agent's own synthetic one."""
+    """Who sent a notice; ``drill`` is the agent's own synthetic one. Each other member is a cloud
+    declared in ``agent/preemption/clouds/<cloud>.py`` (``agent.preemption.registry``)."""
 
     ALIBABA = "alibaba"
     AWS = "aws"
@@ -20,10 +21,6 @@ class Cloud(StrEnum):
     AZURE = "azure"
     TENCENT = "tencent"
     DRILL = "drill"
-
-
-# the clouds a node can run on (``drill`` is the agent's own)
-CLOUDS = tuple(c for c in Cloud if c is not Cloud.DRILL)
 
 
 class Setting(StrEnum):

@@ -1,14 +1,16 @@
 """What the metadata simulator serves for each cloud: the real paths, required headers, status codes
 and body formats, rendered from the simulator's state (:mod:`agent.devtools.simulator`).
 
-The paths and header names come from the provider modules themselves, so the simulator and the
-watcher cannot drift apart on a spelling; the body formats are written out here independently, the
-way each cloud documents them.
+Which face serves which cloud is the cloud's declaration (``simulator`` in
+agent/preemption/clouds/<cloud>.py). The paths and header names come from the provider modules
+themselves, so the simulator and the watcher cannot drift apart on a spelling; the body formats are
+written out here independently, the way each cloud documents them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -16,8 +18,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from aiohttp import web
 
 from agent.core.vocabulary import ENDED_SIM_STATES, Cloud, NoticeKind, SimEventState
-from agent.preemption import alibaba, aws, azure, gcp, tencent
-from agent.preemption.client import TokenScheme
+from agent.preemption import registry
+from agent.preemption.clouds import alibaba, aws, azure, gcp, tencent
+from agent.preemption.provider import TokenScheme
 
 if TYPE_CHECKING:
     from agent.devtools.simstate import SimState
@@ -354,4 +357,14 @@ class TencentSim(CloudSim):
         return not_found()
 
 
-CLOUDS: dict[str, type[CloudSim]] = {c.name: c for c in (AlibabaSim, AwsSim, GcpSim, AzureSim, TencentSim)}
+def simulator_class(provider: str) -> type[CloudSim]:
+    """The face a cloud's declaration names (``simulator`` in agent/preemption/clouds/<cloud>.py):
+    the simulator reads the declaration, the daemon never imports this side."""
+    spec = registry.find(provider)
+    if spec is None:
+        raise ValueError(f"unknown provider {provider!r}; one of {', '.join(registry.names())}")
+    module, _, name = spec.simulator.partition(":")
+    cls = getattr(importlib.import_module(module), name, None)
+    if not (isinstance(cls, type) and issubclass(cls, CloudSim)) or cls.name != provider:
+        raise TypeError(f"cloud {provider}: simulator {spec.simulator!r} is not a CloudSim named {provider}")
+    return cls

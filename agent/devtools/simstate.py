@@ -21,7 +21,7 @@ from agent.core.vocabulary import (
     NoticeKind,
     SimEventState,
 )
-from agent.devtools.simclouds import CLOUDS, CloudSim
+from agent.devtools.simclouds import CloudSim, simulator_class
 from agent.devtools.simrecords import FAULT_KINDS, Fault, SimEvent, number
 
 LOG_SIZE = 2000
@@ -31,11 +31,10 @@ class SimState:
     """Everything the simulator serves; changed by the control API or directly in-process."""
 
     def __init__(self, provider: str, require_token: bool = False) -> None:
-        if provider not in CLOUDS:
-            raise ValueError(f"unknown provider {provider!r}; one of {', '.join(CLOUDS)}")
+        face = simulator_class(provider)  # a ValueError naming the clouds when none is declared
         self.provider = provider
         self.require_token = require_token
-        self.cloud: CloudSim = CLOUDS[provider](self)
+        self.cloud: CloudSim = face(self)
         self.events: list[SimEvent] = []
         self.faults: list[Fault] = []
         self.overrides: dict[str, dict[str, Any]] = {}

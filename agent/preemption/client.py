@@ -21,7 +21,7 @@ import structlog
 
 from agent import __version__
 from agent.core.vocabulary import ANSWERED, RequestOutcome
-from agent.preemption.provider import BodyFormatError, MetadataError
+from agent.preemption.provider import BodyFormatError, MetadataError, TokenScheme
 
 log = structlog.get_logger("preemption.client")
 
@@ -32,16 +32,6 @@ class Response:
     text: str
     headers: Mapping[str, str]
     parsed: Any = None  # what the ``parse`` function made of a 2xx body
-
-
-@dataclass(frozen=True)
-class TokenScheme:
-    """Session tokens: PUT ``path`` with ``ttl_header`` returns a token sent as ``token_header``
-    (AWS IMDSv2, Alibaba hardened mode)."""
-
-    path: str
-    ttl_header: str
-    token_header: str
 
 
 @dataclass

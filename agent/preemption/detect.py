@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from agent.core.fsread import read_optional
-from agent.core.vocabulary import Cloud, Setting
+from agent.core.vocabulary import Setting
+from agent.preemption import registry
 
 DMI_FILES = ("sys_vendor", "product_name", "chassis_asset_tag", "bios_vendor", "bios_version")
-AZURE_ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +27,36 @@ class Dmi:
 
 
 @dataclass(frozen=True, slots=True)
+class DmiRule:
+    """One DMI string that says "this cloud": ``field`` is ``value`` exactly (``is``), starts with it
+    (``starts``) or holds it in any case (``holds``)."""
+
+    field: str  # one of DMI_FILES
+    value: str
+    how: Literal["is", "starts", "holds"] = "is"
+
+    def __post_init__(self) -> None:
+        if self.field not in DMI_FILES:
+            raise ValueError(f"no DMI file {self.field!r}; one of {', '.join(DMI_FILES)}")
+
+    def matches(self, dmi: Dmi) -> bool:
+        seen: str = getattr(dmi, self.field)
+        if self.how == "starts":
+            return seen.startswith(self.value)
+        if self.how == "holds":
+            return self.value.lower() in seen.lower()
+        return seen == self.value
+
+
+def evidence(dmi: Dmi, rules: tuple[DmiRule, ...]) -> str:
+    """``DMI sys_vendor='Google' product_name='Google Compute Engine'``: every file the rules read."""
+    files = dict.fromkeys(rule.field for rule in rules)
+    return "DMI " + " ".join(f"{name}={getattr(dmi, name)!r}" for name in files)
+
+
+@dataclass(frozen=True, slots=True)
 class Detection:
-    provider: Cloud | Setting  # a cloud, or none
+    provider: str  # a declared cloud's name, or Setting.NONE
     evidence: str  # human words: which file said what
 
 
@@ -38,19 +67,12 @@ def read_dmi(sysfs: str | Path) -> Dmi:
 
 
 def classify(dmi: Dmi) -> Detection:
-    """Pure: DMI strings -> the cloud, with the evidence that decided it."""
+    """Pure: DMI strings -> the cloud, with the evidence that decided it. The clouds are tried in
+    their declared order; the first whose rules match wins."""
+    for spec in registry.clouds():
+        if any(rule.matches(dmi) for rule in spec.dmi):
+            return Detection(spec.name, evidence(dmi, spec.dmi))
     vendor, product, tag = dmi.sys_vendor, dmi.product_name, dmi.chassis_asset_tag
-    if vendor == "Alibaba Cloud" or product.startswith("Alibaba Cloud"):
-        return Detection(Cloud.ALIBABA, f"DMI sys_vendor={vendor!r} product_name={product!r}")
-    if vendor == "Amazon EC2" or "amazon" in dmi.bios_version.lower():
-        return Detection(Cloud.AWS, f"DMI sys_vendor={vendor!r} bios_version={dmi.bios_version!r}")
-    if vendor == "Google" or product == "Google Compute Engine":
-        return Detection(Cloud.GCP, f"DMI sys_vendor={vendor!r} product_name={product!r}")
-    # Hyper-V anywhere says "Microsoft Corporation"; only Azure sets this asset tag
-    if tag == AZURE_ASSET_TAG:
-        return Detection(Cloud.AZURE, f"DMI chassis_asset_tag={tag!r}")
-    if vendor.startswith("Tencent Cloud") or product.startswith("Tencent Cloud"):
-        return Detection(Cloud.TENCENT, f"DMI sys_vendor={vendor!r} product_name={product!r}")
     if not any((vendor, product, tag)):
         return Detection(Setting.NONE, "no DMI information (class/dmi/id absent or empty)")
     return Detection(

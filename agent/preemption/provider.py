@@ -21,7 +21,7 @@ from agent.core.vocabulary import Cadence
 
 if TYPE_CHECKING:
     from agent.config.preemption import PreemptionSection
-    from agent.preemption.client import MetadataClient, TokenScheme
+    from agent.preemption.client import MetadataClient
 
 
 class MetadataError(Exception):
@@ -118,6 +118,16 @@ def parse_json_object(body: str, what: str) -> dict[str, Any]:
 PAST_LIMIT = timedelta(days=1)
 
 
+@dataclass(frozen=True)
+class TokenScheme:
+    """Session tokens: PUT ``path`` with ``ttl_header`` returns a token sent as ``token_header``
+    (AWS IMDSv2, Alibaba hardened mode)."""
+
+    path: str
+    ttl_header: str
+    token_header: str
+
+
 @dataclass
 class Reading:
     """What one read of one source saw: the notices present now (and ones the cloud marks withdrawn),
@@ -172,7 +182,7 @@ LongPoll = Callable[[str | None], Awaitable[tuple[Reading, str | None]]]
 
 
 @dataclass(frozen=True)
-class Source:
+class NoticeSource:
     """One metadata path (or group of paths) read on its own schedule.
 
     ``cadence`` FAST sources are read every ``poll_interval`` (spot notices), SLOW ones every
@@ -205,7 +215,7 @@ class Provider:
     def reading(self) -> Reading:
         return Reading(self.name, datetime.now(UTC), self.cfg.max_deadline_ahead)
 
-    def sources(self) -> list[Source]:
+    def sources(self) -> list[NoticeSource]:
         raise NotImplementedError
 
     async def identity(self) -> InstanceIdentityEvent:

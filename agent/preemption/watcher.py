@@ -25,13 +25,12 @@ from prometheus_client.core import Metric
 from agent.core.component import Context, Route
 from agent.core.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
 from agent.core.vocabulary import Cadence, CheckpointPhase, Setting
-from agent.preemption import faces
+from agent.preemption import faces, registry
 from agent.preemption.client import MetadataClient, RateLimiter, RequestCounter
-from agent.preemption.clouds import PROVIDERS
 from agent.preemption.detect import detect
 from agent.preemption.faces import iso
 from agent.preemption.notices import NoticeStore, NoticeTracker
-from agent.preemption.provider import MetadataError, Provider, Reading, Source
+from agent.preemption.provider import MetadataError, NoticeSource, Provider, Reading
 
 log = structlog.get_logger("preemption")
 
@@ -71,7 +70,7 @@ class PreemptionWatcher:
             self.provider_name, self.selected_by = found.provider, f"auto: {found.evidence}"
         else:
             self.provider_name, self.selected_by = self.cfg.provider, "config"
-        cls = PROVIDERS.get(self.provider_name)
+        cls = registry.provider_class(self.provider_name)
         self.provider_cls = cls
         self.endpoint = (self.cfg.endpoint_for(self.provider_name) or cls.base_url) if cls else None
         self.counter = RequestCounter()
@@ -146,7 +145,7 @@ class PreemptionWatcher:
         if self.provider_cls is not None:
             self._save()
 
-    def _interval(self, src: Source) -> float:
+    def _interval(self, src: NoticeSource) -> float:
         return self.cfg.maintenance_interval if src.cadence == Cadence.SLOW else self.cfg.poll_interval
 
     def _backoff(self, errors: int) -> float:
@@ -158,7 +157,7 @@ class PreemptionWatcher:
         grown = self.cfg.poll_interval * 2 ** min(errors - 1, 16)
         return min(cap, grown) * random.uniform(0.8, 1.0)
 
-    async def _run_source(self, src: Source) -> None:
+    async def _run_source(self, src: NoticeSource) -> None:
         st = self.sources.setdefault(
             src.name, SourceState(src.name, "long-poll" if src.long_poll else src.cadence)
         )
@@ -219,7 +218,7 @@ class PreemptionWatcher:
         st.reads += 1
         st.last_ok = time.time()
 
-    def _handle(self, src: Source, reading: Reading) -> None:
+    def _handle(self, src: NoticeSource, reading: Reading) -> None:
         for text in reading.warnings:
             self._warn(src.name, text)
         out = self.tracker.observe(src.name, reading.notices, withdraw_after=1 if src.long_poll else None)

@@ -48,7 +48,7 @@ def test_drill_signals_the_trainer_and_records_its_ack(agent_factory, tmp_path):
         report = json.loads(cli(agent, "drill", "--deadline", "60s", "--json").stdout)
         assert report["verdict"] == "safe" and report["before_deadline"] is True
         assert 0.3 <= report["duration_seconds"] < 30
-        assert [c["cloud"] for c in report["clouds"]] == ["alibaba", "aws", "gcp", "azure"]
+        assert [c["cloud"] for c in report["clouds"]] == ["alibaba", "aws", "gcp", "azure", "tencent"]
         assert len(trainer.events("signal")) == 2  # one per drill, never more
 
         m = agent.metrics()

@@ -9,6 +9,8 @@ import sys
 from checkpoint_helpers import REPO
 from conftest import need_binary
 
+from agent.preemption import registry
+
 
 def test_demo_runs_to_completion():
     need_binary("cc", "build-essential")  # the fake libnvidia-ml.so.1 is built on the way
@@ -47,6 +49,9 @@ def test_demo_runs_to_completion():
             m = re.compile(pattern).search(out, pos)
             assert m, f"missing, or out of order: {pattern!r}\n{out}"
             pos = m.end()
+    # the report judges the checkpoint against every declared cloud's notice, Tencent's too
+    missing = [s.notice.label for s in registry.clouds() if s.notice.label not in out]
+    assert len(registry.clouds()) == 5 and missing == [], out
     pid = re.search(r"training process found: pid (\d+)", out).group(1)
     assert f"SIGUSR1 → pid {pid} " in out  # the process it found is the one it signalled
     assert not __import__("os").path.exists(tmp), "the demo left its temporary directory behind"

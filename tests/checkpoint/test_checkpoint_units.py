@@ -106,7 +106,7 @@ def test_report_verdict_against_each_cloud():
     assert mixed["verdict"] == "safe"  # provider unknown: say where it is safe and where not
     assert "WOULD LOSE WORK on GCP preemption (30 s), Azure spot eviction (30 s)" in mixed["verdict_line"]
     safe = {c["cloud"]: c["safe"] for c in mixed["clouds"]}
-    assert safe == {"alibaba": True, "aws": True, "gcp": False, "azure": False}
+    assert safe == {"alibaba": True, "aws": True, "gcp": False, "azure": False, "tencent": True}
 
     tight = {c["cloud"]: c["tight"] for c in build_report(_episode(25.0), 1.1, "")["clouds"]}
     assert tight["gcp"] and not tight["alibaba"]

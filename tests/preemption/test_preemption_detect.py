@@ -8,7 +8,8 @@ import sys
 import pytest
 from preemption_helpers import REPO
 
-from agent.preemption.detect import AZURE_ASSET_TAG, detect
+from agent.preemption.clouds.azure import AZURE_ASSET_TAG
+from agent.preemption.detect import detect
 
 
 def fake_sysfs(tmp_path, **files: str):

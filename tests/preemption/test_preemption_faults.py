@@ -10,7 +10,7 @@ from conftest import free_port
 from preemption_helpers import harness  # noqa: F401
 
 from agent.devtools.simulator import start_simulator
-from agent.preemption import alibaba, aws, azure, tencent
+from agent.preemption.clouds import alibaba, aws, azure, tencent
 
 
 def _last_error(h, source: str = "spot") -> str:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.preemption import alibaba, aws, azure, gcp, tencent
+from agent.preemption.clouds import alibaba, aws, azure, gcp, tencent
 from agent.preemption.provider import BodyFormatError, Reading, TimeFormatError, parse_iso_time
 
 

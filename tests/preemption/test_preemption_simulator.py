@@ -16,7 +16,7 @@ import pytest
 from preemption_helpers import REPO, sim_process  # noqa: F401
 
 from agent.devtools.simulator import start_simulator
-from agent.preemption import alibaba, aws, azure, gcp, tencent
+from agent.preemption.clouds import alibaba, aws, azure, gcp, tencent
 
 
 @pytest.fixture

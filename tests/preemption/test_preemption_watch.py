@@ -10,7 +10,8 @@ import pytest
 from preemption_helpers import harness  # noqa: F401
 
 from agent.core.events import CheckpointEvent
-from agent.devtools.simclouds import CLOUDS
+from agent.devtools.simclouds import simulator_class
+from agent.preemption import registry
 
 NOTICES = [
     ("alibaba", "spot-termination"),
@@ -62,9 +63,10 @@ def metric_value(watcher, name: str, **labels: str) -> float | None:
 
 
 def test_every_simulated_kind_is_covered():
-    assert {(p, k) for p, k in NOTICES} == {(n, k) for n, c in CLOUDS.items() for k in c.notice_kinds}
+    faces = {name: simulator_class(name) for name in registry.names()}
+    assert {(p, k) for p, k in NOTICES} == {(n, k) for n, c in faces.items() for k in c.notice_kinds}
     assert {p: set(m) for p, m in MAINTENANCE.items()} == {
-        n: set(c.maintenance_kinds) for n, c in CLOUDS.items() if c.maintenance_kinds
+        n: set(c.maintenance_kinds) for n, c in faces.items() if c.maintenance_kinds
     }
 
 

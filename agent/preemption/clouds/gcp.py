@@ -18,7 +18,16 @@ import re
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import Cloud, Market, NoticeKind
-from agent.preemption.provider import BodyFormatError, MetadataError, Provider, Reading, Source, first_line
+from agent.preemption.detect import DmiRule
+from agent.preemption.provider import (
+    BodyFormatError,
+    MetadataError,
+    NoticeSource,
+    Provider,
+    Reading,
+    first_line,
+)
+from agent.preemption.registry import CloudSpec, NoticeWindow, declare
 
 PREFIX = "/computeMetadata/v1/"
 PREEMPTED_PATH = PREFIX + "instance/preempted"
@@ -65,15 +74,15 @@ class GcpProvider(Provider):
     )
     headers = HEADERS
 
-    def sources(self) -> list[Source]:
+    def sources(self) -> list[NoticeSource]:
         long_poll = self.cfg.gcp_long_poll
         return [
-            Source(
+            NoticeSource(
                 "preempted",
                 lambda: self._read(PREEMPTED_PATH, None),
                 long_poll=(lambda etag: self._poll(PREEMPTED_PATH, etag)) if long_poll else None,
             ),
-            Source(
+            NoticeSource(
                 "maintenance",
                 lambda: self._read(MAINTENANCE_PATH, None),
                 long_poll=(lambda etag: self._poll(MAINTENANCE_PATH, etag)) if long_poll else None,
@@ -127,3 +136,15 @@ def _market(preemptible: str | None) -> str | None:
     if preemptible is None:
         return None
     return Market.SPOT if preemptible.strip().upper() == "TRUE" else Market.ON_DEMAND
+
+
+declare(
+    CloudSpec(
+        GcpProvider,
+        dmi=(DmiRule("sys_vendor", "Google"), DmiRule("product_name", "Google Compute Engine")),
+        words=("Google Cloud", "谷歌云"),
+        notice=NoticeWindow("GCP preemption (30 s)", 30.0),
+        simulator="agent.devtools.simclouds:GcpSim",
+        order=30,
+    )
+)

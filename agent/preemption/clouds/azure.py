@@ -21,17 +21,19 @@ from typing import TYPE_CHECKING, Any
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import Cloud, NoticeKind
+from agent.preemption.detect import DmiRule
 from agent.preemption.provider import (
     BodyFormatError,
+    NoticeSource,
     Provider,
     Reading,
-    Source,
     first_time,
     parse_iso_time,
     parse_json,
     parse_json_object,
     parse_rfc1123,
 )
+from agent.preemption.registry import CloudSpec, NoticeWindow, declare
 
 if TYPE_CHECKING:
     from agent.config.preemption import PreemptionSection
@@ -124,8 +126,8 @@ class AzureProvider(Provider):
     vm_name: str | None = None
     incarnation: int | None = None
 
-    def sources(self) -> list[Source]:
-        return [Source("scheduledevents", self.read_events)]
+    def sources(self) -> list[NoticeSource]:
+        return [NoticeSource("scheduledevents", self.read_events)]
 
     @property
     def _params(self) -> dict[str, str]:
@@ -164,3 +166,18 @@ class AzureProvider(Provider):
         return self.identity_from_document(
             doc, instance_id="vmId", instance_type="vmSize", region="location", zone="zone"
         )
+
+
+AZURE_ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"
+
+declare(
+    CloudSpec(
+        AzureProvider,
+        # Hyper-V anywhere says "Microsoft Corporation"; only Azure sets this asset tag
+        dmi=(DmiRule("chassis_asset_tag", AZURE_ASSET_TAG),),
+        words=("Microsoft Azure", "微软 Azure"),
+        notice=NoticeWindow("Azure spot eviction (30 s)", 30.0),
+        simulator="agent.devtools.simclouds:AzureSim",
+        order=40,
+    )
+)

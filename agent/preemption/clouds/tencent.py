@@ -11,14 +11,16 @@ from datetime import datetime, timedelta, timezone
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import Cloud, NoticeKind
+from agent.preemption.detect import DmiRule
 from agent.preemption.provider import (
     BodyFormatError,
+    NoticeSource,
     Provider,
     Reading,
-    Source,
     TimeFormatError,
     parse_iso_time,
 )
+from agent.preemption.registry import CloudSpec, NoticeWindow, declare
 
 SPOT_PATH = "/latest/meta-data/spot/termination-time"
 BEIJING = timezone(timedelta(hours=8), "UTC+8")
@@ -57,8 +59,8 @@ class TencentProvider(Provider):
     base_url = "http://metadata.tencentyun.com"
     kinds = (NoticeKind.SPOT_TERMINATION,)
 
-    def sources(self) -> list[Source]:
-        return [Source("spot", self.read_spot)]
+    def sources(self) -> list[NoticeSource]:
+        return [NoticeSource("spot", self.read_spot)]
 
     async def read_spot(self) -> Reading:
         spot = await self.fetch(SPOT_PATH, parse_spot_termination)
@@ -70,3 +72,18 @@ class TencentProvider(Provider):
 
     async def identity(self) -> InstanceIdentityEvent:
         return await self.identity_from_paths(IDENTITY_PATHS)
+
+
+declare(
+    CloudSpec(
+        TencentProvider,
+        dmi=(
+            DmiRule("sys_vendor", "Tencent Cloud", "starts"),
+            DmiRule("product_name", "Tencent Cloud", "starts"),
+        ),
+        words=("Tencent Cloud", "腾讯云"),
+        notice=NoticeWindow("Tencent Cloud spot (2 min)", 120.0),  # termination-time is set 2 min ahead
+        simulator="agent.devtools.simclouds:TencentSim",
+        order=50,
+    )
+)

@@ -21,14 +21,15 @@ from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import Cadence, Cloud, Market, NoticeKind
-from agent.preemption.client import TokenScheme
+from agent.preemption.detect import DmiRule
 from agent.preemption.provider import (
     BodyFormatError,
     MetadataError,
+    NoticeSource,
     Provider,
     Reading,
-    Source,
     TimeFormatError,
+    TokenScheme,
     first_line,
     first_time,
     parse_iso_time,
@@ -36,6 +37,7 @@ from agent.preemption.provider import (
     parse_json_object,
     parse_rfc1123,
 )
+from agent.preemption.registry import CloudSpec, NoticeWindow, declare
 
 ACTION_PATH = "/latest/meta-data/spot/instance-action"
 REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
@@ -151,11 +153,11 @@ class AwsProvider(Provider):
     )
     token = TOKEN
 
-    def sources(self) -> list[Source]:
+    def sources(self) -> list[NoticeSource]:
         return [
-            Source("spot", self.read_action),
-            Source("rebalance", self.read_rebalance),
-            Source("maintenance", self.read_scheduled, cadence=Cadence.SLOW),
+            NoticeSource("spot", self.read_action),
+            NoticeSource("rebalance", self.read_rebalance),
+            NoticeSource("maintenance", self.read_scheduled, cadence=Cadence.SLOW),
         ]
 
     async def read_action(self) -> Reading:
@@ -206,3 +208,15 @@ class AwsProvider(Provider):
         if lifecycle in ("spot", "on-demand", "scheduled"):  # instance-life-cycle's own words
             ident = replace(ident, market=Market.SPOT if lifecycle == "spot" else Market.ON_DEMAND)
         return ident
+
+
+declare(
+    CloudSpec(
+        AwsProvider,
+        dmi=(DmiRule("sys_vendor", "Amazon EC2"), DmiRule("bios_version", "amazon", "holds")),
+        words=("AWS", "亚马逊云科技"),
+        notice=NoticeWindow("AWS spot (2 min)", 120.0),
+        simulator="agent.devtools.simclouds:AwsSim",
+        order=20,
+    )
+)

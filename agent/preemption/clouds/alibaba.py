@@ -21,17 +21,19 @@ from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import Cadence, Cloud, NoticeKind
-from agent.preemption.client import TokenScheme
+from agent.preemption.detect import DmiRule
 from agent.preemption.provider import (
     BodyFormatError,
+    NoticeSource,
     Provider,
     Reading,
-    Source,
     TimeFormatError,
+    TokenScheme,
     first_time,
     parse_iso_time,
     parse_json,
 )
+from agent.preemption.registry import CloudSpec, NoticeWindow, declare
 
 SPOT_PATH = "/latest/meta-data/instance/spot/termination-time"
 EVENTS_PATH = "/latest/maintenance/active-system-events"
@@ -185,8 +187,11 @@ class AlibabaProvider(Provider):
     )
     token = TOKEN
 
-    def sources(self) -> list[Source]:
-        return [Source("spot", self.read_spot), Source("maintenance", self.read_events, cadence=Cadence.SLOW)]
+    def sources(self) -> list[NoticeSource]:
+        return [
+            NoticeSource("spot", self.read_spot),
+            NoticeSource("maintenance", self.read_events, cadence=Cadence.SLOW),
+        ]
 
     async def read_spot(self) -> Reading:
         spot = await self.fetch(SPOT_PATH, parse_spot_termination)
@@ -211,3 +216,15 @@ class AlibabaProvider(Provider):
 
     async def identity(self) -> InstanceIdentityEvent:
         return await self.identity_from_paths(IDENTITY_PATHS)
+
+
+declare(
+    CloudSpec(
+        AlibabaProvider,
+        dmi=(DmiRule("sys_vendor", "Alibaba Cloud"), DmiRule("product_name", "Alibaba Cloud", "starts")),
+        words=("Alibaba Cloud", "阿里云"),
+        notice=NoticeWindow("Alibaba Cloud spot (~5 min)", 300.0),
+        simulator="agent.devtools.simclouds:AlibabaSim",
+        order=10,
+    )
+)

@@ -1,0 +1,35 @@
+"""One list per thing: each declared cloud (and chat channel) is seen by every reader, and the
+vocabulary names exactly the declared ones. A failure names the reader that misses the piece."""
+
+from __future__ import annotations
+
+import pytest
+from declarations import cloud_gaps
+
+from agent.core.vocabulary import Cloud
+from agent.preemption import registry
+
+
+@pytest.mark.parametrize("spec", registry.clouds(), ids=lambda s: s.name)
+def test_every_reader_sees_the_cloud(spec):
+    assert cloud_gaps(spec) == []
+
+
+def test_the_vocabulary_names_the_declared_clouds():
+    built_in = {s.name for s in registry.clouds() if s.provider.__module__.startswith("agent.")}
+    words = {c for c in Cloud if c is not Cloud.DRILL}
+    assert words - built_in == set(), "a Cloud member with no agent/preemption/clouds/<cloud>.py"
+    assert built_in - words == set(), "a declared cloud that agent/core/vocabulary.py's Cloud lacks"
+    assert len(built_in) == 5 and all(isinstance(s.name, Cloud) for s in registry.clouds())
+
+
+def test_detection_keeps_the_declared_order_and_evidence():
+    from agent.preemption.detect import Dmi, classify
+
+    # AWS's rule reads two files; the evidence names both, as it did before the declarations
+    found = classify(Dmi(sys_vendor="Amazon EC2", bios_version="4.11.amazon"))
+    assert (found.provider, found.evidence) == (
+        Cloud.AWS,
+        "DMI sys_vendor='Amazon EC2' bios_version='4.11.amazon'",
+    )
+    assert classify(Dmi(sys_vendor="Microsoft Corporation")).provider == "none"  # Hyper-V, not Azure
