@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agent.alerts.message import Message  # noqa: E402
+from agent.alerts.services.webhook import alert as webhook_alert  # noqa: E402
 from agent.alerts.spool import _SCHEMA  # noqa: E402
-from agent.alerts.webhook import alert as webhook_alert  # noqa: E402
 from agent.runtime.statefile import write_atomic  # noqa: E402
 from tests.alerts.fake_chat import Bot, FakeChat  # noqa: E402
 

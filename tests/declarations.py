@@ -5,19 +5,37 @@ the piece, so a new cloud or channel that passes here is seen everywhere it shou
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+import aiohttp
 
 from agent.alerts import i18n
+from agent.alerts.connect import build_channel
+from agent.alerts.facts import facts
+from agent.alerts.render import render
+from agent.alerts.scene import Scene
+from agent.alerts.services import channel_class
+from agent.alerts.services.base import Channel, Outcome, post
 from agent.checkpoint.ledger import Episode
 from agent.checkpoint.report import build_report
 from agent.cli.preemption import add_args
 from agent.config import ConfigError, parse_config
-from agent.core.vocabulary import EpisodeState, Language, NoticeKind
+from agent.config.alerts import parse_rate
+from agent.core.vocabulary import ChannelType, EpisodeState, Language, NoticeKind, Style
+from agent.core.zones import zone
+from agent.devtools import alert_examples
 from agent.devtools.simclouds import simulator_class
 from agent.devtools.simstate import SimState
 from agent.preemption import registry
 from agent.preemption.detect import Dmi, classify
 from agent.preemption.provider import Provider
 from agent.preemption.registry import CloudSpec
+
+ALERTS_TESTS = str(Path(__file__).parent / "alerts")  # where fake_chat.py lives
+if ALERTS_TESTS not in sys.path:
+    sys.path.append(ALERTS_TESTS)
 
 
 def _episode(name: str) -> Episode:
@@ -85,4 +103,66 @@ def cloud_gaps(spec: CloudSpec) -> list[str]:
         gaps.append(f"drill report: no row for {name} with its {spec.notice.seconds:g} s notice")
     elif spec.notice.label not in report["verdict_line"]:
         gaps.append(f"drill report: the verdict does not judge against {spec.notice.label}")
+    return gaps
+
+
+def _webhook(cls: type[Channel], url: str, **keys: object) -> dict[str, object]:
+    table = {"name": "c", "type": cls.type, "url": url, "link": "https://grafana.example/d/node"}
+    return {"alerts": {"webhooks": [{**table, **keys}]}}
+
+
+def channel_gaps(cls: type[Channel]) -> list[str]:
+    """Every reader of the channel's declaration that does not see it; [] when all do. Each of its
+    styles goes through the fake service of tests/alerts/fake_chat.py, which must accept it."""
+    kind, gaps = cls.type, []
+    try:
+        if channel_class(kind) is not cls:
+            gaps.append(f"services: channel_class({kind!r}) is not {cls.__name__}")
+    except ValueError as e:
+        gaps.append(f"services: {e}")
+    if kind not in ChannelType:
+        gaps.append(f"vocabulary: ChannelType has no {kind!r}")
+    if not cls.styles or any(s not in Style for s in cls.styles):
+        gaps.append(f"styles: {cls.styles!r} are not Style members")
+    try:
+        rates = tuple(parse_rate(r) for r in cls.rates)
+        hook = parse_config(_webhook(cls, cls.example_url)).alerts.webhooks[0]
+        if hook.effective_style != cls.styles[0] or hook.rates != rates:
+            gaps.append("config: the default style or rates are not the declared ones")
+        for style in cls.styles:
+            parse_config(_webhook(cls, cls.example_url, style=style))
+    except (ValueError, ConfigError) as e:
+        gaps.append(f"config: {e}")
+    try:
+        lines = alert_examples.request_for(kind, alert_examples.events()[0][1], Language.EN)
+        if cls.example_url not in "\n".join(lines):
+            gaps.append("alert examples: the example request does not go to example_url")
+    except Exception as e:  # any failure here is the gap to name
+        gaps.append(f"alert examples: {type(e).__name__}: {e}")
+    gaps += asyncio.run(_fake_gaps(cls))
+    return gaps
+
+
+async def _fake_gaps(cls: type[Channel]) -> list[str]:
+    from fake_chat import SERVES, FakeChat
+
+    if cls.type not in SERVES:
+        return [f"tests/alerts/fake_chat.py: no fake service serves {cls.type!r} (SERVES)"]
+    gaps = []
+    event = alert_examples.events()[0][1]
+    f = facts(event)
+    assert f is not None
+    scene = Scene(alert_examples.NODE, alert_examples.GPUS, zone("UTC"), alert_examples.NOW)
+    with FakeChat() as fake:
+        bot = fake.add(SERVES[cls.type])
+        async with aiohttp.ClientSession() as session:
+            for style in cls.styles:
+                hook = parse_config(_webhook(cls, bot.url, style=style)).alerts.webhooks[0]
+                channel = build_channel(hook)
+                for lang in Language:
+                    req = channel.build(render(event, f, scene, lang))
+                    reply = await post(session, req, 5.0)
+                    outcome = reply if isinstance(reply, Outcome) else channel.judge(reply)
+                    if not outcome.ok:
+                        gaps.append(f"fake {SERVES[cls.type]}: {style} in {lang}: {outcome.describe()}")
     return gaps

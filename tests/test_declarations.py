@@ -4,9 +4,10 @@ vocabulary names exactly the declared ones. A failure names the reader that miss
 from __future__ import annotations
 
 import pytest
-from declarations import cloud_gaps
+from declarations import channel_gaps, cloud_gaps
 
-from agent.core.vocabulary import Cloud
+from agent.alerts.services import channel_types
+from agent.core.vocabulary import ChannelType, Cloud
 from agent.preemption import registry
 
 
@@ -33,3 +34,27 @@ def test_detection_keeps_the_declared_order_and_evidence():
         "DMI sys_vendor='Amazon EC2' bios_version='4.11.amazon'",
     )
     assert classify(Dmi(sys_vendor="Microsoft Corporation")).provider == "none"  # Hyper-V, not Azure
+
+
+@pytest.mark.parametrize("cls", channel_types().values(), ids=lambda c: c.type)
+def test_every_reader_sees_the_channel(cls):
+    assert channel_gaps(cls) == []
+
+
+def test_the_vocabulary_names_the_declared_channels():
+    assert set(ChannelType) == set(channel_types()), "a ChannelType with no agent/alerts/services module"
+
+
+def test_a_channel_that_forgets_a_piece_is_refused_when_defined():
+    from agent.alerts.services.base import Channel
+
+    with pytest.raises(TypeError, match=r"channel Half \(slack\) does not declare rates, example_url, judge"):
+
+        class Half(Channel):
+            type = ChannelType.SLACK
+            styles = ()
+
+            def build(self, msg):
+                raise NotImplementedError
+
+    assert channel_types()[ChannelType.SLACK].__name__ == "Slack"  # the refused class replaced nothing

@@ -25,13 +25,13 @@ import aiohttp
 import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from agent.alerts.channel import Channel
-from agent.alerts.channels import build_channel
+from agent.alerts.connect import build_channel
 from agent.alerts.delivery import Delivery
 from agent.alerts.facts import Facts, facts
 from agent.alerts.message import Message, Node
 from agent.alerts.render import reminder, render
 from agent.alerts.scene import Scene, gpu_inventory
+from agent.alerts.services.base import Channel
 from agent.alerts.spool import Spool
 from agent.core.aio import wait_within
 from agent.core.component import Context

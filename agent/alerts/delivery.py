@@ -19,10 +19,10 @@ from typing import Any
 import aiohttp
 import structlog
 
-from agent.alerts.channel import Channel, Outcome, Reply, Request, post
 from agent.alerts.message import Message
 from agent.alerts.ratelimit import Limiter
 from agent.alerts.render import digest
+from agent.alerts.services.base import Channel, Outcome, Reply, Request, post
 from agent.alerts.spool import Row, Spool
 from agent.config.alerts import AlertsSection, WebhookChannel, channel_language
 from agent.core.aio import wait_within

@@ -4,7 +4,7 @@ deadline, and the operator learns whether they made it.
 One episode per notice: this module takes the notices in (a new one, the same one again, an earlier
 deadline, a withdrawal), keeps the ledger that makes an episode survive restarts so that no notice is
 acted on twice, and runs one task per open episode. ``episode.py`` decides each step (a pure state
-machine), ``runner.py`` carries it out (signals and the request file through ``channels.py``, the ack
+machine), ``runner.py`` carries it out (signals and the request file through ``reach.py``, the ack
 wait, escalation, the bus). The control handlers are in ``control.py``, the status in ``status.py``,
 the metrics in ``metrics.py``.
 """
@@ -23,11 +23,11 @@ from prometheus_client.core import Metric
 
 from agent.checkpoint import control, episode
 from agent.checkpoint import status as checkpoint_status
-from agent.checkpoint.channels import Channels
 from agent.checkpoint.ledger import Episode, Ledger
 from agent.checkpoint.metrics import CheckpointMetrics
 from agent.checkpoint.policy import Plan, acts_on, moved_earlier, plan
 from agent.checkpoint.publish import agent_identity, discovery_path, publish_logged, unpublish
+from agent.checkpoint.reach import TrainerReach
 from agent.checkpoint.report import build_report
 from agent.checkpoint.request import prepare_dir
 from agent.checkpoint.runner import EpisodeRunner
@@ -55,7 +55,7 @@ class CheckpointComponent:
         self.request_file = self.tcfg.request_path(ctx.runtime_dir)
         self.discovery_file = discovery_path(self.tcfg.discovery_file)
         self.identity = agent_identity(self.procfs)
-        self.channels = Channels(self.tcfg, self.request_file, self.identity)
+        self.channels = TrainerReach(self.tcfg, self.request_file, self.identity)
         self.ledger = Ledger(ctx.state_dir / "checkpoint-ledger.json")
         self.watch = TargetWatch(ctx, self.tcfg, self.signum, self.request_file)
         self.stats = CheckpointMetrics()

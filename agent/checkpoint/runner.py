@@ -1,8 +1,8 @@
 """One checkpoint episode carried through its steps: at ``act_at`` the request file and the signals,
 then the ack wait with its escalation and deadline, each step published on the bus.
 
-``episode.py`` decides every step; this module does what it says, through the channels
-(``channels.py``), the target watch and the ledger, which it saves after each step so that a restart
+``episode.py`` decides every step; this module does what it says, through the trainers' reach
+(``reach.py``), the target watch and the ledger, which it saves after each step so that a restart
 resumes where the episode stood. The component (``component.py``) takes notices in and starts one
 episode task each.
 """
@@ -18,9 +18,9 @@ from typing import Any
 import structlog
 
 from agent.checkpoint import episode
-from agent.checkpoint.channels import Channels
 from agent.checkpoint.ledger import Episode, Ledger
 from agent.checkpoint.metrics import CheckpointMetrics
+from agent.checkpoint.reach import TrainerReach
 from agent.checkpoint.targets import Discovered
 from agent.checkpoint.watch import TargetWatch
 from agent.config.trainer import TrainerSection
@@ -45,7 +45,7 @@ class EpisodeRunner:
         tcfg: TrainerSection,
         signum: int,
         procfs: str,
-        channels: Channels,
+        channels: TrainerReach,
         ledger: Ledger,
         watch: TargetWatch,
         stats: CheckpointMetrics,

@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 
 import aiohttp
 
-from agent.alerts.channel import Outcome, post
-from agent.alerts.channels import build_channel
+from agent.alerts.connect import build_channel
 from agent.alerts.message import Node
 from agent.alerts.render import build_test_alert
 from agent.alerts.scene import Scene
+from agent.alerts.services.base import Outcome, post
 from agent.cli.main import EXIT_CONFIG, _add_config, register, resolve_config
 from agent.cli.secrets import add_unit_arg, say_where
 from agent.config.alerts import AlertsSection, WebhookChannel, channel_language

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
@@ -11,23 +11,11 @@ from agent.config.types import Duration, Secret, StrictModel, parse_duration
 from agent.core.vocabulary import SEVERITIES, AlertKind, ChannelType, Language, Severity, Style
 from agent.core.zones import zone
 
+if TYPE_CHECKING:
+    from agent.alerts.services.base import Channel
+
 EVENT_TYPES = tuple(AlertKind)
 
-# What each service accepts, as "N/period": a channel never sends more than N in any such period.
-DEFAULT_RATES: dict[str, tuple[str, ...]] = {
-    ChannelType.DINGTALK: ("20/1m",),  # more gets errcode 130101 and a 10-minute mute
-    ChannelType.FEISHU: ("5/1s", "100/1m"),
-    ChannelType.WECOM: ("20/1m",),
-    ChannelType.SLACK: ("1/1s",),
-    ChannelType.WEBHOOK: (),  # a receiver you run yourself: no limit unless you set one
-}
-STYLES: dict[str, tuple[str, ...]] = {  # the first one is the default
-    ChannelType.DINGTALK: (Style.MARKDOWN, Style.CARD, Style.TEXT),
-    ChannelType.FEISHU: (Style.CARD, Style.TEXT),
-    ChannelType.WECOM: (Style.MARKDOWN, Style.TEXT),
-    ChannelType.SLACK: (Style.BLOCKS, Style.TEXT),
-    ChannelType.WEBHOOK: (Style.ALERTMANAGER,),
-}
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -66,10 +54,10 @@ class WebhookChannel(StrictModel):
     language: Language | None = None  # default: [alerts] language
     events: list[AlertKind] = Field(default_factory=lambda: list(EVENT_TYPES))
     severities: list[Severity] = Field(default_factory=lambda: list(SEVERITIES))
-    style: str | None = None  # see STYLES; default the first for the type
+    style: str | None = None  # one its service declares; default the first
     title_prefix: str = Field("", max_length=40)  # e.g. a DingTalk/Feishu security keyword
     link: str | None = None  # a dashboard URL; {hostname}, {instance_id}, {region} are filled in
-    rate_limits: list[Rate] | None = None  # default DEFAULT_RATES[type]
+    rate_limits: list[Rate] | None = None  # default: the rates its service declares
     timeout: Duration = Field("10s", gt=0, le=120)
 
     @field_validator("name")
@@ -88,7 +76,7 @@ class WebhookChannel(StrictModel):
 
     @model_validator(mode="after")
     def _style(self) -> WebhookChannel:
-        allowed = STYLES[self.type]
+        allowed = declared(self.type).styles
         if self.style is not None and self.style not in allowed:
             raise ValueError(f"style for {self.type} must be one of {', '.join(allowed)}")
         if self.type == ChannelType.DINGTALK and self.style == Style.CARD and not self.link:
@@ -97,11 +85,11 @@ class WebhookChannel(StrictModel):
 
     @property
     def effective_style(self) -> str:
-        return self.style or STYLES[self.type][0]
+        return self.style or declared(self.type).styles[0]
 
     @property
     def rates(self) -> tuple[tuple[int, float], ...]:
-        rates = self.rate_limits if self.rate_limits is not None else DEFAULT_RATES[self.type]
+        rates = self.rate_limits if self.rate_limits is not None else declared(self.type).rates
         return tuple(parse_rate(r) for r in rates)
 
 
@@ -134,17 +122,24 @@ class AlertsSection(StrictModel):
         return self
 
 
+def declared(kind: str) -> type[Channel]:
+    """The service's own declaration (agent/alerts/services/<service>.py): its styles and rates.
+    Read when a channel is checked, so the config never keeps a copy; a ValueError names the types."""
+    from agent.alerts.services import channel_class
+
+    return channel_class(kind)
+
+
 def channel_language(section: AlertsSection, channel: WebhookChannel) -> str:
     return channel.language or section.language
 
 
 __all__ = [
-    "DEFAULT_RATES",
     "EVENT_TYPES",
     "SEVERITIES",
-    "STYLES",
     "AlertsSection",
     "WebhookChannel",
     "channel_language",
+    "declared",
     "parse_rate",
 ]

@@ -248,7 +248,8 @@ class AlertKind(StrEnum):
 
 
 class ChannelType(StrEnum):
-    """A chat or webhook service an alert channel talks to (``[[alerts.webhooks]] type``)."""
+    """A chat or webhook service an alert channel talks to (``[[alerts.webhooks]] type``); each one
+    is declared in ``agent/alerts/services/<service>.py``."""
 
     DINGTALK = "dingtalk"
     FEISHU = "feishu"
@@ -259,7 +260,7 @@ class ChannelType(StrEnum):
 
 class Style(StrEnum):
     """How a channel lays a message out (``[[alerts.webhooks]] style``; which ones a service takes is
-    ``STYLES`` in ``agent/config/alerts.py``)."""
+    its ``styles``, declared in ``agent/alerts/services/<service>.py``)."""
 
     MARKDOWN = "markdown"
     CARD = "card"  # DingTalk actionCard, Feishu interactive card

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from agent.alerts.channel import Channel
-from agent.alerts.channels import TYPES
 from agent.alerts.facts import facts
 from agent.alerts.message import Node
 from agent.alerts.render import render
 from agent.alerts.scene import GpuInfo, Scene
-from agent.config.alerts import STYLES
+from agent.alerts.services import channel_class
+from agent.alerts.services.base import Channel
 from agent.core.events import Event, PreemptionEvent, VerdictEvent
 from agent.core.vocabulary import ChannelType, Cloud, Language, NoticeKind, Verdict
 from agent.core.zones import zone
@@ -30,14 +29,6 @@ NODE = Node(
 GPUS = tuple(
     GpuInfo(i, "NVIDIA A100-SXM4-80GB", f"GPU-5f0c1a2e-0000-4000-8000-00000000000{i}") for i in range(8)
 )
-URLS = {
-    ChannelType.DINGTALK: "https://oapi.dingtalk.com/robot/send?access_token=TOKEN",
-    ChannelType.FEISHU: "https://open.feishu.cn/open-apis/bot/v2/hook/HOOK-ID",
-    ChannelType.WECOM: "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=KEY",
-    ChannelType.SLACK: "https://hooks.slack.com/services/T000/B000/XXXX",
-    ChannelType.WEBHOOK: "https://alert-receiver.example/hook",
-}
-SIGNED = {ChannelType.DINGTALK, ChannelType.FEISHU}
 ZONES = {Language.EN: "UTC", Language.ZH_CN: "Asia/Shanghai"}
 
 
@@ -71,11 +62,12 @@ def request_for(kind: ChannelType, event: Event, lang: Language) -> list[str]:
     f = facts(event)
     assert f is not None
     msg = render(event, f, Scene(NODE, GPUS, zone(ZONES[lang]), NOW), lang)
-    channel: Channel = TYPES[kind](
+    cls = channel_class(kind)  # its declaration: the example URL and secret, the default style
+    channel: Channel = cls(
         f"ops-{kind}",
-        URLS[kind],
-        "SECexample" if kind in SIGNED else None,
-        style=STYLES[kind][0],
+        cls.example_url,
+        cls.example_secret,
+        style=cls.styles[0],
         clock=NOW.timestamp,
     )
     req = channel.build(msg)

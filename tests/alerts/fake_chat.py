@@ -49,6 +49,14 @@ WECOM_ERRORS = {
     40058: "markdown.content exceed max length 4096. Invalid input invalid Request Parameter",
 }
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# the fake service that stands in for each channel type (tests/declarations.py holds it complete)
+SERVES = {
+    "dingtalk": "dingtalk",
+    "feishu": "feishu",
+    "wecom": "wecom",
+    "slack": "slack",
+    "webhook": "receiver",
+}
 
 
 def dingtalk_reply(code: int, msg: str | None = None) -> Answer:

@@ -21,7 +21,7 @@ from agent.alerts.facts import facts
 from agent.alerts.message import Node
 from agent.alerts.render import digest, render
 from agent.alerts.scene import GpuInfo, Scene
-from agent.alerts.webhook import ZERO_TIME, payload
+from agent.alerts.services.webhook import ZERO_TIME, payload
 from agent.core.events import GpuFaultEvent, PreemptionEvent
 
 FREE_FORM = {"labels", "annotations", "groupLabels", "commonLabels", "commonAnnotations"}

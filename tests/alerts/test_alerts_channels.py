@@ -13,14 +13,14 @@ from fake_chat import alertmanager_problems, dingtalk_reply, feishu_reply, slack
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.alerts.channel import Reply, fit_lines, redact_url, truncate_utf8
-from agent.alerts.channels import TYPES
-from agent.alerts.dingtalk import DingTalk
-from agent.alerts.feishu import Feishu
 from agent.alerts.message import Message, Node
-from agent.alerts.slack import Slack
-from agent.alerts.webhook import Webhook
-from agent.alerts.wecom import MARKDOWN_LIMIT, TEXT_LIMIT, WeCom
+from agent.alerts.services import channel_types
+from agent.alerts.services.base import Reply, fit_lines, redact_url, truncate_utf8
+from agent.alerts.services.dingtalk import DingTalk
+from agent.alerts.services.feishu import Feishu
+from agent.alerts.services.slack import Slack
+from agent.alerts.services.webhook import Webhook
+from agent.alerts.services.wecom import MARKDOWN_LIMIT, TEXT_LIMIT, WeCom
 
 NOW = datetime(2025, 3, 14, 6, 21, 13, tzinfo=UTC)
 
@@ -219,13 +219,12 @@ def test_webhook_payload_follows_alertmanagers_schema() -> None:
     assert alertmanager_problems({**many, "version": 4}) and alertmanager_problems({**many, "alerts": []})
 
 
-@pytest.mark.parametrize("kind", sorted(TYPES))
+@pytest.mark.parametrize("kind", sorted(channel_types()))
 @pytest.mark.parametrize("lang", ["en", "zh-CN"])
 def test_every_channel_formats_every_style(kind: str, lang: str) -> None:
-    from agent.config.alerts import STYLES
-
-    for style in STYLES[kind]:
-        ch = TYPES[kind]("c", "http://x", link="https://grafana/d/node?var-host={hostname}", style=style)
+    cls = channel_types()[kind]
+    for style in cls.styles:
+        ch = cls("c", "http://x", link="https://grafana/d/node?var-host={hostname}", style=style)
         body = json.loads(ch.build(message(lines=("a", "b"), hint=("Hint", "do x"), lang=lang)).body)
         text = json.dumps(body, ensure_ascii=False)
         assert "gpu-node-17" in text and "do x" in text, (kind, style)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from agent.alerts.ratelimit import Limiter
-from agent.config.alerts import DEFAULT_RATES, parse_rate
+from agent.alerts.services import channel_class
+from agent.config.alerts import parse_rate
 
 
 class FakeClock:
@@ -44,7 +45,7 @@ def most_in_window(times: list[float], window: float, closed: bool) -> int:
 
 @pytest.mark.parametrize("service", ["dingtalk", "feishu", "wecom", "slack"])
 def test_production_limits_hold_in_every_window(service: str) -> None:
-    rates = tuple(parse_rate(r) for r in DEFAULT_RATES[service])
+    rates = tuple(parse_rate(r) for r in channel_class(service).rates)
     sent = greedy(rates, 600)
     for count, period in rates:
         assert most_in_window(sent, period, closed=False) <= count, (service, count, period)
@@ -59,7 +60,7 @@ def test_production_limits_hold_in_every_window(service: str) -> None:
 def test_bursts_go_out_at_once_and_the_steady_rate_stays_useful(
     service: str, burst: int, at_least_in_10_min: int
 ) -> None:
-    rates = tuple(parse_rate(r) for r in DEFAULT_RATES[service])
+    rates = tuple(parse_rate(r) for r in channel_class(service).rates)
     sent = greedy(rates, 600)
     assert sum(1 for t in sent if t == 0) == burst
     assert len(sent) >= at_least_in_10_min

@@ -32,7 +32,7 @@ from agent.core.vocabulary import DeliveryOutcome, EpisodeState
 log = structlog.get_logger("checkpoint")
 
 
-class Channels:
+class TrainerReach:
     def __init__(self, tcfg: TrainerSection, request_file: Path, identity: dict[str, Any]) -> None:
         self.tcfg = tcfg
         self.request_file = request_file

@@ -1,4 +1,4 @@
-"""What every chat channel module provides, and the text fitting they share.
+"""What every chat channel module declares and provides, and the text fitting they share.
 
 A channel turns a :class:`Message` into one HTTP request (``build``, signed at send time) and turns
 the service's reply into an :class:`Outcome` (``judge``): delivered, worth retrying, or permanent.
@@ -19,7 +19,7 @@ import aiohttp
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
 from agent.alerts.render import mark
-from agent.core.vocabulary import ChannelType
+from agent.core.vocabulary import ChannelType, Style
 from agent.runtime.logsetup import redact_text
 
 MAX_REPLY_BYTES = 64 * 1024
@@ -63,11 +63,22 @@ class Outcome:
 
 OK = Outcome(ok=True)
 
+# each service's Channel subclass by its type, as the classes are defined (agent.alerts.services)
+DECLARED: dict[str, type[Channel]] = {}
+
 
 class Channel:
-    """Base of every channel type. Subclasses set ``type`` and implement ``build`` and ``judge``."""
+    """Base of every channel type. A service's module declares it once, by subclassing: its
+    ``type``, the ``styles`` it lays messages out in (the first is the default), the ``rates`` the
+    service accepts (``[[alerts.webhooks]] rate_limits`` unless set) and an ``example_url`` of the
+    service's shape (docs/alerts-examples.md); and it implements ``build`` and ``judge``. A class
+    that sets ``type`` and lacks one of them is refused when it is defined."""
 
     type: ClassVar[ChannelType]
+    styles: ClassVar[tuple[Style, ...]]
+    rates: ClassVar[tuple[str, ...]]  # "N/period": never more than N in any such period; () = none
+    example_url: ClassVar[str]  # the service's URL shape with a made-up token, never a real one
+    example_secret: ClassVar[str | None] = None  # the examples sign with it where the service signs
     # the receiver drops a message it already has: one whose delivery a kill -9 cut off may be sent
     # again. Chat services show it twice, so theirs are counted as outcome-unknown instead.
     idempotent: ClassVar[bool] = False
@@ -89,6 +100,18 @@ class Channel:
         self.title_prefix = title_prefix
         self.link = link
         self.clock = clock  # wall clock for signatures
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "type" not in cls.__dict__:
+            return  # a shared base, not a service
+        lacks = [n for n in ("styles", "rates", "example_url") if n not in cls.__dict__]
+        lacks += [n for n in ("build", "judge") if getattr(cls, n) is getattr(Channel, n)]
+        if lacks or not cls.styles:
+            raise TypeError(
+                f"channel {cls.__name__} ({cls.type}) does not declare {', '.join(lacks or ['styles'])}"
+            )
+        DECLARED[cls.type] = cls
 
     def build(self, msg: Message) -> Request:
         raise NotImplementedError

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.alerts.channel import (
+from agent.alerts.i18n import t
+from agent.alerts.message import Message
+from agent.alerts.services.base import (
     OK,
     Channel,
     Outcome,
@@ -20,8 +22,6 @@ from agent.alerts.channel import (
     json_body,
     snippet,
 )
-from agent.alerts.i18n import t
-from agent.alerts.message import Message
 from agent.core.vocabulary import ChannelType, Style
 
 HEADER_LIMIT = 150  # characters of a header block
@@ -54,6 +54,9 @@ def _cut(text: str, limit: int) -> str:
 
 class Slack(Channel):
     type = ChannelType.SLACK
+    styles = (Style.BLOCKS, Style.TEXT)
+    rates = ("1/1s",)
+    example_url = "https://hooks.slack.com/services/T000/B000/XXXX"
 
     def blocks(self, msg: Message) -> list[dict[str, Any]]:
         title = _cut(self.title(msg), HEADER_LIMIT)

@@ -12,7 +12,9 @@ import hashlib
 import hmac
 from urllib.parse import quote_plus
 
-from agent.alerts.channel import (
+from agent.alerts.i18n import t
+from agent.alerts.message import Message
+from agent.alerts.services.base import (
     Channel,
     Outcome,
     Reply,
@@ -22,8 +24,6 @@ from agent.alerts.channel import (
     hint_text,
     json_body,
 )
-from agent.alerts.i18n import t
-from agent.alerts.message import Message
 from agent.core.vocabulary import ChannelType, Style
 
 RATE_LIMITED = frozenset({130101, 410100})  # "send too fast, exceed 20 times per minute"
@@ -44,6 +44,10 @@ def signed_url(url: str, secret: str, timestamp_ms: int) -> str:
 
 class DingTalk(Channel):
     type = ChannelType.DINGTALK
+    styles = (Style.MARKDOWN, Style.CARD, Style.TEXT)
+    rates = ("20/1m",)  # more gets errcode 130101 and a 10-minute mute
+    example_url = "https://oapi.dingtalk.com/robot/send?access_token=TOKEN"
+    example_secret = "SECexample"
 
     def markdown(self, msg: Message) -> str:
         head = [f"### {self.title(msg)}", *(f"**{label}**: {value}" for label, value in msg.fields)]

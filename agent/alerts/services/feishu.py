@@ -12,7 +12,9 @@ import hashlib
 import hmac
 from typing import Any
 
-from agent.alerts.channel import (
+from agent.alerts.i18n import t
+from agent.alerts.message import Message
+from agent.alerts.services.base import (
     Channel,
     Outcome,
     Reply,
@@ -26,8 +28,6 @@ from agent.alerts.channel import (
     retry_after_seconds,
     snippet,
 )
-from agent.alerts.i18n import t
-from agent.alerts.message import Message
 from agent.core.vocabulary import ChannelType, Severity, Style
 
 RATE_LIMITED = frozenset({11232, 99991400})  # bot frequency limit; gateway frequency limit
@@ -43,6 +43,10 @@ def sign(secret: str, timestamp_s: int) -> str:
 
 class Feishu(Channel):
     type = ChannelType.FEISHU
+    styles = (Style.CARD, Style.TEXT)
+    rates = ("5/1s", "100/1m")
+    example_url = "https://open.feishu.cn/open-apis/bot/v2/hook/HOOK-ID"
+    example_secret = "SECexample"
 
     def card(self, msg: Message, lines: list[str]) -> dict[str, Any]:
         elements: list[dict[str, Any]] = []

@@ -6,7 +6,9 @@ character boundary (the service would refuse it with errcode 40058). Success is 
 
 from __future__ import annotations
 
-from agent.alerts.channel import (
+from agent.alerts.i18n import t
+from agent.alerts.message import Message
+from agent.alerts.services.base import (
     Channel,
     Outcome,
     Reply,
@@ -16,8 +18,6 @@ from agent.alerts.channel import (
     hint_text,
     json_body,
 )
-from agent.alerts.i18n import t
-from agent.alerts.message import Message
 from agent.core.vocabulary import ChannelType, Severity, Style
 
 MARKDOWN_LIMIT = 4096
@@ -30,6 +30,9 @@ _COLORS: dict[str, str] = {Severity.CRITICAL: "warning", Severity.WARNING: "warn
 
 class WeCom(Channel):
     type = ChannelType.WECOM
+    styles = (Style.MARKDOWN, Style.TEXT)
+    rates = ("20/1m",)
+    example_url = "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=KEY"
 
     def markdown(self, msg: Message) -> str:
         color = "info" if msg.resolved else _COLORS.get(msg.severity, "comment")

@@ -12,9 +12,9 @@ import hmac
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.alerts.channel import OK, Channel, Outcome, Reply, Request, http_outcome, json_body, snippet
 from agent.alerts.message import Message
-from agent.core.vocabulary import ChannelType
+from agent.alerts.services.base import OK, Channel, Outcome, Reply, Request, http_outcome, json_body, snippet
+from agent.core.vocabulary import ChannelType, Style
 
 SIGNATURE_HEADER = "X-Training-Node-Agent-Signature"
 ZERO_TIME = "0001-01-01T00:00:00Z"  # what Alertmanager sends as endsAt of a firing alert
@@ -67,6 +67,9 @@ def payload(msg: Message, receiver: str, generator_url: str = "") -> dict[str, A
 
 class Webhook(Channel):
     type = ChannelType.WEBHOOK
+    styles = (Style.ALERTMANAGER,)
+    rates = ()  # a receiver you run yourself: no limit unless you set one
+    example_url = "https://alert-receiver.example/hook"
     idempotent = True  # Alertmanager format: each alert carries its fingerprint, status and times
 
     def build(self, msg: Message) -> Request:

@@ -1,19 +1,14 @@
-"""The channel types by name, and building one from its ``[[alerts.webhooks]]`` table."""
+"""Building a channel from its ``[[alerts.webhooks]]`` table: its secrets resolved, its class the
+one its service declares (:mod:`agent.alerts.services`)."""
 
 from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlsplit
 
-from agent.alerts.channel import Channel
-from agent.alerts.dingtalk import DingTalk
-from agent.alerts.feishu import Feishu
-from agent.alerts.slack import Slack
-from agent.alerts.webhook import Webhook
-from agent.alerts.wecom import WeCom
+from agent.alerts.services import channel_class
+from agent.alerts.services.base import Channel
 from agent.config.alerts import WebhookChannel
 from agent.runtime.logsetup import register_secret
-
-TYPES: dict[str, type[Channel]] = {c.type: c for c in (DingTalk, Feishu, WeCom, Slack, Webhook)}
 
 
 def register_url(url: str) -> None:
@@ -42,6 +37,6 @@ def build_channel(cfg: WebhookChannel) -> Channel:
         raise ValueError("url must be an http:// or https:// URL")
     secret = cfg.secret.resolve() if cfg.secret is not None else None
     register_secret(secret)
-    return TYPES[cfg.type](
+    return channel_class(cfg.type)(
         cfg.name, url, secret, style=cfg.effective_style, title_prefix=cfg.title_prefix, link=cfg.link
     )
