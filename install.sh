@@ -233,6 +233,14 @@ pip_install() {
 	"$venv/bin/python" -m pip install "${args[@]}" --upgrade "$spec" ||
 		die "pip could not install $spec; with no internet use --wheelhouse DIR, behind a mirror --index-url URL"
 	"$venv/bin/$NAME" version >/dev/null || die "$venv/bin/$NAME does not run"
+	# the live view (`training-node-agent top`) draws with rich, the [top] extra; the daemon never
+	# imports it. The agent runs without it, so a source that lacks rich costs only the view. Apart
+	# from --package's SPEC, so that any SPEC (a pinned version, a wheel file) gets it the same way
+	if "$venv/bin/python" -m pip install "${args[@]}" "${NAME}[top]"; then
+		say "venv: the [top] extra (rich, for training-node-agent top) installed"
+	else
+		say "venv: could not install the [top] extra; the agent runs, and training-node-agent top needs: $PREFIX/bin/python -m pip install '${NAME}[top]'"
+	fi
 	say "venv: $("$venv/bin/$NAME" version | head -1) installed in $venv"
 }
 

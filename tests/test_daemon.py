@@ -10,47 +10,15 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from conftest import REPO, AgentProcess, free_port, need_binary, run_cli, wait_until
+from notify_listener import NotifyListener
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.config import Config, load_config
-
-
-class NotifyListener:
-    """A stand-in for systemd: a datagram socket collecting sd_notify messages with arrival times."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(self.path)
-        self.sock.settimeout(0.2)
-        self.messages: list[tuple[float, str]] = []
-        self._stop = False
-        self._t = threading.Thread(target=self._loop, daemon=True)
-        self._t.start()
-
-    def _loop(self) -> None:
-        while not self._stop:
-            try:
-                data = self.sock.recv(4096)
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            for line in data.decode().splitlines():
-                self.messages.append((time.monotonic(), line))
-
-    def lines(self, prefix: str) -> list[tuple[float, str]]:
-        return [(t, m) for t, m in self.messages if m.startswith(prefix)]
-
-    def close(self) -> None:
-        self._stop = True
-        self.sock.close()
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from tna_client.discovery import ROOT_DISCOVERY_FILE, discovery_file_for
 from tna_client.node import identity as process_identity
 from tna_client.node import pid_namespace, start_ticks
 
+from agent.checkpoint.seen import clean_seen
 from agent.core.fsread import read_optional
 from agent.runtime.statefile import write_atomic
 
@@ -114,7 +115,12 @@ def trainer_notes(directory: Path, procfs: str = "/proc") -> list[dict[str, Any]
                 (directory / name).unlink()
             continue
         rank = note.get("rank")
-        out.append({"pid": pid, "rank": rank if isinstance(rank, int) else None, "since": note.get("time")})
+        entry = {"pid": pid, "rank": rank if isinstance(rank, int) else None, "since": note.get("time")}
+        seen = note.get("seen")
+        how = clean_seen(seen.get("via"), seen.get("at")) if isinstance(seen, dict) else None
+        if how is not None and isinstance(seen.get("event_id"), str):  # it took a request: which, how
+            entry["seen"] = {"event_id": seen["event_id"][:200], **how}
+        out.append(entry)
     return out
 
 

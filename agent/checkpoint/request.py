@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 
 from agent.checkpoint.ledger import Episode
+from agent.checkpoint.seen import clean_seen
 from agent.runtime.statefile import write_atomic
 
 REQUEST_NAME = "request.json"
@@ -104,6 +105,9 @@ def clean_ack(data: dict[str, Any], via: str) -> dict[str, Any]:
     for key in ("rank", "pid"):
         if isinstance(data.get(key), int) and not isinstance(data.get(key), bool):
             out[key] = data[key]
+    seen = clean_seen(data.get("seen_via"), data.get("seen_at"))
+    if seen is not None:  # how and when the trainer learnt of the request (older clients do not say)
+        out["seen_via"], out["seen_at"] = seen["via"], seen["at"]
     return out
 
 

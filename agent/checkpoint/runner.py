@@ -20,7 +20,9 @@ import structlog
 from agent.checkpoint import episode
 from agent.checkpoint.ledger import Episode, Ledger
 from agent.checkpoint.metrics import CheckpointMetrics
+from agent.checkpoint.publish import trainer_notes
 from agent.checkpoint.reach import TrainerReach
+from agent.checkpoint.seen import seen_line
 from agent.checkpoint.targets import Discovered
 from agent.checkpoint.watch import TargetWatch
 from agent.config.trainer import TrainerSection
@@ -152,8 +154,10 @@ class EpisodeRunner:
     async def await_ack(self, ep: Episode) -> None:
         ack_file = self.channels.ack_file(ep)
         while True:
-            ack = self.control_acks.pop(ep.event_id, None) or self.channels.read_ack(ack_file, ep)
+            ack = self.control_acks.get(ep.event_id) or self.channels.read_ack(ack_file, ep)
             if ack is not None:
+                await self._record_who_saw(ep, ack)  # a cancel here leaves a control-socket ack kept
+                self.control_acks.pop(ep.event_id, None)
                 self._complete(ep, ack)
                 return
             now = time.time()
@@ -161,10 +165,19 @@ class EpisodeRunner:
             if episode.Wake.ESCALATE in due:
                 await self._escalate(ep)
             if episode.Wake.MISS in due:
+                await self._record_who_saw(ep, None)
                 self._miss(ep)
                 return
             self.wake.clear()
             await wait_within(self.wake, min(ACK_POLL_SECONDS, max(0.01, ep.deadline - now)))
+
+    async def _record_who_saw(self, ep: Episode, ack: dict[str, Any] | None) -> None:
+        """What happened replaces what was known when the request went out: the trainers that saw
+        it, how and when (the ack, and the notes of those still running; rank 0 may have exited)."""
+        notes = await asyncio.to_thread(trainer_notes, self.request_file.parent, self.procfs)
+        line = seen_line(ep.event_id, ep.requested_at, ack, notes)
+        if line is not None:
+            ep.channels["trainers"] = line
 
     def _complete(self, ep: Episode, ack: dict[str, Any]) -> None:
         ep.ack = ack

@@ -26,9 +26,15 @@ if TYPE_CHECKING:
     from agent.cli.toppanels import History
     from agent.config.classifier import ClassifierSection
 
-EXTRA_MISSING = (
-    "training-node-agent: top needs the optional [top] extra (rich): pip install 'training-node-agent[top]'"
-)
+
+def extra_missing() -> str:
+    """What to run to get rich, for the interpreter this CLI runs in (install.sh's venv, a user's):
+    a bare ``pip`` could be another Python's."""
+    import shlex
+
+    sudo = "" if os.access(sys.prefix, os.W_OK) else "sudo "
+    pip = f"{sudo}{shlex.quote(sys.executable)} -m pip install 'training-node-agent[top]'"
+    return f"training-node-agent: top needs the optional [top] extra (rich); install it with: {pip}"
 
 
 def _add_top(p: argparse.ArgumentParser) -> None:
@@ -59,7 +65,7 @@ def cmd_top(args: argparse.Namespace) -> int:
     try:
         import rich  # noqa: F401
     except ModuleNotFoundError:
-        print(EXTRA_MISSING, file=sys.stderr)
+        print(extra_missing(), file=sys.stderr)
         return 1
     sock = control_socket_path(args)
     cfg = _classifier_cfg(args)

@@ -5,8 +5,11 @@ Everything runs on 127.0.0.1 under a temporary directory:
 
 * the metadata simulator, playing Alibaba Cloud ECS (in this process);
 * four fake GPUs: the fake ``libnvidia-ml.so.1`` (``make fakenvml``), whose state this process animates;
-* a toy trainer (``agent.devtools.demo_trainer``) using :class:`agent.trainer.PreemptionGuard`, listed as the
-  GPUs' compute process, so the agent finds it the way it finds a real job: through NVML;
+* a toy trainer (``agent.devtools.demo_trainer``) on ``tna_client``, the client a training script
+  installs, listed as the GPUs' compute process, so the agent finds it the way it finds a real job:
+  through NVML. It finds the agent through ``$TNA_CHECKPOINT_REQUEST_FILE``, the documented way to
+  an agent that is not at the fixed place: the demo's agent publishes its discovery record in the
+  temporary directory, never over a real agent's in /run;
 * the agent itself, a real daemon subprocess.
 
 The story: live telemetry, then the cloud announces the reclaim, the agent signals the trainer, the
@@ -93,12 +96,15 @@ poll_interval = "{self.pace.poll}"
 [trainer]
 discover = [{discover}]
 signal = "SIGUSR1"
+discovery_file = "{self.tmp / "run" / "agent.json"}"
 """
         path = self.tmp / "agent.toml"
         path.write_text(text)
         return path
 
     async def start(self) -> None:
+        from tna_client import ENV_REQUEST_FILE  # not at import: every CLI run, the daemon too, loads this
+
         from agent.devtools.simulator import start_simulator
 
         s = self.screen
@@ -115,8 +121,6 @@ signal = "SIGUSR1"
             "agent.devtools.demo_trainer",
             "--checkpoint-dir",
             str(self.storage),
-            "--request-file",
-            str(self.request_file),
             "--save-seconds",
             str(self.pace.save_seconds),
             "--step-seconds",
@@ -125,6 +129,7 @@ signal = "SIGUSR1"
             str(self.pace.print_every),
             "--prefix",
             "",
+            env={**os.environ, ENV_REQUEST_FILE: str(self.request_file)},
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )

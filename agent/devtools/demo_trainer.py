@@ -1,7 +1,11 @@
-"""A toy training loop that uses :class:`agent.trainer.PreemptionGuard`: the trainer of
-``training-node-agent demo``, and a real process for the checkpoint tests. Standard library only.
+"""A toy training loop on ``tna_client``, the client a training script installs (client/): the
+trainer of ``training-node-agent demo``, and a real process for the checkpoint tests. Standard
+library and ``tna_client`` only, as in a training environment without the agent.
 
     python -m agent.devtools.demo_trainer --checkpoint-dir /mnt/nas/ckpt --save-seconds 2
+
+It finds the agent as any script does (its discovery record, or $TNA_CHECKPOINT_REQUEST_FILE, which
+the demo sets); ``--request-file`` passes the path instead (tests).
 
 It "trains" (sleeps a step at a time), and when the agent asks for a checkpoint it writes one (taking
 ``--save-seconds``), acknowledges it and exits 0, or keeps going with ``--keep-going`` (drills).
@@ -20,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agent.trainer import PreemptionGuard, rank_from_env
+from tna_client import PreemptionGuard, rank_from_env
 
 
 class _Events:
@@ -72,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         left = guard.seconds_remaining()
         kind = guard.request.get("kind") if guard.request else "signal"
-        how = f"{args.signal} received" if guard.signalled_at else "request file seen"
+        via = (guard.seen or {}).get("via") or (args.signal if guard.signalled_at else "file")
+        how = "request file seen" if via == "file" else f"{via} received"
         say(f"{how}: checkpoint requested ({kind}, {_left(left)})")
         if not guard.should_save:
             guard.ack()

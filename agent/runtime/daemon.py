@@ -62,7 +62,9 @@ class Daemon:
         self.recent_events: list[dict[str, Any]] = []
         self._exporter = SnapshotExporter(self._latest, [])
         self.registry.register(self._exporter)
-        self.registry.register(PartMetrics(lambda: self.components, lambda: self.http, self.bus))
+        self.registry.register(
+            PartMetrics(lambda: self.components, lambda: self.http, self.bus, self.notifier)
+        )
         self.reloads = 0
         self._reload_lock = asyncio.Lock()  # a SIGHUP storm reloads one after another, never interleaved
         self._pending: set[asyncio.Task[Any]] = set()

@@ -1,6 +1,6 @@
 """The daemon's own /metrics families, next to the snapshot's: what the parts keep themselves
 (notices, checkpoints, verdicts, alerts), the metrics port's (connections, refusals, web config
-reloads) and the event bus's (published, dropped per subscriber)."""
+reloads), the event bus's (published, dropped per subscriber) and the notify socket's (dropped)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from agent.core.component import Component, optional
 from agent.core.events import EventBus
 from agent.exporter.server import HttpFace
+from agent.runtime.sdnotify import Notifier
 
 log = structlog.get_logger("daemon")
 
@@ -30,6 +31,16 @@ def bus_families(bus: EventBus) -> Iterable[Metric]:
     yield dropped
 
 
+def notify_families(notifier: Notifier) -> Iterable[Metric]:
+    dropped = CounterMetricFamily(
+        "training_node_notify_dropped",
+        "sd_notify datagrams not sent because $NOTIFY_SOCKET would not take them (its listener"
+        " stopped reading, or is gone); the daemon never waits on it.",
+    )
+    dropped.add_metric([], notifier.dropped)
+    yield dropped
+
+
 class PartMetrics:
     """A prometheus collector over what runs now: a reload's new parts and HTTP face are read at
     the next scrape, so it takes getters, not the objects."""
@@ -39,10 +50,12 @@ class PartMetrics:
         components: Callable[[], Iterable[Component]],
         http: Callable[[], HttpFace | None],
         bus: EventBus,
+        notifier: Notifier,
     ) -> None:
         self._components = components
         self._http = http
         self._bus = bus
+        self._notifier = notifier
 
     def collect(self) -> Iterable[Metric]:
         for comp in self._components():
@@ -56,6 +69,7 @@ class PartMetrics:
         if http is not None:
             yield from http.metrics()
         yield from bus_families(self._bus)
+        yield from notify_families(self._notifier)
 
     def describe(self) -> Iterable[Metric]:
         return []

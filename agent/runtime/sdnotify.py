@@ -1,10 +1,19 @@
-"""systemd's notify protocol spoken directly on $NOTIFY_SOCKET (no libsystemd)."""
+"""systemd's notify protocol spoken directly on $NOTIFY_SOCKET (no libsystemd).
+
+Every send is non-blocking: a listener that stops reading (a container runtime's notify proxy, a
+hung supervisor) fills its datagram queue (net.unix.max_dgram_qlen, 10 by default), and a blocking
+sendto would then stop the event loop: no ticks, no scrapes, no checkpoint signals. A datagram that
+cannot go now is dropped and counted; the next ping or status says the same thing afresh."""
 
 from __future__ import annotations
 
 import os
 import socket
 import time
+
+import structlog
+
+log = structlog.get_logger("sdnotify")
 
 
 class Notifier:
@@ -22,6 +31,8 @@ class Notifier:
         if usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid())):
             self.watchdog_seconds = int(usec) / 1e6
         self._sock: socket.socket | None = None
+        self.dropped = 0  # datagrams that could not be sent, over the process's life
+        self._burst = 0  # drops since the last datagram that went: one log line per burst
 
     @property
     def enabled(self) -> bool:
@@ -32,11 +43,27 @@ class Notifier:
             return False
         try:
             if self._sock is None:
-                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-            self._sock.sendto("\n".join(lines).encode(), self._addr)
-            return True
-        except OSError:
-            return False  # systemd gone or socket unwritable: nothing useful to do about it
+                self._sock = socket.socket(
+                    socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
+                )
+            self._sock.sendto("\n".join(lines).encode(), socket.MSG_DONTWAIT, self._addr)
+        except OSError as e:  # queue full (EAGAIN), listener gone (ECONNREFUSED, ENOENT)
+            self._drop(e, lines[0])
+            return False
+        if self._burst:
+            log.info("notify socket takes datagrams again", dropped_in_burst=self._burst)
+            self._burst = 0
+        return True
+
+    def _drop(self, error: OSError, first_line: str) -> None:
+        self.dropped += 1
+        self._burst += 1
+        if self._burst == 1:
+            log.warning(
+                "notify socket not taking datagrams; dropping them until it does",
+                error=error.strerror or type(error).__name__,
+                first_dropped=first_line,
+            )
 
     def ready(self, status: str = "") -> None:
         self.send("READY=1", *([f"STATUS={status}"] if status else []))

@@ -31,6 +31,7 @@ from tna_client.files import fsync_tree, rfc3339, write_json_atomic
 from tna_client.node import Node, stale_reason
 
 ENV_SIGNAL = "TNA_CHECKPOINT_SIGNAL"
+ANNOUNCE_RETRY_SECONDS = 1.0
 MAX_REQUEST_BYTES = 1 << 20
 
 log = logging.getLogger("tna_client")
@@ -110,6 +111,8 @@ class PreemptionGuard:
         self._installed = False
         self._said_missing = False
         self._marker: str | None = None
+        self._next_announce = 0.0
+        self.seen: dict[str, Any] | None = None  # how and when this process learnt of the request
         self.located = Located(None, "")
         self._discover()
         if install and self.signum is not None:
@@ -150,8 +153,10 @@ class PreemptionGuard:
             )
 
     def _announce(self) -> None:
-        """Leave a note beside the request file that this process found it (status and the drill
-        report show it); the agent drops notes of processes that are gone."""
+        """Leave a note beside the request file that this process found it, and once it has, how and
+        when it learnt of the request (status and the checkpoint report show it); the agent drops
+        notes of processes that are gone. A trainer often starts before its agent, whose folder
+        does not exist yet: :meth:`poll` tries again until the note is there."""
         directory = os.path.dirname(self.request_file or "")
         name = f"trainer-{self._pid}.json"
         body = {
@@ -160,7 +165,9 @@ class PreemptionGuard:
             "pidns": self._node.pidns,
             "rank": self.rank,
             "time": rfc3339(time.time()),
+            **({"seen": self.seen} if self.seen else {}),
         }
+        self._next_announce = time.monotonic() + ANNOUNCE_RETRY_SECONDS
         try:
             write_json_atomic(directory, name, body)
             self._marker = os.path.join(directory, name)
@@ -219,6 +226,8 @@ class PreemptionGuard:
         """Read the request file now (``checkpoint_requested`` does it every ``check_interval``)."""
         if time.monotonic() >= self._next_discovery and self._explicit is None:
             self._discover()
+        if self._marker is None and self.request_file and time.monotonic() >= self._next_announce:
+            self._announce()
         if force:
             self._seen_stamp = None
         data = self._read_request()
@@ -237,7 +246,25 @@ class PreemptionGuard:
                 log.info("ignoring checkpoint request %s: %s", event_id, why)
             return
         self.request = data
+        self._took(event_id)
         self._pending = True
+
+    def _took(self, event_id: str) -> None:
+        """Record how this process learnt of the request: the signal (which set the flag before the
+        file was read) or the file alone, and when; the note and the ack carry it to the agent."""
+        if self._pending and self.signalled_at is not None and self.signum is not None:
+            via, at = self._signal_name(), self.signalled_at
+        else:
+            via, at = "file", time.time()  # the agent's word for it too (agent/checkpoint/seen.py)
+        self.seen = {"event_id": event_id, "via": via, "at": at}
+        if self.request_file is not None:
+            self._announce()
+
+    def _signal_name(self) -> str:
+        try:
+            return _signal.Signals(self.signum).name  # type: ignore[arg-type]
+        except ValueError:
+            return f"signal {self.signum}"
 
     @property
     def should_save(self) -> bool:
@@ -316,6 +343,8 @@ class PreemptionGuard:
                 "rank": self.rank,
                 **extra,
             }
+            if self.seen and self.seen.get("event_id") == request["event_id"]:
+                body["seen_via"], body["seen_at"] = self.seen["via"], self.seen["at"]
             if step is not None:
                 body["step"] = int(step)
             if path is not None:

@@ -54,4 +54,28 @@ def test_demo_runs_to_completion():
     assert len(registry.clouds()) == 5 and missing == [], out
     pid = re.search(r"training process found: pid (\d+)", out).group(1)
     assert f"SIGUSR1 → pid {pid} " in out  # the process it found is the one it signalled
+
+    # the trainer is a user's script on tna_client, finding the demo's agent the documented way
+    assert re.search(
+        rf"trainer +│ requests are read from {re.escape(tmp)}/\S+ \(via \$TNA_CHECKPOINT_REQUEST_FILE\)", out
+    )
+    source = (REPO / "agent" / "devtools" / "demo_trainer.py").read_text()
+    assert "from tna_client import" in source and "agent.trainer" not in source
+    assert "/run/training-node-agent" not in out  # the demo's agent keeps out of a real agent's place
+
+    # the report says what happened: who saw the request, how and when, and nothing against the ack
+    report = out[out.index("── checkpoint report") : out.index("checkpoint on the (pretend) shared storage")]
+    ack = re.search(r"^ack: via file step (\d+) at (\S+)$", report, re.M)
+    assert ack, report
+    saw = (
+        rf"^  • trainers: pid {pid} \(rank 0\) saw the request by SIGUSR1 at \d\d:\d\d:\d\dZ, \d+\.\d s after"
+    )
+    assert re.search(saw + r" it was sent, and acked via file \d+\.\d s after the request$", report, re.M), (
+        report
+    )
+    contradictions = ("no trainer", "not found", "none received", "would lose", "after the deadline", "✗")
+    assert not [ln for ln in report.splitlines() if any(c in ln.lower() for c in contradictions)], report
+    assert re.search(
+        rf"saved step {ack.group(1)} to {re.escape(ack.group(2))} in ", out
+    )  # the ack is that save
     assert not __import__("os").path.exists(tmp), "the demo left its temporary directory behind"

@@ -113,12 +113,15 @@ def test_state_dir_agent_and_trainer_without_env_complete_the_handshake(tmp_path
     drill = out["drill"]
     assert isinstance(drill, dict), drill
     assert drill["verdict"] == "safe", (drill, trainer_log)
-    assert drill["channels"]["trainers"].startswith("found by pid"), drill["channels"]
+    # what happened, not what was known when the request went out: who saw it, how and when
+    seen = drill["channels"]["trainers"]
+    assert re.match(rf"pid {drill['ack']['pid']} \(rank 0\) saw the request by SIGUSR1 at ", seen), seen
+    assert "s after it was sent, and acked via file" in seen, seen
     assert drill["ack"]["step"] > 0 and os.path.exists(drill["ack"]["path"])
     assert out["trainer_rc"] == 0, trainer_log
     assert f"saved {drill['ack']['path']}, acked True" in trainer_log
     assert "no training-node-agent found" not in trainer_log
     assert out["agent_rc"] == 0 and out["record_after_stop"] is False  # the agent takes its record back
     text = render_report(drill)
-    assert f"• file: {request_file}" in text and "• trainers: found by pid" in text
+    assert f"• file: {request_file}" in text and f"• trainers: {seen}" in text
     print("\n" + text, file=sys.stderr)

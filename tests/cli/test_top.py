@@ -315,7 +315,8 @@ def test_without_the_extra_it_says_what_to_install(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
     done = run_cli("top", "--control-socket", str(tmp_path / "none.sock"), env=env)
     assert done.returncode == 1
-    assert "training-node-agent[top]" in done.stderr, done.stderr
+    # the exact command for this interpreter's venv, not a bare pip that could be another Python's
+    assert f"{sys.executable} -m pip install 'training-node-agent[top]'" in done.stderr, done.stderr
 
 
 # --- the daemon does not load the view ---------------------------------------------------------------

@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO, need_binary, need_root
+from conftest import NETGUARD_DIR, REPO, AgentProcess, need_binary, need_root
 
 INSTALL = REPO / "install.sh"
 NAME = "training-node-agent"
@@ -72,17 +72,18 @@ def repack_installed(dist: importlib.metadata.Distribution, dest: Path) -> Path:
     return whl
 
 
-def runtime_closure(name: str) -> list[importlib.metadata.Distribution]:
-    """The installed distributions ``name`` needs at run time (extras and markers honoured)."""
+def runtime_closure(name: str, extras: tuple[str, ...] = ()) -> list[importlib.metadata.Distribution]:
+    """The installed distributions ``name`` with its ``extras`` needs at run time (markers honoured)."""
     from packaging.requirements import Requirement
 
     seen: dict[str, importlib.metadata.Distribution] = {}
     todo = [name]
     while todo:
+        wanted = ("", *extras) if todo[-1] == name else ("",)
         dist = importlib.metadata.distribution(todo.pop())
         for spec in dist.requires or []:
             req = Requirement(spec)
-            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in wanted):
                 continue
             key = re.sub(r"[-_.]+", "-", req.name).lower()
             if key not in seen:
@@ -99,7 +100,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index"]
     r = _run([*pip_wheel, "-q", "-w", str(wh), "."], cwd=REPO)
     assert r.returncode == 0, r.stderr
-    for dist in runtime_closure(NAME):
+    for dist in runtime_closure(NAME, extras=("top",)):  # install.sh installs the live view's rich
         repack_installed(dist, wh)
     return wh
 
@@ -112,6 +113,12 @@ def config_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
     p = tmp_path_factory.mktemp("config") / "agent.toml"
     p.write_text(PLACEHOLDER_CONFIG)
     return p
+
+
+def node_env() -> dict[str, str]:
+    """The environment as on a node: no checkout on PYTHONPATH (the venv's pip would take this
+    tree's egg-info for an installed agent and install nothing), only the suite's network guard."""
+    return {**os.environ, "PYTHONPATH": str(NETGUARD_DIR)}
 
 
 def make_root(path: Path) -> Path:
@@ -136,7 +143,7 @@ class Installer:
         cmd += ["--config", str(self.config)]
         if self.wheelhouse is not None:
             cmd += ["--wheelhouse", str(self.wheelhouse)]
-        r = _run([*cmd, *args], env={**os.environ, "PIP_NO_CACHE_DIR": "1"})
+        r = _run([*cmd, *args], env={**node_env(), "PIP_NO_CACHE_DIR": "1"})
         if check:
             assert r.returncode == 0, f"install.sh {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
         return r
@@ -200,7 +207,10 @@ def test_fresh_install_tree(fresh: tuple[Installer, subprocess.CompletedProcess[
     assert f"{NAME}:x:{gid}:" in ins("/etc/group").read_text()
     assert Path("/etc/passwd").read_bytes() == host_passwd
 
-    # a working venv
+    # a working venv, with the live view's extra
+    assert "venv: the [top] extra (rich, for training-node-agent top) installed" in r.stdout, (
+        r.stdout + r.stderr
+    )
     exe = ins(PREFIX / "bin" / NAME)
     v = _run([str(exe), "version"])
     assert v.returncode == 0 and v.stdout.startswith(f"{NAME} "), v.stdout + v.stderr
@@ -241,6 +251,43 @@ def test_second_run_changes_nothing(installer: Installer) -> None:
     assert "is the current default" in r.stdout
     assert "is current" in r.stdout
     assert "how to start" not in r.stdout.lower() and "systemd is not managing" not in r.stdout
+
+
+def test_top_draws_a_frame_from_the_installed_venv(installer: Installer, tmp_path: Path) -> None:
+    """`training-node-agent top --once` as an operator runs it on a node installed the documented
+    way: the venv's own agent and rich (not this checkout's), against the installed agent running."""
+    venv = installer.path(PREFIX)
+    env = {**node_env(), "COLUMNS": "100"}  # the venv's packages only
+    where = _run(
+        [str(venv / "bin" / "python"), "-c", "import agent, rich; print(agent.__file__, rich.__file__)"],
+        env=env,
+        cwd=tmp_path,
+    )
+    assert where.returncode == 0 and all(p.startswith(str(venv)) for p in where.stdout.split()), where
+    agent = AgentProcess(tmp_path, {})
+    with open(agent.log_path, "ab") as log:
+        agent.proc = subprocess.Popen(
+            [str(venv / "bin" / NAME), "run", "--config", str(agent.config_path)],
+            env=env,
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        agent.wait_ready()
+        agent.wait_for(lambda: agent.status()["snapshot"]["seq"] > 0, what="a first tick")
+        top = _run(
+            [str(venv / "bin" / NAME), "top", "--once", "--config", str(agent.config_path)],
+            env=env,
+            cwd=tmp_path,
+        )
+    finally:
+        agent.stop()
+    assert top.returncode == 0, top.stderr
+    frame = top.stdout
+    assert frame.startswith(f"{NAME} top") and frame.count(f"{NAME} top") == 1, frame
+    assert "unreachable" not in frame and "\x1b" not in frame, frame
+    assert len(frame.splitlines()) > 5 and max(len(line) for line in frame.splitlines()) <= 100, frame
 
 
 def test_edited_config_survives_and_new_default_lands_beside_it(installer: Installer) -> None:
