@@ -1,7 +1,10 @@
 """The ``training-node-agent`` command.
 
-Sub-commands register themselves in :data:`COMMANDS` with a function that adds their arguments and
-one that runs them, so later parts (metadata-sim, drill, demo, test-alert) add a line each.
+The built-in sub-commands are in :data:`COMMANDS`; the others live with their part of the agent and
+register themselves there, with a function that adds their arguments and one that runs them, when
+their module is imported. :data:`PLUGINS` says which module holds which, so that a command loads its
+own module and nothing else: ``run`` (the service) imports none of them, neither the simulator nor
+the demo nor ``report``'s tables (docs/architecture.md, "The daemon's memory").
 """
 
 from __future__ import annotations
@@ -200,32 +203,48 @@ COMMANDS: dict[str, tuple[str, Adder, Runner]] = {
 }
 
 
+# the sub-commands that live with their part of the agent, by the module that registers them
+PLUGINS: dict[str, str] = {
+    "detect-cloud": "agent.cli.preemption",
+    "metadata-sim": "agent.cli.preemption",
+    "drill": "agent.cli.checkpoint",
+    "ack": "agent.cli.checkpoint",
+    "test-alert": "agent.cli.alerts",
+    "report": "agent.cli.report",
+    "hash-password": "agent.cli.webconfig",
+    "top": "agent.cli.top",
+    "demo": "agent.devtools.demo",
+}
+
+
 def register(name: str, help_text: str, add: Adder, run: Runner) -> None:
     COMMANDS[name] = (help_text, add, run)
 
 
-def _load_plugins() -> None:
-    """Sub-commands that live with their part of the agent."""
+def _load_plugin(module: str) -> None:
     import importlib
 
-    for module in (
-        "agent.cli.preemption",
-        "agent.cli.checkpoint",
-        "agent.cli.alerts",
-        "agent.cli.report",
-        "agent.cli.webconfig",
-        "agent.cli.top",
-        "agent.devtools.demo",
-    ):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:  # a module left out of the install (devtools) is no command; a bug is
+            raise
 
 
-def build_parser() -> argparse.ArgumentParser:
-    _load_plugins()
+def _command_in(argv: list[str]) -> str | None:
+    """The sub-command named on the command line: the first word that is no option (the top-level
+    options take no value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``: every command with its help, and the arguments of the one named. A
+    plugin's module is imported only when its command is the one named, or when none is and the help
+    lists them all."""
+    command = _command_in(sys.argv[1:] if argv is None else argv)
+    if command not in COMMANDS:
+        for module in [PLUGINS[command]] if command in PLUGINS else dict.fromkeys(PLUGINS.values()):
+            _load_plugin(module)
     parser = argparse.ArgumentParser(
         prog="training-node-agent", description="Health agent for GPU training nodes."
     )
@@ -233,13 +252,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help_text, add, run) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        add(p)
+        if name == command:  # the others' arguments (and what adding them imports) are not needed
+            add(p)
         p.set_defaults(func=run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
