@@ -18,7 +18,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import agent.cli.plainlogs  # noqa: F401  (first: structlog must not pick up rich; see there)
 from agent import __version__
 from agent.config import DEFAULT_PATH, Config, ConfigError, load_config, redacted_dump
 
