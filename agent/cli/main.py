@@ -72,6 +72,9 @@ def control_socket_path(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    # frozenlist's C++ build (aiohttp's signal lists, made once at start-up) maps libstdc++: 1 MB of
+    # the daemon's RSS for nothing a pure-Python list would not do (docs/architecture.md)
+    os.environ.setdefault("FROZENLIST_NO_EXTENSIONS", "1")
     from agent.runtime.daemon import Daemon, StartupError
     from agent.runtime.logsetup import setup_logging
 
