@@ -122,7 +122,9 @@ def start_agent(tree: Path, tmp: Path, name: str, node: Path | None) -> Proc:
 
 
 def start_floor(modules: list[str]) -> Proc:
-    p = subprocess.Popen([sys.executable, "-c", FLOOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    env = {**os.environ, "FROZENLIST_NO_EXTENSIONS": "1"}  # as `run` sets it
+    pipe = subprocess.PIPE
+    p = subprocess.Popen([sys.executable, "-c", FLOOR], stdin=pipe, stdout=pipe, env=env)
     assert p.stdin is not None and p.stdout is not None
     p.stdin.write(" ".join(m for m in modules if m.partition(".")[0] not in OWN).encode() + b"\n")
     p.stdin.flush()
