@@ -1,14 +1,19 @@
 """The shape the code keeps (docs/architecture.md): rooms of a readable size, each vocabulary word
-written once, and the exporter imported only by the faces that serve it."""
+written once, the exporter imported only by the faces that serve it, and a service that imports
+none of the tools around it."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import json
+import subprocess
+import sys
 from enum import StrEnum
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, AgentProcess, wait_until
 
 from agent.core import vocabulary
 
@@ -98,3 +103,61 @@ def test_the_daemon_s_parts_wait_without_asyncio_wait_for():
     # short-lived commands and the fakes may; the check sees the uses that are there
     assert {p for p in users if p.parts[0] not in ("cli", "devtools")} == set()
     assert Path("cli", "top.py") in users
+
+
+# the daemon as `training-node-agent run` starts it, its module imported first as a script would;
+# once it serves, a thread writes the modules it has loaded
+RUN_AND_LIST = """
+import json, sys, threading, time
+from pathlib import Path
+out, trigger = Path(sys.argv[1]), Path(sys.argv[2])
+def write():
+    while not trigger.exists():
+        time.sleep(0.05)
+    Path(f"{out}.part").write_text(json.dumps(sorted(sys.modules)))
+    Path(f"{out}.part").rename(out)
+threading.Thread(target=write, daemon=True).start()
+import agent.runtime.daemon
+from agent.cli.main import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def test_the_service_imports_no_tooling(tmp_path: Path):
+    """``run`` loads neither a sub-command's module (the simulator, the demo, ``report``, ``top``)
+    nor rich, which structlog would take for its tracebacks where the ``[top]`` extra installed it
+    (docs/architecture.md, "The daemon's memory")."""
+    assert importlib.util.find_spec("rich") is not None, "the test venv has the [top] extra: rich"
+    agent = AgentProcess(tmp_path, {})
+    out, trigger = tmp_path / "modules.json", tmp_path / "trigger"
+    run = ["run", "--config", str(agent.config_path)]
+    with open(agent.log_path, "ab") as log:
+        agent.proc = subprocess.Popen(
+            [sys.executable, "-c", RUN_AND_LIST, str(out), str(trigger), *run],
+            cwd=REPO,
+            env=agent.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        agent.wait_ready()
+        trigger.touch()
+        wait_until(out.exists, 10, what="the module list")
+        modules = json.loads(out.read_text())
+    finally:
+        agent.stop()
+    assert "agent.runtime.daemon" in modules and "agent.sources.processes.collector" in modules
+    tooling = [m for m in modules if m.startswith(("agent.devtools", "agent.cli.")) and m != "agent.cli.main"]
+    assert tooling == [], tooling
+    assert [m for m in modules if m.partition(".")[0] in ("rich", "pygments")] == []
+
+
+def test_each_plugin_module_registers_the_commands_named_for_it():
+    """``PLUGINS`` is how a command finds its module: a command left out there could not be run."""
+    from agent.cli import main
+
+    for module in main.PLUGINS.values():
+        importlib.import_module(module)
+    registered = {name: run.__module__ for name, (_, _, run) in main.COMMANDS.items()}
+    plugins = {name: module for name, module in registered.items() if module != main.__name__}
+    assert plugins == main.PLUGINS

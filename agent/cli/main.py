@@ -1,7 +1,10 @@
 """The ``training-node-agent`` command.
 
-Sub-commands register themselves in :data:`COMMANDS` with a function that adds their arguments and
-one that runs them, so later parts (metadata-sim, drill, demo, test-alert) add a line each.
+The built-in sub-commands are in :data:`COMMANDS`; the others live with their part of the agent and
+register themselves there, with a function that adds their arguments and one that runs them, when
+their module is imported. :data:`PLUGINS` says which module holds which, so that a command loads its
+own module and nothing else: ``run`` (the service) imports none of them, neither the simulator nor
+the demo nor ``report``'s tables (docs/architecture.md, "The daemon's memory").
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import agent.cli.plainlogs  # noqa: F401  (first: structlog must not pick up rich; see there)
 from agent import __version__
 from agent.config import DEFAULT_PATH, Config, ConfigError, load_config, redacted_dump
 
@@ -70,6 +72,9 @@ def control_socket_path(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    # frozenlist's C++ build (aiohttp's signal lists, made once at start-up) maps libstdc++: 1 MB of
+    # the daemon's RSS for nothing a pure-Python list would not do (docs/architecture.md)
+    os.environ.setdefault("FROZENLIST_NO_EXTENSIONS", "1")
     from agent.runtime.daemon import Daemon, StartupError
     from agent.runtime.logsetup import setup_logging
 
@@ -200,32 +205,48 @@ COMMANDS: dict[str, tuple[str, Adder, Runner]] = {
 }
 
 
+# the sub-commands that live with their part of the agent, by the module that registers them
+PLUGINS: dict[str, str] = {
+    "detect-cloud": "agent.cli.preemption",
+    "metadata-sim": "agent.cli.preemption",
+    "drill": "agent.cli.checkpoint",
+    "ack": "agent.cli.checkpoint",
+    "test-alert": "agent.cli.alerts",
+    "report": "agent.cli.report",
+    "hash-password": "agent.cli.webconfig",
+    "top": "agent.cli.top",
+    "demo": "agent.devtools.demo",
+}
+
+
 def register(name: str, help_text: str, add: Adder, run: Runner) -> None:
     COMMANDS[name] = (help_text, add, run)
 
 
-def _load_plugins() -> None:
-    """Sub-commands that live with their part of the agent."""
+def _load_plugin(module: str) -> None:
     import importlib
 
-    for module in (
-        "agent.cli.preemption",
-        "agent.cli.checkpoint",
-        "agent.cli.alerts",
-        "agent.cli.report",
-        "agent.cli.webconfig",
-        "agent.cli.top",
-        "agent.devtools.demo",
-    ):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:  # a module left out of the install (devtools) is no command; a bug is
+            raise
 
 
-def build_parser() -> argparse.ArgumentParser:
-    _load_plugins()
+def _command_in(argv: list[str]) -> str | None:
+    """The sub-command named on the command line: the first word that is no option (the top-level
+    options take no value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``: every command with its help, and the arguments of the one named. A
+    plugin's module is imported only when its command is the one named, or when none is and the help
+    lists them all."""
+    command = _command_in(sys.argv[1:] if argv is None else argv)
+    if command not in COMMANDS:
+        for module in [PLUGINS[command]] if command in PLUGINS else dict.fromkeys(PLUGINS.values()):
+            _load_plugin(module)
     parser = argparse.ArgumentParser(
         prog="training-node-agent", description="Health agent for GPU training nodes."
     )
@@ -233,13 +254,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help_text, add, run) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        add(p)
+        if name == command:  # the others' arguments (and what adding them imports) are not needed
+            add(p)
         p.set_defaults(func=run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

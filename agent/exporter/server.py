@@ -17,7 +17,7 @@ import ssl
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
@@ -26,12 +26,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.config.core import HttpSection
 from agent.config.types import split_listen
-from agent.config.webconfig import WebConfig, WebConfigError, load_web_config
 from agent.exporter.auth import BasicAuth, LogThrottle, Outcome, TokenBucket, Verdict
 from agent.exporter.guard import Closed, ConnectionTable, Guard, Limits, Tls
 from agent.exporter.handshake import HandshakeGate
 from agent.exporter.http import EXPOSITION, Access, Exposition, make_app
 from agent.exporter.tls import SwitchableContext, TlsError, allowed_san, build_context
+
+if TYPE_CHECKING:
+    from agent.config.webconfig import WebConfig
 
 log = structlog.get_logger("http")
 
@@ -69,6 +71,9 @@ def _fingerprint(path: str, cfg: WebConfig | None) -> tuple[Any, ...]:
 
 def load(path: str) -> Loaded:
     """Everything a web config needs, read and checked now; raises :class:`WebConfigInvalid`."""
+    # here: its models cost an agent without a web config 0.7 MB (docs/architecture.md)
+    from agent.config.webconfig import WebConfigError, load_web_config
+
     try:
         cfg = load_web_config(path)
         ctx = build_context(cfg.tls_server_config) if cfg.tls_server_config.enabled else None

@@ -9,10 +9,12 @@ re-binding the port or dropping established connections.
 from __future__ import annotations
 
 import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent.config.webconfig import CIPHER_SUITES, TlsServerConfig
 from agent.core.vocabulary import ClientAuthType, TlsVersion
+
+if TYPE_CHECKING:
+    from agent.config.webconfig import TlsServerConfig
 
 _VERSIONS = {
     TlsVersion.TLS10: ssl.TLSVersion.TLSv1,
@@ -75,6 +77,8 @@ def build_context(tls: TlsServerConfig) -> ssl.SSLContext:
             raise TlsError(f"client_ca_file {ca_name} holds no CA certificate")
     ctx.verify_mode = _VERIFY[tls.client_auth_type]
     if tls.cipher_suites:
+        from agent.config.webconfig import CIPHER_SUITES  # loaded with the web config that asks
+
         ctx.set_ciphers(":".join(CIPHER_SUITES[c] for c in tls.cipher_suites))
     if tls.prefer_server_cipher_suites:
         ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE

@@ -1,23 +1,25 @@
-"""NVML's clocks event (throttle) reasons as one flag set, built from pynvml's own constants: the
-``reason`` label of /metrics, GPU health's throttle holds and the classifier's notes all read it."""
+"""NVML's clocks event (throttle) reasons as one flag set: the ``reason`` label of /metrics, GPU
+health's throttle holds and the classifier's notes all read it.
+
+The bits are nvml.h's ``nvmlClocksEventReason*`` (fixed by NVML's ABI), written here rather than read
+from pynvml so that the classifier and GPU health, which every daemon runs, do not import nvidia-ml-py
+(~2 MB) on a node without GPUs; ``tests/gpu/test_gpu_lazy_binding.py`` holds them equal to pynvml's."""
 
 from __future__ import annotations
 
 from enum import IntFlag
 
-import pynvml
-
 
 class ClockReason(IntFlag):
-    GPU_IDLE = pynvml.nvmlClocksEventReasonGpuIdle
-    APPLICATIONS_CLOCKS_SETTING = pynvml.nvmlClocksEventReasonApplicationsClocksSetting
-    SW_POWER_CAP = pynvml.nvmlClocksEventReasonSwPowerCap
-    HW_SLOWDOWN = pynvml.nvmlClocksEventReasonHwSlowdown
-    SYNC_BOOST = pynvml.nvmlClocksEventReasonSyncBoost
-    SW_THERMAL_SLOWDOWN = pynvml.nvmlClocksEventReasonSwThermalSlowdown
-    HW_THERMAL_SLOWDOWN = pynvml.nvmlClocksEventReasonHwThermalSlowdown
-    HW_POWER_BRAKE_SLOWDOWN = pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown
-    DISPLAY_CLOCK_SETTING = pynvml.nvmlClocksEventReasonDisplayClockSetting
+    GPU_IDLE = 0x1
+    APPLICATIONS_CLOCKS_SETTING = 0x2
+    SW_POWER_CAP = 0x4
+    HW_SLOWDOWN = 0x8
+    SYNC_BOOST = 0x10
+    SW_THERMAL_SLOWDOWN = 0x20
+    HW_THERMAL_SLOWDOWN = 0x40
+    HW_POWER_BRAKE_SLOWDOWN = 0x80
+    DISPLAY_CLOCK_SETTING = 0x100
 
     @property
     def label(self) -> str:

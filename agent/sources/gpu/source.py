@@ -15,9 +15,9 @@ def _build(ctx: BuildContext) -> Collector | None:
     gpu = ctx.cfg.gpu
     if not gpu.enabled:
         return None
-    from agent.sources.gpu.collector import GpuCollector
+    from agent.sources.gpu.probe import NvmlProbe
 
-    return GpuCollector(gpu.library, gpu.reinit_backoff_max, gpu.xid_events)
+    return NvmlProbe(gpu.library, gpu.reinit_backoff_max, gpu.xid_events)
 
 
 SOURCE = register(

@@ -1,0 +1,44 @@
+"""The GPU collector as the daemon builds it: NVML's library is looked for first, and the binding
+(nvidia-ml-py and the modules over it, ~2 MB of the daemon's RSS) is imported only once it is there.
+
+A node without GPUs asks for ``libnvidia-ml.so.1`` each tick, a failed ``dlopen`` (microseconds), and
+reports the source absent with the reason :func:`binding.load_library` gives; once the library opens,
+every call goes to the real :class:`GpuCollector`, backoff and re-initialisation included.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import TYPE_CHECKING
+
+from agent.sources import SourceAbsent
+
+if TYPE_CHECKING:
+    from agent.sources.gpu.collector import GpuCollector
+    from agent.sources.gpu.part import GpuPart
+
+SYSTEM_LIBRARY = "libnvidia-ml.so.1"
+
+
+class NvmlProbe:
+    name = "gpu"
+    part = "gpu"
+
+    def __init__(self, library: str, reinit_backoff_max: float, xid_events: bool) -> None:
+        self._args = (library, reinit_backoff_max, xid_events)
+        self._collector: GpuCollector | None = None
+
+    def collect(self) -> GpuPart:
+        if self._collector is None:
+            try:
+                ctypes.CDLL(self._args[0] or SYSTEM_LIBRARY)
+            except OSError as e:
+                raise SourceAbsent(f"no NVML library: {e}") from None
+            from agent.sources.gpu.collector import GpuCollector
+
+            self._collector = GpuCollector(*self._args)
+        return self._collector.collect()
+
+    def close(self) -> None:
+        if self._collector is not None:
+            self._collector.close()
