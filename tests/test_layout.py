@@ -98,3 +98,27 @@ def test_the_daemon_s_parts_wait_without_asyncio_wait_for():
     # short-lived commands and the fakes may; the check sees the uses that are there
     assert {p for p in users if p.parts[0] not in ("cli", "devtools")} == set()
     assert Path("cli", "top.py") in users
+
+
+def _agent_imports(path: Path) -> set[str]:
+    """The ``agent.…`` modules a module imports, anywhere in it (a function's lazy import counts)."""
+    package = ["agent", *path.relative_to(AGENT).parent.parts]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module or "").split(".")]).strip(".")
+            out.add(module)
+    return {m for m in out if m == "agent" or m.startswith("agent.")}
+
+
+def test_core_imports_nothing_above_it():
+    """core/ is the ground floor: the events, the vocabulary, the hooks' protocols, file helpers."""
+    above = {
+        str(path.relative_to(REPO)): sorted(m for m in _agent_imports(path) if not m.startswith("agent.core"))
+        for path in sorted((AGENT / "core").rglob("*.py"))
+    }
+    assert {p: m for p, m in above.items() if m} == {}
+    assert "agent.core.vocabulary" in _agent_imports(AGENT / "core" / "events.py")  # imports are seen

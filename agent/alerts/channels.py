@@ -11,7 +11,7 @@ from agent.alerts.slack import Slack
 from agent.alerts.webhook import Webhook
 from agent.alerts.wecom import WeCom
 from agent.config.alerts import WebhookChannel
-from agent.runtime.logsetup import register_secret
+from agent.core.logsetup import register_secret
 
 TYPES: dict[str, type[Channel]] = {c.type: c for c in (DingTalk, Feishu, WeCom, Slack, Webhook)}
 

@@ -33,9 +33,10 @@ from agent.checkpoint.request import prepare_dir
 from agent.checkpoint.runner import EpisodeRunner
 from agent.checkpoint.watch import TargetWatch
 from agent.config.trainer import signal_number
-from agent.core.component import Context, Route
+from agent.core.component import HasMetrics, HasPids, HasRoutes, HasStatus, Route
 from agent.core.events import PreemptionEvent
 from agent.core.vocabulary import UNSIGNALABLE, CheckpointPhase, EpisodeState
+from agent.runtime.context import Context
 
 log = structlog.get_logger("checkpoint")
 
@@ -44,7 +45,7 @@ def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
 
 
-class CheckpointComponent:
+class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
     name = "checkpoint"
 
     def __init__(self, ctx: Context) -> None:
@@ -129,7 +130,7 @@ class CheckpointComponent:
 
     def _on_notice(self, ev: PreemptionEvent) -> None:
         if ev.withdrawn:
-            self._cancel(ev.event_id, f"the cloud withdrew the {ev.kind} notice")
+            self.cancel(ev.event_id, f"the cloud withdrew the {ev.kind} notice")
             return
         known = self.ledger.episodes.get(ev.event_id)
         if known is not None:
@@ -231,7 +232,7 @@ class CheckpointComponent:
 
     # --- withdrawal --------------------------------------------------------------------------------
 
-    def _cancel(self, event_id: str, why: str) -> None:
+    def cancel(self, event_id: str, why: str) -> None:
         ep = self.ledger.episodes.get(event_id)
         step = episode.on_withdrawn(ep) if ep is not None else None
         if ep is None or step is None:
@@ -257,7 +258,22 @@ class CheckpointComponent:
     def control_routes(self) -> list[Route]:
         return control.routes(self)
 
-    def _open_requested(self) -> list[Episode]:
+    def finished(self, event_id: str) -> asyncio.Future[None] | None:
+        """Done when the episode ``event_id`` ends (None when none was started)."""
+        return self._done.get(event_id)
+
+    def begin_drill(self, event_id: str, dry_run: bool) -> asyncio.Future[None]:
+        """Before a drill's notice goes out: the future its end sets, and whether it sends nothing."""
+        if dry_run:
+            self._force_dry.add(event_id)
+        done = asyncio.get_running_loop().create_future()
+        self._done[event_id] = done
+        return done
+
+    def end_drill(self, event_id: str) -> None:
+        self._force_dry.discard(event_id)
+
+    def open_requested(self) -> list[Episode]:
         eps = [e for e in self.ledger.episodes.values() if e.phase == EpisodeState.REQUESTED]
         return sorted(eps, key=lambda e: e.requested_at or 0)
 
@@ -272,4 +288,4 @@ class CheckpointComponent:
 
     def metrics(self) -> Iterable[Metric]:
         unsignalable = sum(1 for v in self.watch.handlers.values() if v in UNSIGNALABLE)
-        return self.stats.families(len(self.watch.found.targets), unsignalable, len(self._open_requested()))
+        return self.stats.families(len(self.watch.found.targets), unsignalable, len(self.open_requested()))

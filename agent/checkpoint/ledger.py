@@ -20,8 +20,8 @@ from typing import Any
 
 import structlog
 
+from agent.core.statefile import write_atomic
 from agent.core.vocabulary import OPEN_STATES, EpisodeState
-from agent.runtime.statefile import write_atomic
 
 log = structlog.get_logger("checkpoint")
 

@@ -18,9 +18,10 @@ from agent.classifier.baselines import Baselines
 from agent.classifier.engine import Engine, Evaluation
 from agent.classifier.features import Features
 from agent.core.aio import next_within
-from agent.core.component import Context, Route
+from agent.core.component import HasMetrics, HasRoutes, HasStatus, HasVerdictLine, Route
 from agent.core.events import CheckpointEvent
 from agent.core.vocabulary import Verdict
+from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 
 log = structlog.get_logger("classifier")
@@ -36,7 +37,7 @@ def ago(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-class ClassifierComponent:
+class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
     name = "classifier"
 
     def __init__(self, ctx: Context) -> None:

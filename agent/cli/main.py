@@ -70,8 +70,8 @@ def control_socket_path(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from agent.core.logsetup import setup_logging
     from agent.runtime.daemon import Daemon, StartupError
-    from agent.runtime.logsetup import setup_logging
 
     cfg, path = resolve_config(args)
     setup_logging(cfg.agent.log_level, cfg.agent.log_format)

@@ -20,7 +20,7 @@ from prometheus_client.core import Metric
 from agent.classifier.baselines import Baselines
 from agent.classifier.features import Features
 from agent.config.cost import hourly_price
-from agent.core.component import Context, Route
+from agent.core.component import HasMetrics, HasRoutes, HasStatus, Route
 from agent.core.events import (
     CheckpointEvent,
     Event,
@@ -35,6 +35,7 @@ from agent.ledger import metrics as ledger_metrics
 from agent.ledger.assign import BUCKETS, GpuReading, Pressures, gpu_state
 from agent.ledger.book import Book
 from agent.ledger.summary import lines, summarize
+from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 
 log = structlog.get_logger("ledger")
@@ -82,7 +83,7 @@ def next_digest(now: float, at: str, timezone: str) -> float:
     return due.timestamp()
 
 
-class LedgerComponent:
+class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
     name = "goodput"
 
     def __init__(self, ctx: Context, classifier: ClassifierView | None = None) -> None:

@@ -22,7 +22,7 @@ import structlog
 from aiohttp import web
 from prometheus_client.core import Metric
 
-from agent.core.component import Context, Route
+from agent.core.component import HasMetrics, HasRoutes, HasStatus, Route
 from agent.core.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
 from agent.core.vocabulary import Cadence, CheckpointPhase, Setting
 from agent.preemption import faces
@@ -32,6 +32,7 @@ from agent.preemption.detect import detect
 from agent.preemption.faces import iso
 from agent.preemption.notices import NoticeStore, NoticeTracker
 from agent.preemption.provider import MetadataError, Provider, Reading, Source
+from agent.runtime.context import Context
 
 log = structlog.get_logger("preemption")
 
@@ -60,7 +61,7 @@ class SourceState:
         }
 
 
-class PreemptionWatcher:
+class PreemptionWatcher(HasMetrics, HasRoutes, HasStatus):
     name = "preemption"
 
     def __init__(self, ctx: Context) -> None:

@@ -12,11 +12,12 @@ from typing import Any
 from agent.checkpoint.component import CheckpointComponent
 from agent.classifier.component import ClassifierComponent
 from agent.config import Config
-from agent.core.component import Component, Context
+from agent.core.component import Component
 from agent.exporter import malformed as malformed_metrics
 from agent.health.gpu import GpuHealth
 from agent.ledger.component import LedgerComponent
 from agent.preemption.watcher import PreemptionWatcher
+from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources import Collector
 from agent.sources import registry as sources
