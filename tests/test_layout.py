@@ -122,3 +122,43 @@ def test_core_imports_nothing_above_it():
     }
     assert {p: m for p, m in above.items() if m} == {}
     assert "agent.core.vocabulary" in _agent_imports(AGENT / "core" / "events.py")  # imports are seen
+
+
+def _doubles(node: ast.AST) -> bool:
+    """``2 ** n``, ``x * 2`` or ``2 * x``: a doubling (``2**30``, a unit, is none)."""
+    if not isinstance(node, ast.BinOp):
+        return False
+    two = [s for s in (node.left, node.right) if isinstance(s, ast.Constant) and s.value in (2, 2.0)]
+    if isinstance(node.op, ast.Pow):
+        base_two = isinstance(node.left, ast.Constant) and node.left.value in (2, 2.0)
+        return base_two and not isinstance(node.right, ast.Constant)
+    return isinstance(node.op, ast.Mult) and bool(two)
+
+
+def _backoff_formulas(path: Path) -> list[int]:
+    """Lines that grow a wait by hand: a doubling inside ``min(...)``, ``x *= 2``, a ``2 ** n``, or a
+    doubling assigned to a name that says backoff, delay, retry or wait."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _doubles(node):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "min":
+            found += [a.lineno for a in node.args if _doubles(a)]
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult | ast.Pow):
+            if isinstance(node.value, ast.Constant) and node.value.value in (2, 2.0):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Assign) and _doubles(node.value):
+            names = [ast.unparse(t).lower() for t in node.targets]
+            if any(w in n for n in names for w in ("backoff", "delay", "retry", "wait")):
+                found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_backoff_is_written_once():
+    """Every retry waits by agent/core/backoff.py; a second formula is a second rule."""
+    helper = AGENT / "core" / "backoff.py"
+    found = {
+        str(p.relative_to(REPO)): lines for p in MODULES if p != helper and (lines := _backoff_formulas(p))
+    }
+    assert found == {}, "wait with agent.core.backoff"
+    assert _backoff_formulas(helper)  # the check sees the one formula there is

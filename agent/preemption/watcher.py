@@ -22,6 +22,7 @@ import structlog
 from aiohttp import web
 from prometheus_client.core import Metric
 
+from agent.core import backoff
 from agent.core.component import HasMetrics, HasRoutes, HasStatus, Route
 from agent.core.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
 from agent.core.vocabulary import Cadence, CheckpointPhase, Setting
@@ -156,8 +157,7 @@ class PreemptionWatcher(HasMetrics, HasRoutes, HasStatus):
         retry on this schedule: a notice present when the service returns is seen within that cap
         plus one round trip. The jitter only shortens the wait, so the cap holds."""
         cap = max(self.cfg.poll_interval, min(self.cfg.backoff_max, MAX_BACKOFF_SECONDS))
-        grown = self.cfg.poll_interval * 2 ** min(errors - 1, 16)
-        return min(cap, grown) * random.uniform(0.8, 1.0)
+        return backoff.delay(errors, self.cfg.poll_interval, cap)
 
     async def _run_source(self, src: Source) -> None:
         st = self.sources.setdefault(
