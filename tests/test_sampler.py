@@ -9,7 +9,7 @@ import threading
 import time
 
 from agent.core.events import CollectorFailingEvent, EventBus
-from agent.health.collectors import CollectorFailureWatch
+from agent.faults.collectors import CollectorFailureWatch
 from agent.runtime.supervisor import Supervisor
 from agent.snapshot import sampler as sampler_module
 from agent.snapshot.sampler import Sampler

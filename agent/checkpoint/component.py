@@ -2,7 +2,7 @@
 deadline, and the operator learns whether they made it.
 
 One episode per notice: this module takes the notices in (a new one, the same one again, an earlier
-deadline, a withdrawal), keeps the ledger that makes an episode survive restarts so that no notice is
+deadline, a withdrawal), keeps the episode log that makes an episode survive restarts so that no notice is
 acted on twice, and runs one task per open episode. ``episode.py`` decides each step (a pure state
 machine), ``runner.py`` carries it out (signals and the request file through ``channels.py``, the ack
 wait, escalation, the bus). The control handlers are in ``control.py``, the status in ``status.py``,
@@ -24,7 +24,7 @@ from prometheus_client.core import Metric
 from agent.checkpoint import control, episode
 from agent.checkpoint import status as checkpoint_status
 from agent.checkpoint.channels import Channels
-from agent.checkpoint.ledger import Episode, Ledger
+from agent.checkpoint.episodelog import Episode, EpisodeLog
 from agent.checkpoint.metrics import CheckpointMetrics
 from agent.checkpoint.policy import Plan, acts_on, moved_earlier, plan
 from agent.checkpoint.publish import agent_identity, discovery_path, publish_logged, unpublish
@@ -57,7 +57,7 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
         self.discovery_file = discovery_path(self.tcfg.discovery_file)
         self.identity = agent_identity(self.procfs)
         self.channels = Channels(self.tcfg, self.request_file, self.identity)
-        self.ledger = Ledger(ctx.state_dir / "checkpoint-ledger.json")
+        self.episode_log = EpisodeLog(ctx.state_dir / "checkpoint-ledger.json")
         self.watch = TargetWatch(ctx, self.tcfg, self.signum, self.request_file)
         self.stats = CheckpointMetrics()
         self.runner = EpisodeRunner(
@@ -66,7 +66,7 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
             self.signum,
             self.procfs,
             self.channels,
-            self.ledger,
+            self.episode_log,
             self.watch,
             self.stats,
             self.discovery_file,
@@ -89,7 +89,7 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
         if not self._loaded:
             await asyncio.to_thread(self._load)
             self._loaded = True
-            for ep in self.ledger.episodes.values():
+            for ep in self.episode_log.episodes.values():
                 if ep.open:
                     log.info(
                         "resuming checkpoint episode after restart", event_id=ep.event_id, phase=ep.phase
@@ -112,16 +112,16 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        # a request already going out finishes, so the ledger saved below says what was sent
+        # a request already going out finishes, so the episode log saved below says what was sent
         await asyncio.gather(*self.runner.sending, return_exceptions=True)
         with contextlib.suppress(OSError):
-            await asyncio.to_thread(self.ledger.save)
+            await asyncio.to_thread(self.episode_log.save)
         if self.discovery_file is not None:
             unpublish(self.discovery_file, self.identity)
 
     def _load(self) -> None:
-        self.ledger.load()
-        self.ledger.prune(time.time())
+        self.episode_log.load()
+        self.episode_log.prune(time.time())
         prepare_dir(self.request_file.parent)
         if self.discovery_file is not None:
             publish_logged(self.discovery_file, self.request_file, self.identity, self.tcfg.signal)
@@ -132,7 +132,7 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
         if ev.withdrawn:
             self.cancel(ev.event_id, f"the cloud withdrew the {ev.kind} notice")
             return
-        known = self.ledger.episodes.get(ev.event_id)
+        known = self.episode_log.episodes.get(ev.event_id)
         if known is not None:
             again = episode.on_notice_again(known, ev.deadline.timestamp() if ev.deadline else None)
             if again == episode.Again.RESCHEDULE:
@@ -144,7 +144,7 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
                 task = self._tasks.pop(ev.event_id, None)
                 if task is not None:
                     task.cancel()
-                del self.ledger.episodes[ev.event_id]
+                del self.episode_log.episodes[ev.event_id]
             elif again == episode.Again.MOVE_EARLIER and ev.deadline is not None:
                 self._deadline_moved_earlier(known, ev.deadline)
                 return
@@ -169,8 +169,8 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
             drill=ev.drill,
             dry_run=self.tcfg.dry_run or ev.event_id in self._force_dry,
         )
-        self.ledger.episodes[ep.event_id] = ep
-        self.ledger.save()
+        self.episode_log.episodes[ep.event_id] = ep
+        self.episode_log.save()
         if ep.act_at > time.time() + 1:
             log.info(
                 "checkpoint scheduled",
@@ -194,7 +194,7 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
         if not ep.escalated:
             ep.escalate_at = p.escalate_at.timestamp() if p.escalate_at else None
         ep.problems.append(f"the cloud moved the deadline earlier, to {p.deadline.isoformat()}")
-        self.ledger.save()
+        self.episode_log.save()
         if ep.phase == EpisodeState.REQUESTED and not ep.dry_run:
             # the trainer sees the new deadline; the same event id tells it this is no new request
             self.channels.write(ep, EpisodeState.REQUESTED)
@@ -233,7 +233,7 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
     # --- withdrawal --------------------------------------------------------------------------------
 
     def cancel(self, event_id: str, why: str) -> None:
-        ep = self.ledger.episodes.get(event_id)
+        ep = self.episode_log.episodes.get(event_id)
         step = episode.on_withdrawn(ep) if ep is not None else None
         if ep is None or step is None:
             log.info("withdrawn notice had nothing pending", event_id=event_id)
@@ -244,7 +244,7 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
         ep.phase = step.state
         ep.finished_at = time.time()
         ep.problems.append(why)
-        self.ledger.save()
+        self.episode_log.save()
         if step.request_state is not None:
             self.channels.update(ep, step.request_state)
         log.info(
@@ -274,7 +274,7 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
         self._force_dry.discard(event_id)
 
     def open_requested(self) -> list[Episode]:
-        eps = [e for e in self.ledger.episodes.values() if e.phase == EpisodeState.REQUESTED]
+        eps = [e for e in self.episode_log.episodes.values() if e.phase == EpisodeState.REQUESTED]
         return sorted(eps, key=lambda e: e.requested_at or 0)
 
     def report(self, ep: Episode) -> dict[str, Any]:

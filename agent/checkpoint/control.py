@@ -49,7 +49,7 @@ async def ack(c: CheckpointComponent, request: web.Request) -> web.Response:
         if not pending:
             return web.json_response({"error": "no checkpoint request is open"}, status=404)
         event_id = pending[-1].event_id
-    ep = c.ledger.episodes.get(str(event_id))
+    ep = c.episode_log.episodes.get(str(event_id))
     if ep is None:
         return web.json_response({"error": f"unknown event {event_id!r}"}, status=404)
     if ep.phase == EpisodeState.COMPLETED:
@@ -105,7 +105,7 @@ async def drill(c: CheckpointComponent, request: web.Request) -> web.Response:
         async with asyncio.timeout(max(0.5, wait) + 1.0):
             await asyncio.shield(done)
     c.end_drill(event_id)
-    ep = c.ledger.episodes.get(event_id)
+    ep = c.episode_log.episodes.get(event_id)
     if ep is None:
         return web.json_response({"error": "the drill notice was not picked up"}, status=500)
     if ep.open:
@@ -116,9 +116,9 @@ async def drill(c: CheckpointComponent, request: web.Request) -> web.Response:
 async def report(c: CheckpointComponent, request: web.Request) -> web.Response:
     event_id = request.query.get("event_id")
     if event_id:
-        ep = c.ledger.episodes.get(event_id)
+        ep = c.episode_log.episodes.get(event_id)
     else:
-        eps = sorted(c.ledger.episodes.values(), key=lambda e: e.requested_at or e.received_at)
+        eps = sorted(c.episode_log.episodes.values(), key=lambda e: e.requested_at or e.received_at)
         ep = eps[-1] if eps else None
     if ep is None:
         return web.json_response({"error": "no checkpoint episode yet"}, status=404)

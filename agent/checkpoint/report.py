@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.checkpoint.ledger import Episode
+from agent.checkpoint.episodelog import Episode
 from agent.core.vocabulary import Cloud, DeliveryOutcome, DrillVerdict, EpisodeState
 
 # how long each cloud warns before it takes a spot/preemptible instance back

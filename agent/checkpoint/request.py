@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from agent.checkpoint.ledger import Episode
+from agent.checkpoint.episodelog import Episode
 from agent.core.statefile import write_atomic
 
 REQUEST_NAME = "request.json"

@@ -14,7 +14,7 @@ from agent.classifier.component import ClassifierComponent
 from agent.config import Config
 from agent.core.component import Component
 from agent.exporter import malformed as malformed_metrics
-from agent.health.gpu import GpuHealth
+from agent.faults.gpu import GpuHealth
 from agent.ledger.component import LedgerComponent
 from agent.preemption.watcher import PreemptionWatcher
 from agent.runtime.context import Context

@@ -24,7 +24,7 @@ from agent.core.vocabulary import AgentPhase, TcpStatus
 from agent.exporter import SnapshotExporter, make_registry
 from agent.exporter.server import HttpFace, WebConfigInvalid
 from agent.exporter.status import summarize, tcp_view
-from agent.health.collectors import CollectorFailureWatch
+from agent.faults.collectors import CollectorFailureWatch
 from agent.runtime.build import EMPTY, PidSource, build_collectors, build_components, build_renderers
 from agent.runtime.context import Context
 from agent.runtime.control import ControlServer
