@@ -162,3 +162,14 @@ def test_backoff_is_written_once():
     }
     assert found == {}, "wait with agent.core.backoff"
     assert _backoff_formulas(helper)  # the check sees the one formula there is
+
+
+def test_the_ledger_reads_only_what_the_classifier_publishes():
+    """The goodput ledger books by the classifier's results (agent/classifier/published.py), never
+    its engine, baselines or features, which the classifier may reshape at will."""
+    reads = {
+        str(p.relative_to(REPO)): sorted(m for m in _agent_imports(p) if m.startswith("agent.classifier"))
+        for p in sorted((AGENT / "ledger").rglob("*.py"))
+    }
+    assert {p: m for p, m in reads.items() if set(m) - {"agent.classifier.published"}} == {}
+    assert any(reads.values())  # the check sees the imports that are there

@@ -60,7 +60,7 @@ def build_components(ctx: Context) -> list[Component]:
         components.append(classifier)
     if ctx.cfg.goodput.enabled:
         # after the classifier: each snapshot is booked with the pressures of the window it closes
-        components.append(LedgerComponent(ctx, classifier.view if classifier else None))
+        components.append(LedgerComponent(ctx, classifier.published if classifier else None))
     components.append(PreemptionWatcher(ctx))
     if ctx.cfg.gpu.enabled:
         components.append(GpuHealth(ctx))
