@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 from agent.alerts.message import Message  # noqa: E402
 from agent.alerts.services.webhook import alert as webhook_alert  # noqa: E402
 from agent.alerts.spool import _SCHEMA  # noqa: E402
-from agent.runtime.statefile import write_atomic  # noqa: E402
+from agent.core.statefile import write_atomic  # noqa: E402
 from tests.alerts.fake_chat import Bot, FakeChat  # noqa: E402
 
 # /proc files the collectors parse that the rig copies (so it can garble them); the rest of /proc,

@@ -44,10 +44,10 @@ from benchlib import cpu_seconds, free_port  # noqa: E402
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 
 from agent.config import parse_config  # noqa: E402
+from agent.core.logsetup import setup_logging  # noqa: E402
 from agent.devtools import fake_nvml  # noqa: E402
 from agent.exporter import SnapshotExporter  # noqa: E402
 from agent.runtime import build  # noqa: E402
-from agent.runtime.logsetup import setup_logging  # noqa: E402
 from agent.snapshot.sampler import Sampler  # noqa: E402
 from agent.sources.network import metrics as network_metrics  # noqa: E402
 from agent.sources.processes import collector as process_collector  # noqa: E402

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.core.statefile import write_atomic
 from agent.devtools.fake_nvml import GIB, device, state
-from agent.runtime.statefile import write_atomic
 
 PHASES: dict[str, dict[str, Any]] = {
     "compute": {

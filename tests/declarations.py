@@ -18,7 +18,7 @@ from agent.alerts.render import render
 from agent.alerts.scene import Scene
 from agent.alerts.services import channel_class
 from agent.alerts.services.base import Channel, Outcome, post
-from agent.checkpoint.ledger import Episode
+from agent.checkpoint.episodelog import Episode
 from agent.checkpoint.report import build_report
 from agent.cli.preemption import add_args
 from agent.config import ConfigError, parse_config

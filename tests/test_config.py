@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import tzdata
 from conftest import REPO
+from pydantic import ByteSize, TypeAdapter
 
 from agent.config import Config, ConfigError, parse_config, redacted_dump
 from agent.config.types import Secret, format_duration, parse_bytes, parse_duration
@@ -45,6 +47,19 @@ def test_sizes():
     assert parse_bytes(1000) == 1000.0
     with pytest.raises(ValueError):
         parse_bytes("fast")
+
+
+def test_the_byte_forms_agent_toml_shows_read_as_pydantic_reads_them():
+    """Every size and rate in configs/agent.toml (its comments too) parses to the bytes pydantic's own
+    ByteSize gives; ours differs where pydantic's is loose (it reads past the unit) or not a rate."""
+    forms = set(re.findall(r'"(\d[\d.]*\s*[KMGT]i?B(?:/s)?)"', (REPO / "configs" / "agent.toml").read_text()))
+    assert {"1.2GB", "800MiB", "25GB/s", "3.125GB/s", "5MB/s", "350MB/s"} <= forms
+    theirs = TypeAdapter(ByteSize)
+    assert {f: parse_bytes(f) for f in forms} == {f: float(theirs.validate_python(f)) for f in forms}
+    assert theirs.validate_python("25GB/min") == 25e9  # pydantic takes a per-minute rate as per second
+    for loose in ("25GB/min", "5MB/h", -1):
+        with pytest.raises(ValueError):
+            parse_bytes(loose)
 
 
 def test_secret_sources(tmp_path, monkeypatch):

@@ -161,3 +161,78 @@ def test_each_plugin_module_registers_the_commands_named_for_it():
     registered = {name: run.__module__ for name, (_, _, run) in main.COMMANDS.items()}
     plugins = {name: module for name, module in registered.items() if module != main.__name__}
     assert plugins == main.PLUGINS
+
+
+def _agent_imports(path: Path) -> set[str]:
+    """The ``agent.…`` modules a module imports, anywhere in it (a function's lazy import counts)."""
+    package = ["agent", *path.relative_to(AGENT).parent.parts]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module or "").split(".")]).strip(".")
+            out.add(module)
+    return {m for m in out if m == "agent" or m.startswith("agent.")}
+
+
+def test_core_imports_nothing_above_it():
+    """core/ is the ground floor: the events, the vocabulary, the hooks' protocols, file helpers."""
+    above = {
+        str(path.relative_to(REPO)): sorted(m for m in _agent_imports(path) if not m.startswith("agent.core"))
+        for path in sorted((AGENT / "core").rglob("*.py"))
+    }
+    assert {p: m for p, m in above.items() if m} == {}
+    assert "agent.core.vocabulary" in _agent_imports(AGENT / "core" / "events.py")  # imports are seen
+
+
+def _doubles(node: ast.AST) -> bool:
+    """``2 ** n``, ``x * 2`` or ``2 * x``: a doubling (``2**30``, a unit, is none)."""
+    if not isinstance(node, ast.BinOp):
+        return False
+    two = [s for s in (node.left, node.right) if isinstance(s, ast.Constant) and s.value in (2, 2.0)]
+    if isinstance(node.op, ast.Pow):
+        base_two = isinstance(node.left, ast.Constant) and node.left.value in (2, 2.0)
+        return base_two and not isinstance(node.right, ast.Constant)
+    return isinstance(node.op, ast.Mult) and bool(two)
+
+
+def _backoff_formulas(path: Path) -> list[int]:
+    """Lines that grow a wait by hand: a doubling inside ``min(...)``, ``x *= 2``, a ``2 ** n``, or a
+    doubling assigned to a name that says backoff, delay, retry or wait."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _doubles(node):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "min":
+            found += [a.lineno for a in node.args if _doubles(a)]
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult | ast.Pow):
+            if isinstance(node.value, ast.Constant) and node.value.value in (2, 2.0):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Assign) and _doubles(node.value):
+            names = [ast.unparse(t).lower() for t in node.targets]
+            if any(w in n for n in names for w in ("backoff", "delay", "retry", "wait")):
+                found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_backoff_is_written_once():
+    """Every retry waits by agent/core/backoff.py; a second formula is a second rule."""
+    helper = AGENT / "core" / "backoff.py"
+    found = {
+        str(p.relative_to(REPO)): lines for p in MODULES if p != helper and (lines := _backoff_formulas(p))
+    }
+    assert found == {}, "wait with agent.core.backoff"
+    assert _backoff_formulas(helper)  # the check sees the one formula there is
+
+
+def test_the_ledger_reads_only_what_the_classifier_publishes():
+    """The goodput ledger books by the classifier's results (agent/classifier/published.py), never
+    its engine, baselines or features, which the classifier may reshape at will."""
+    reads = {
+        str(p.relative_to(REPO)): sorted(m for m in _agent_imports(p) if m.startswith("agent.classifier"))
+        for p in sorted((AGENT / "ledger").rglob("*.py"))
+    }
+    assert {p: m for p, m in reads.items() if set(m) - {"agent.classifier.published"}} == {}
+    assert any(reads.values())  # the check sees the imports that are there

@@ -7,7 +7,7 @@ import json
 
 import structlog
 
-from agent.runtime.logsetup import register_secret, setup_logging
+from agent.core.logsetup import register_secret, setup_logging
 
 
 def _capture() -> io.StringIO:

@@ -34,7 +34,7 @@ from agent.alerts.scene import Scene, gpu_inventory
 from agent.alerts.services.base import Channel
 from agent.alerts.spool import Spool
 from agent.core.aio import wait_within
-from agent.core.component import Context
+from agent.core.component import HasMetrics, HasStatus
 from agent.core.events import (
     AgentLifecycleEvent,
     CheckpointEvent,
@@ -47,6 +47,7 @@ from agent.core.events import (
     VerdictEvent,
 )
 from agent.core.zones import zone
+from agent.runtime.context import Context
 
 log = structlog.get_logger("alerts")
 
@@ -78,7 +79,7 @@ class Held:
     facts: Facts
 
 
-class Alerter:
+class Alerter(HasMetrics, HasStatus):
     name = "alerts"
 
     def __init__(self, ctx: Context, clock: Callable[[], float] = time.monotonic) -> None:

@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl, urlsplit
 from agent.alerts.services import channel_class
 from agent.alerts.services.base import Channel
 from agent.config.alerts import WebhookChannel
-from agent.runtime.logsetup import register_secret
+from agent.core.logsetup import register_secret
 
 
 def register_url(url: str) -> None:

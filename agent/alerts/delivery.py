@@ -9,7 +9,6 @@ accepted the message that carries them.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -25,16 +24,11 @@ from agent.alerts.render import digest
 from agent.alerts.services.base import Channel, Outcome, Reply, Request, post
 from agent.alerts.spool import Row, Spool
 from agent.config.alerts import AlertsSection, WebhookChannel, channel_language
+from agent.core import backoff
 from agent.core.aio import wait_within
 from agent.core.zones import zone
 
 log = structlog.get_logger("alerts")
-
-
-def backoff(failures: int, initial: float, cap: float) -> float:
-    """Exponential with "equal jitter": half fixed, half random, so retries of many nodes spread out."""
-    d = min(cap, initial * 2 ** max(0, failures - 1))
-    return d / 2 + random.uniform(0, d / 2)
 
 
 class Delivery:
@@ -229,7 +223,7 @@ class Delivery:
             wait = outcome.retry_after
             self._service_wait = wait is not None
             if wait is None:
-                wait = backoff(self.failures_in_row, s.backoff_initial, s.backoff_max)
+                wait = backoff.delay(self.failures_in_row, s.backoff_initial, s.backoff_max)
             self.paused_until = self._clock() + wait
             if self.failures_in_row == 1 or self.failures_in_row % 10 == 0:
                 log.warning(

@@ -12,36 +12,14 @@ import math
 import time
 from collections.abc import Callable
 
+from agent.core.tokens import TokenBucket
 
-class TokenBucket:
-    def __init__(self, count: int, period: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.count = count
-        self.period = period
-        self.capacity = max(1, math.ceil(count / 4))
-        refill = count - self.capacity if count > self.capacity else count
-        self.rate = refill / period  # tokens per second
-        self._clock = clock
-        self._tokens = float(self.capacity)
-        self._at = clock()
 
-    def _refill(self) -> None:
-        now = self._clock()
-        self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
-        self._at = now
-
-    def available(self) -> int:
-        self._refill()
-        return int(self._tokens + 1e-9)
-
-    def wait_time(self) -> float:
-        """Seconds until one token is there (0 when one is there now)."""
-        self._refill()
-        missing = 1.0 - self._tokens
-        return 0.0 if missing <= 1e-9 else missing / self.rate
-
-    def take(self) -> None:
-        self._refill()
-        self._tokens -= 1.0
+def service_bucket(count: int, period: float, clock: Callable[[], float] = time.monotonic) -> TokenBucket:
+    """The bucket for a service limit of ``count`` per ``period`` seconds (sized as above)."""
+    capacity = max(1, math.ceil(count / 4))
+    refill = count - capacity if count > capacity else count
+    return TokenBucket(capacity, refill / period, clock)
 
 
 class Limiter:
@@ -50,7 +28,7 @@ class Limiter:
     def __init__(
         self, rates: tuple[tuple[int, float], ...], clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self.buckets = [TokenBucket(n, w, clock) for n, w in rates]
+        self.buckets = [service_bucket(n, w, clock) for n, w in rates]
 
     def available(self) -> int:
         return min((b.available() for b in self.buckets), default=1_000_000)

@@ -2,7 +2,7 @@
 deadline, and the operator learns whether they made it.
 
 One episode per notice: this module takes the notices in (a new one, the same one again, an earlier
-deadline, a withdrawal), keeps the ledger that makes an episode survive restarts so that no notice is
+deadline, a withdrawal), keeps the episode log that makes an episode survive restarts so that no notice is
 acted on twice, and runs one task per open episode. ``episode.py`` decides each step (a pure state
 machine), ``runner.py`` carries it out (signals and the request file through ``reach.py``, the ack
 wait, escalation, the bus). The control handlers are in ``control.py``, the status in ``status.py``,
@@ -23,7 +23,7 @@ from prometheus_client.core import Metric
 
 from agent.checkpoint import control, episode
 from agent.checkpoint import status as checkpoint_status
-from agent.checkpoint.ledger import Episode, Ledger
+from agent.checkpoint.episodelog import Episode, EpisodeLog
 from agent.checkpoint.metrics import CheckpointMetrics
 from agent.checkpoint.policy import Plan, acts_on, moved_earlier, plan
 from agent.checkpoint.publish import agent_identity, discovery_path, publish_logged, unpublish
@@ -33,9 +33,10 @@ from agent.checkpoint.request import prepare_dir
 from agent.checkpoint.runner import EpisodeRunner
 from agent.checkpoint.watch import TargetWatch
 from agent.config.trainer import signal_number
-from agent.core.component import Context, Route
+from agent.core.component import HasMetrics, HasPids, HasRoutes, HasStatus, Route
 from agent.core.events import PreemptionEvent
 from agent.core.vocabulary import UNSIGNALABLE, CheckpointPhase, EpisodeState
+from agent.runtime.context import Context
 
 log = structlog.get_logger("checkpoint")
 
@@ -44,7 +45,7 @@ def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
 
 
-class CheckpointComponent:
+class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
     name = "checkpoint"
 
     def __init__(self, ctx: Context) -> None:
@@ -56,7 +57,7 @@ class CheckpointComponent:
         self.discovery_file = discovery_path(self.tcfg.discovery_file)
         self.identity = agent_identity(self.procfs)
         self.channels = TrainerReach(self.tcfg, self.request_file, self.identity)
-        self.ledger = Ledger(ctx.state_dir / "checkpoint-ledger.json")
+        self.episode_log = EpisodeLog(ctx.state_dir / "checkpoint-ledger.json")
         self.watch = TargetWatch(ctx, self.tcfg, self.signum, self.request_file)
         self.stats = CheckpointMetrics()
         self.runner = EpisodeRunner(
@@ -65,7 +66,7 @@ class CheckpointComponent:
             self.signum,
             self.procfs,
             self.channels,
-            self.ledger,
+            self.episode_log,
             self.watch,
             self.stats,
             self.discovery_file,
@@ -88,7 +89,7 @@ class CheckpointComponent:
         if not self._loaded:
             await asyncio.to_thread(self._load)
             self._loaded = True
-            for ep in self.ledger.episodes.values():
+            for ep in self.episode_log.episodes.values():
                 if ep.open:
                     log.info(
                         "resuming checkpoint episode after restart", event_id=ep.event_id, phase=ep.phase
@@ -111,16 +112,16 @@ class CheckpointComponent:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        # a request already going out finishes, so the ledger saved below says what was sent
+        # a request already going out finishes, so the episode log saved below says what was sent
         await asyncio.gather(*self.runner.sending, return_exceptions=True)
         with contextlib.suppress(OSError):
-            await asyncio.to_thread(self.ledger.save)
+            await asyncio.to_thread(self.episode_log.save)
         if self.discovery_file is not None:
             unpublish(self.discovery_file, self.identity)
 
     def _load(self) -> None:
-        self.ledger.load()
-        self.ledger.prune(time.time())
+        self.episode_log.load()
+        self.episode_log.prune(time.time())
         prepare_dir(self.request_file.parent)
         if self.discovery_file is not None:
             publish_logged(self.discovery_file, self.request_file, self.identity, self.tcfg.signal)
@@ -129,9 +130,9 @@ class CheckpointComponent:
 
     def _on_notice(self, ev: PreemptionEvent) -> None:
         if ev.withdrawn:
-            self._cancel(ev.event_id, f"the cloud withdrew the {ev.kind} notice")
+            self.cancel(ev.event_id, f"the cloud withdrew the {ev.kind} notice")
             return
-        known = self.ledger.episodes.get(ev.event_id)
+        known = self.episode_log.episodes.get(ev.event_id)
         if known is not None:
             again = episode.on_notice_again(known, ev.deadline.timestamp() if ev.deadline else None)
             if again == episode.Again.RESCHEDULE:
@@ -143,7 +144,7 @@ class CheckpointComponent:
                 task = self._tasks.pop(ev.event_id, None)
                 if task is not None:
                     task.cancel()
-                del self.ledger.episodes[ev.event_id]
+                del self.episode_log.episodes[ev.event_id]
             elif again == episode.Again.MOVE_EARLIER and ev.deadline is not None:
                 self._deadline_moved_earlier(known, ev.deadline)
                 return
@@ -168,8 +169,8 @@ class CheckpointComponent:
             drill=ev.drill,
             dry_run=self.tcfg.dry_run or ev.event_id in self._force_dry,
         )
-        self.ledger.episodes[ep.event_id] = ep
-        self.ledger.save()
+        self.episode_log.episodes[ep.event_id] = ep
+        self.episode_log.save()
         if ep.act_at > time.time() + 1:
             log.info(
                 "checkpoint scheduled",
@@ -193,7 +194,7 @@ class CheckpointComponent:
         if not ep.escalated:
             ep.escalate_at = p.escalate_at.timestamp() if p.escalate_at else None
         ep.problems.append(f"the cloud moved the deadline earlier, to {p.deadline.isoformat()}")
-        self.ledger.save()
+        self.episode_log.save()
         if ep.phase == EpisodeState.REQUESTED and not ep.dry_run:
             # the trainer sees the new deadline; the same event id tells it this is no new request
             self.channels.write(ep, EpisodeState.REQUESTED)
@@ -231,8 +232,8 @@ class CheckpointComponent:
 
     # --- withdrawal --------------------------------------------------------------------------------
 
-    def _cancel(self, event_id: str, why: str) -> None:
-        ep = self.ledger.episodes.get(event_id)
+    def cancel(self, event_id: str, why: str) -> None:
+        ep = self.episode_log.episodes.get(event_id)
         step = episode.on_withdrawn(ep) if ep is not None else None
         if ep is None or step is None:
             log.info("withdrawn notice had nothing pending", event_id=event_id)
@@ -243,7 +244,7 @@ class CheckpointComponent:
         ep.phase = step.state
         ep.finished_at = time.time()
         ep.problems.append(why)
-        self.ledger.save()
+        self.episode_log.save()
         if step.request_state is not None:
             self.channels.update(ep, step.request_state)
         log.info(
@@ -257,8 +258,23 @@ class CheckpointComponent:
     def control_routes(self) -> list[Route]:
         return control.routes(self)
 
-    def _open_requested(self) -> list[Episode]:
-        eps = [e for e in self.ledger.episodes.values() if e.phase == EpisodeState.REQUESTED]
+    def finished(self, event_id: str) -> asyncio.Future[None] | None:
+        """Done when the episode ``event_id`` ends (None when none was started)."""
+        return self._done.get(event_id)
+
+    def begin_drill(self, event_id: str, dry_run: bool) -> asyncio.Future[None]:
+        """Before a drill's notice goes out: the future its end sets, and whether it sends nothing."""
+        if dry_run:
+            self._force_dry.add(event_id)
+        done = asyncio.get_running_loop().create_future()
+        self._done[event_id] = done
+        return done
+
+    def end_drill(self, event_id: str) -> None:
+        self._force_dry.discard(event_id)
+
+    def open_requested(self) -> list[Episode]:
+        eps = [e for e in self.episode_log.episodes.values() if e.phase == EpisodeState.REQUESTED]
         return sorted(eps, key=lambda e: e.requested_at or 0)
 
     def report(self, ep: Episode) -> dict[str, Any]:
@@ -272,4 +288,4 @@ class CheckpointComponent:
 
     def metrics(self) -> Iterable[Metric]:
         unsignalable = sum(1 for v in self.watch.handlers.values() if v in UNSIGNALABLE)
-        return self.stats.families(len(self.watch.found.targets), unsignalable, len(self._open_requested()))
+        return self.stats.families(len(self.watch.found.targets), unsignalable, len(self.open_requested()))

@@ -45,11 +45,11 @@ async def ack(c: CheckpointComponent, request: web.Request) -> web.Response:
     body = await _json_body(request)
     event_id = body.get("event_id")
     if event_id is None:
-        pending = c._open_requested()
+        pending = c.open_requested()
         if not pending:
             return web.json_response({"error": "no checkpoint request is open"}, status=404)
         event_id = pending[-1].event_id
-    ep = c.ledger.episodes.get(str(event_id))
+    ep = c.episode_log.episodes.get(str(event_id))
     if ep is None:
         return web.json_response({"error": f"unknown event {event_id!r}"}, status=404)
     if ep.phase == EpisodeState.COMPLETED:
@@ -60,7 +60,7 @@ async def ack(c: CheckpointComponent, request: web.Request) -> web.Response:
         )
     c.runner.control_acks[ep.event_id] = clean_ack(body, via="control socket")
     c.runner.wake.set()
-    fut = c._done.get(ep.event_id)
+    fut = c.finished(ep.event_id)
     if fut is not None:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(5):
@@ -87,10 +87,7 @@ async def drill(c: CheckpointComponent, request: web.Request) -> web.Response:
     wait = float(body.get("wait_seconds", deadline))
     now = datetime.now(UTC)
     event_id = f"drill-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
-    if body.get("dry_run"):
-        c._force_dry.add(event_id)
-    done = asyncio.get_running_loop().create_future()
-    c._done[event_id] = done
+    done = c.begin_drill(event_id, bool(body.get("dry_run")))
     log.info("drill started", event_id=event_id, kind=kind, deadline_seconds=deadline)
     c.ctx.bus.publish(
         PreemptionEvent(
@@ -107,21 +104,21 @@ async def drill(c: CheckpointComponent, request: web.Request) -> web.Response:
         # a little past the wait, so that a deadline at the same moment is recorded as missed
         async with asyncio.timeout(max(0.5, wait) + 1.0):
             await asyncio.shield(done)
-    c._force_dry.discard(event_id)
-    ep = c.ledger.episodes.get(event_id)
+    c.end_drill(event_id)
+    ep = c.episode_log.episodes.get(event_id)
     if ep is None:
         return web.json_response({"error": "the drill notice was not picked up"}, status=500)
     if ep.open:
-        c._cancel(event_id, f"drill stopped waiting after {wait:.0f} s")
+        c.cancel(event_id, f"drill stopped waiting after {wait:.0f} s")
     return web.json_response(c.report(ep))
 
 
 async def report(c: CheckpointComponent, request: web.Request) -> web.Response:
     event_id = request.query.get("event_id")
     if event_id:
-        ep = c.ledger.episodes.get(event_id)
+        ep = c.episode_log.episodes.get(event_id)
     else:
-        eps = sorted(c.ledger.episodes.values(), key=lambda e: e.requested_at or e.received_at)
+        eps = sorted(c.episode_log.episodes.values(), key=lambda e: e.requested_at or e.received_at)
         ep = eps[-1] if eps else None
     if ep is None:
         return web.json_response({"error": "no checkpoint episode yet"}, status=404)

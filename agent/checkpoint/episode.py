@@ -1,13 +1,13 @@
 """The checkpoint episode as a state machine: pure functions of the episode, what happened and the
 time, returning what the episode becomes and what to tell the world. The runner
-(``runner.py``) does the I/O: signals, the request file, the ledger, the bus.
+(``runner.py``) does the I/O: signals, the request file, the episode log, the bus.
 
     scheduled --act_at--> acting --signals sent--> requested --ack--> completed
                                        |               |--deadline or late ack--> missed
                                        `--dry run--> dry-run
     any open state --withdrawn--> canceled           requested --escalate_at--> (final SIGTERM)
 
-Times are unix seconds, as in the ledger.
+Times are unix seconds, as in the episode log.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from agent.checkpoint.ledger import Episode
+from agent.checkpoint.episodelog import Episode
 from agent.core.vocabulary import UNREACHABLE_OUTCOMES, CheckpointPhase, DeliveryOutcome, EpisodeState
 
 
@@ -38,7 +38,7 @@ class Wake(StrEnum):
 
 
 class Again(StrEnum):
-    """What a notice already in the ledger calls for when it comes again."""
+    """What a notice already in the episode log calls for when it comes again."""
 
     RESCHEDULE = "reschedule"  # not acted on yet, and its deadline changed: plan it afresh
     MOVE_EARLIER = "move-earlier"  # acted on, and the deadline came closer: follow it, no new request

@@ -24,7 +24,7 @@ from tna_client.node import pid_namespace, start_ticks
 
 from agent.checkpoint.seen import clean_seen
 from agent.core.fsread import read_optional
-from agent.runtime.statefile import write_atomic
+from agent.core.statefile import write_atomic
 
 log = structlog.get_logger("checkpoint")
 

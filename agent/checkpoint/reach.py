@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from agent.checkpoint.ledger import Episode
+from agent.checkpoint.episodelog import Episode
 from agent.checkpoint.publish import trainers_line
 from agent.checkpoint.request import (
     ack_path,

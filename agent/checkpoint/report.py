@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.checkpoint.ledger import Episode
+from agent.checkpoint.episodelog import Episode
 from agent.core.vocabulary import DeliveryOutcome, DrillVerdict, EpisodeState
 from agent.preemption import registry
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import aiohttp
 
-from agent.checkpoint.ledger import Episode
+from agent.checkpoint.episodelog import Episode
 from agent.checkpoint.seen import clean_seen
-from agent.runtime.statefile import write_atomic
+from agent.core.statefile import write_atomic
 
 REQUEST_NAME = "request.json"
 MAX_ACK_BYTES = 64 * 1024

@@ -2,7 +2,7 @@
 then the ack wait with its escalation and deadline, each step published on the bus.
 
 ``episode.py`` decides every step; this module does what it says, through the trainers' reach
-(``reach.py``), the target watch and the ledger, which it saves after each step so that a restart
+(``reach.py``), the target watch and the episode log, which it saves after each step so that a restart
 resumes where the episode stood. The component (``component.py``) takes notices in and starts one
 episode task each.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from agent.checkpoint import episode
-from agent.checkpoint.ledger import Episode, Ledger
+from agent.checkpoint.episodelog import Episode, EpisodeLog
 from agent.checkpoint.metrics import CheckpointMetrics
 from agent.checkpoint.publish import trainer_notes
 from agent.checkpoint.reach import TrainerReach
@@ -48,7 +48,7 @@ class EpisodeRunner:
         signum: int,
         procfs: str,
         channels: TrainerReach,
-        ledger: Ledger,
+        episode_log: EpisodeLog,
         watch: TargetWatch,
         stats: CheckpointMetrics,
         discovery_file: Path | None,
@@ -59,7 +59,7 @@ class EpisodeRunner:
         self.procfs = procfs
         self.channels = channels
         self.request_file = channels.request_file
-        self.ledger = ledger
+        self.episode_log = episode_log
         self.watch = watch
         self.stats = stats
         self.discovery_file = discovery_file
@@ -68,7 +68,7 @@ class EpisodeRunner:
         self.sending: set[asyncio.Task[None]] = set()  # requests going out; a stop lets them finish
 
     async def run(self, ep: Episode) -> None:
-        """The episode from where the ledger left it to its end (or to cancellation)."""
+        """The episode from where the episode log left it to its end (or to cancellation)."""
         if ep.phase == EpisodeState.SCHEDULED:
             await _sleep_until(ep.act_at)
             await self.act(ep)
@@ -77,7 +77,7 @@ class EpisodeRunner:
             ep.problems.append("agent restarted while signalling: request file rewritten, no second signal")
             ep.phase = episode.on_resume(ep).state
             self.channels.write(ep, EpisodeState.REQUESTED)
-            self.ledger.save()
+            self.episode_log.save()
         elif ep.phase == EpisodeState.REQUESTED:
             step = episode.on_resume(ep)
             if step.request_state is not None:
@@ -107,11 +107,11 @@ class EpisodeRunner:
             # the file goes first: a handler that looks at it right after the signal finds it
             self.channels.write(ep, EpisodeState.REQUESTED)
             ep.phase = EpisodeState.ACTING
-            self.ledger.save()
+            self.episode_log.save()
         deliveries = self.channels.signal(ep, found.targets, self.signum, self.procfs)
         await self.channels.post(ep)
         if not ep.open:  # withdrawn while the signals went out: the component marked it and the file
-            self.ledger.save()
+            self.episode_log.save()
             return
         step = episode.on_signals_sent([d.outcome for d in deliveries], ep.dry_run)
         ep.phase = step.state
@@ -125,9 +125,9 @@ class EpisodeRunner:
                     d.target.describe() for d in deliveries if d.outcome == DeliveryOutcome.DRY_RUN
                 ],
             )
-            self.ledger.save()
+            self.episode_log.save()
             return
-        self.ledger.save()
+        self.episode_log.save()
         self.stats.requested(ep.drill)
         for phase in step.publish:
             if phase == CheckpointPhase.UNREACHABLE:
@@ -190,7 +190,7 @@ class EpisodeRunner:
             return
         ep.phase = step.state
         self.stats.acknowledged(ep.drill, duration)
-        self.ledger.save()
+        self.episode_log.save()
         if step.request_state is not None:
             self.channels.update(ep, step.request_state)
         where = f" at {ack['path']}" if ack.get("path") else ""
@@ -216,7 +216,7 @@ class EpisodeRunner:
         ep.phase = step.state
         ep.finished_at = ep.finished_at or time.time()
         self.stats.deadline_missed(ep.drill)
-        self.ledger.save()
+        self.episode_log.save()
         if step.request_state is not None:
             self.channels.update(ep, step.request_state)
         log.error("checkpoint deadline missed", event_id=ep.event_id, kind=ep.kind, late_ack=ep.late_ack)
@@ -230,7 +230,7 @@ class EpisodeRunner:
     async def _escalate(self, ep: Episode) -> None:
         ep.escalated = True
         ep.channels["escalation"] = await self.channels.escalate(ep, self.procfs)
-        self.ledger.save()
+        self.episode_log.save()
         log.warning(
             "final SIGTERM before the deadline", event_id=ep.event_id, results=ep.channels["escalation"]
         )

@@ -6,7 +6,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from agent.checkpoint.ledger import Episode
+from agent.checkpoint.episodelog import Episode
 from agent.checkpoint.publish import trainers_line
 from agent.core.vocabulary import EpisodeState, HandlerState
 
@@ -28,7 +28,7 @@ def status(c: CheckpointComponent) -> dict[str, Any]:
         }
         for t in c.watch.found.targets
     ]
-    eps = sorted(c.ledger.episodes.values(), key=lambda e: e.received_at)
+    eps = sorted(c.episode_log.episodes.values(), key=lambda e: e.received_at)
     active = [summary(e, now) for e in eps if e.open]
     recent = [summary(e, now) for e in eps if not e.open][-5:]
     lines = [

@@ -24,7 +24,7 @@ import structlog
 
 from agent.classifier.samples import Sample, columns
 from agent.config.classifier import ClassifierSection
-from agent.runtime.statefile import set_aside, write_atomic
+from agent.core.statefile import set_aside, write_atomic
 
 log = structlog.get_logger("classifier")
 

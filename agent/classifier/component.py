@@ -17,10 +17,12 @@ from agent.classifier import baselines as store
 from agent.classifier.baselines import Baselines
 from agent.classifier.engine import Engine, Evaluation
 from agent.classifier.features import Features
+from agent.classifier.published import Published, published
 from agent.core.aio import next_within
-from agent.core.component import Context, Route
+from agent.core.component import HasMetrics, HasRoutes, HasStatus, HasVerdictLine, Route
 from agent.core.events import CheckpointEvent
 from agent.core.vocabulary import Verdict
+from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 
 log = structlog.get_logger("classifier")
@@ -36,7 +38,7 @@ def ago(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-class ClassifierComponent:
+class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
     name = "classifier"
 
     def __init__(self, ctx: Context) -> None:
@@ -44,6 +46,8 @@ class ClassifierComponent:
         self.state_dir = ctx.state_dir
         self.bus = ctx.bus
         self.engine = Engine(self.cfg, store.load(ctx.state_dir))
+        self._published: Published | None = None
+        self._published_of: tuple[Features | None, Baselines | None] = (None, None)  # what it is of
         self.eval_seconds = 0.0  # cost of the last evaluation
         self._events = ctx.bus.subscribe("classifier", (CheckpointEvent,))
         ctx.snapshot_listeners.append(self.on_snapshot)
@@ -96,10 +100,16 @@ class ClassifierComponent:
 
     # --- faces -------------------------------------------------------------------------------------
 
-    def view(self) -> tuple[Baselines, Features | None]:
-        """What the goodput ledger books waiting GPUs by: the baselines and the latest window."""
+    def published(self) -> Published:
+        """What the goodput ledger books waiting GPUs by: the sorting by the baselines as learned, and
+        the latest window's pressures (made anew only when either changes, not every tick)."""
         last = self.engine.last
-        return self.engine.baselines, last.vote.features if last else None
+        features, baselines = (last.vote.features if last else None), self.engine.baselines
+        p = self._published
+        if p is None or self._published_of[0] is not features or self._published_of[1] is not baselines:
+            p = self._published = published(baselines, features, self.cfg)
+            self._published_of = (features, baselines)
+        return p
 
     def verdict_line(self) -> str:
         e = self.engine

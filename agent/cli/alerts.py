@@ -24,8 +24,8 @@ from agent.cli.main import EXIT_CONFIG, _add_config, register, resolve_config
 from agent.cli.secrets import add_unit_arg, say_where
 from agent.config.alerts import AlertsSection, WebhookChannel, channel_language
 from agent.config.credentials import service_credentials
+from agent.core.logsetup import redact_text
 from agent.core.zones import zone
-from agent.runtime.logsetup import redact_text
 
 
 def _add_args(p: argparse.ArgumentParser) -> None:

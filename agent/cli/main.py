@@ -75,8 +75,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     # frozenlist's C++ build (aiohttp's signal lists, made once at start-up) maps libstdc++: 1 MB of
     # the daemon's RSS for nothing a pure-Python list would not do (docs/architecture.md)
     os.environ.setdefault("FROZENLIST_NO_EXTENSIONS", "1")
+    from agent.core.logsetup import setup_logging
     from agent.runtime.daemon import Daemon, StartupError
-    from agent.runtime.logsetup import setup_logging
 
     cfg, path = resolve_config(args)
     setup_logging(cfg.agent.log_level, cfg.agent.log_format)

@@ -32,22 +32,22 @@ class History:
         return self.series.get(key, ())
 
     def record(self, st: dict[str, Any]) -> None:
-        snap = st.get("snapshot") or {}
-        if snap.get("seq") is not None and snap.get("seq") == self._seq:
+        summarized = st.get("snapshot") or {}
+        if summarized.get("seq") is not None and summarized.get("seq") == self._seq:
             return  # the agent has not sampled since the last refresh
-        self._seq = snap.get("seq")
-        for key, value in input_values(snap):
+        self._seq = summarized.get("seq")
+        for key, value in input_values(summarized):
             q = self.series.setdefault(key, deque(maxlen=self.size))
             q.append(value)
 
 
-def input_values(snap: dict[str, Any]) -> Iterable[tuple[str, float]]:
-    for name, d in (snap.get("disks") or {}).items():
+def input_values(summarized: dict[str, Any]) -> Iterable[tuple[str, float]]:
+    for name, d in (summarized.get("disks") or {}).items():
         yield f"disks:{name}", d.get("read_bytes_per_second") or 0.0
-    for name, d in (snap.get("nfs") or {}).items():
+    for name, d in (summarized.get("nfs") or {}).items():
         yield f"nfs:{name}", d.get("read_bytes_per_second") or 0.0
     for kind in ("nics", "rdma"):
-        for name, d in (snap.get(kind) or {}).items():
+        for name, d in (summarized.get(kind) or {}).items():
             yield (
                 f"{kind}:{name}",
                 max(d.get("rx_bytes_per_second") or 0.0, d.get("tx_bytes_per_second") or 0.0),
@@ -60,11 +60,11 @@ _KINDS = (("disks", "disk", "disk"), ("nfs", "nfs", "nfs"), ("nics", "nic", "nic
 def inputs(
     st: dict[str, Any], hist: History, cfg: ClassifierSection, learned: Baselines, w: int
 ) -> list[Text]:
-    snap = st.get("snapshot") or {}
+    summarized = st.get("snapshot") or {}
     rows: list[tuple[float, Text]] = []
     nw = 12 if w < 100 else 20
     for key, kind, cap_kind in _KINDS:
-        for name, d in (snap.get(key) or {}).items():
+        for name, d in (summarized.get(key) or {}).items():
             link = d.get("speed_bytes") or d.get("rate_bytes")
             cap, _ = capacity(cap_kind, name, learned, cfg, link)
             if kind in ("disk", "nfs"):
@@ -109,8 +109,8 @@ def _short(name: str, n: int) -> str:
 
 
 def trainer(st: dict[str, Any], view: View) -> list[Text]:
-    snap = st.get("snapshot") or {}
-    procs = snap.get("training_processes") or []
+    summarized = st.get("snapshot") or {}
+    procs = summarized.get("training_processes") or []
     ck = section(st, "checkpoint")
     out = [Text("trainer", style="bold")]
     for p in procs:

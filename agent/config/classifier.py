@@ -11,7 +11,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
 
-from agent.config.types import ByteSize, Duration, StrictModel
+from agent.config.types import ByteRate, Duration, StrictModel
 from agent.core.vocabulary import Verdict
 
 
@@ -70,7 +70,7 @@ class ClassifierSection(StrictModel):
     psi_io: Ramp = (0.1, 0.5)  # share of time some task stalled on I/O (/proc/pressure/io)
     nfs_rtt_ratio: Ramp = (2.0, 6.0)  # NFS READ RTT over its learned baseline
     nfs_rtt_floor: Duration = Field("2ms", ge=0, description="NFS READ RTT below this never counts")
-    trainer_read_floor: ByteSize = Field(
+    trainer_read_floor: ByteRate = Field(
         "1MB/s",
         description="per second of starvation, the training processes must read this much for host-wide"
         " I/O pressure to count as theirs",
@@ -86,12 +86,12 @@ class ClassifierSection(StrictModel):
     rdma_cnp_per_second: Ramp = (100.0, 1000.0)  # CNPs sent + handled
     rdma_xmit_wait_per_second: Ramp = (1e5, 1e7)  # port_xmit_wait ticks
     # --- capacities: configured ones win; the others are learned from observed peaks ---
-    disk_capacity: dict[str, ByteSize] = Field(default_factory=dict, description="device -> read bytes/s")
-    nfs_capacity: dict[str, ByteSize] = Field(default_factory=dict, description="mountpoint -> bytes/s")
-    nic_capacity: dict[str, ByteSize] = Field(default_factory=dict, description="interface -> bytes/s")
-    rdma_capacity: dict[str, ByteSize] = Field(default_factory=dict, description='"dev/port" -> bytes/s')
+    disk_capacity: dict[str, ByteRate] = Field(default_factory=dict, description="device -> read bytes/s")
+    nfs_capacity: dict[str, ByteRate] = Field(default_factory=dict, description="mountpoint -> bytes/s")
+    nic_capacity: dict[str, ByteRate] = Field(default_factory=dict, description="interface -> bytes/s")
+    rdma_capacity: dict[str, ByteRate] = Field(default_factory=dict, description='"dev/port" -> bytes/s')
     learn_capacities: bool = True
-    learn_floor: ByteSize = Field(
+    learn_floor: ByteRate = Field(
         "5MB/s", description="observed peaks below this are not trusted as a capacity"
     )
     save_every: Duration = Field("1m", gt=0, description="how often learned baselines are written")

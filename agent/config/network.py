@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from agent.config.storage import check_regex
-from agent.config.types import ByteSize, StrictModel
+from agent.config.types import ByteRate, StrictModel
 
 
 class NetworkSection(StrictModel):
@@ -17,7 +17,7 @@ class NetworkSection(StrictModel):
         description="regex over interface names that are skipped",
     )
     # bytes/s per interface where /sys/class/net/<if>/speed is unknown (-1 on virtio/eRDMA NICs)
-    capacity: dict[str, ByteSize] = Field(default_factory=dict)
+    capacity: dict[str, ByteRate] = Field(default_factory=dict)
     # read /sys/class/infiniband (InfiniBand, RoCE, eRDMA ports)
     rdma: bool = True
 

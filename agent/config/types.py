@@ -66,7 +66,9 @@ def parse_bytes(value: Any) -> float:
     raise ValueError(f'expected a size like "1.2GB", "800MiB" or "25GB/s", got {value!r}')
 
 
-ByteSize = Annotated[float, BeforeValidator(parse_bytes)]
+# bytes per second ("/s" optional). Not pydantic's ByteSize: that one gives ints and reads past the
+# unit, so "25GB/min" would pass as 25 GB/s; this one refuses it (tests/test_config.py compares them)
+ByteRate = Annotated[float, BeforeValidator(parse_bytes)]
 
 
 class StrictModel(BaseModel):

@@ -1,40 +1,26 @@
 """What the daemon needs from each long-running part (preemption watcher, checkpoint, classifier,
-alerts), and what it hands them. Parts never import each other: they talk through the event bus and
-read snapshots through the context.
+alerts), and the hooks a part may offer besides. Parts never import each other: they talk through
+the event bus and read snapshots through the context (``agent.runtime.context``).
+
+A hook is a protocol the part's class names among its bases (``class X(HasStatus, HasMetrics)``):
+the daemon finds it by ``isinstance``, mypy checks the signature, and a misspelt method leaves the
+protocol's abstract one in place, so the class cannot be instantiated (mypy says so too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from abc import abstractmethod
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
-
-from agent.config import Config
-from agent.core.events import EventBus
-from agent.snapshot import NodeSnapshot
+from prometheus_client.core import Metric
 
 Route = tuple[str, str, Callable[[web.Request], Any]]  # (method, path, async handler)
 
 
-@dataclass
-class Context:
-    cfg: Config
-    bus: EventBus
-    latest: Callable[[], NodeSnapshot]  # the newest snapshot, never blocks
-    state_dir: Path
-    runtime_dir: Path
-    # called with every new snapshot, on the event loop; parts that need each tick register here
-    snapshot_listeners: list[Callable[[NodeSnapshot], None]]
-
-
 class Component(Protocol):
-    """Besides ``run`` and ``stop`` a part may offer, found by :func:`optional`:
-    ``status() -> dict`` (its section of the status, with an optional ``lines`` list for humans),
-    ``metrics() -> Iterable[Metric]``, ``control_routes() -> list[Route]``, ``current_pids() -> list[int]``
-    (training processes it found, followed by the process collector) and ``verdict_line() -> str``."""
+    """A supervised part: ``run`` and ``stop``, and any of the hooks below."""
 
     name: str
 
@@ -45,6 +31,39 @@ class Component(Protocol):
         """Finish in-flight work within a short deadline (flush queues, persist state)."""
 
 
-def optional(obj: object, method: str) -> Callable[..., Any] | None:
-    fn = getattr(obj, method, None)
-    return fn if callable(fn) else None
+@runtime_checkable
+class HasStatus(Protocol):
+    @abstractmethod
+    def status(self) -> dict[str, Any]:
+        """Its section of the status JSON, with an optional ``lines`` list for humans."""
+
+
+@runtime_checkable
+class HasMetrics(Protocol):
+    @abstractmethod
+    def metrics(self) -> Iterable[Metric]:
+        """Its own /metrics families."""
+
+
+@runtime_checkable
+class HasRoutes(Protocol):
+    @abstractmethod
+    def control_routes(self) -> list[Route]:
+        """Its handlers on the control socket."""
+
+
+@runtime_checkable
+class HasPids(Protocol):
+    @abstractmethod
+    def current_pids(self) -> list[int]:
+        """Training processes it found, which the process collector follows."""
+
+
+@runtime_checkable
+class HasVerdictLine(Protocol):
+    @abstractmethod
+    def verdict_line(self) -> str:
+        """Its words in the one-line status systemd shows."""
+
+
+HOOKS: tuple[type, ...] = (HasStatus, HasMetrics, HasRoutes, HasPids, HasVerdictLine)

@@ -19,8 +19,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from agent.core.statefile import write_atomic
 from agent.devtools import REPO
-from agent.runtime.statefile import write_atomic
 
 LIBRARY = REPO / "build" / "fakenvml" / "libnvidia-ml.so.1"
 # the PCI buses of the eight GPUs on an HGX H100 board

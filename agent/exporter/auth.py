@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 
+from agent.core.tokens import TokenBucket
+
 # bcrypt of a password nobody has, cost 10 like the toolkit's decoy
 _DECOY = b"$2b$10$z6u4cMOIUWrJu6b6y0Gf7emwNWa/nTjR4HUxfn5ZFhJ7obOME/kxG"
 CACHE_SIZE = 256
@@ -113,24 +115,9 @@ class BasicAuth:
         return Verdict(Outcome.WRONG_PASSWORD, user) if known else Verdict(Outcome.UNKNOWN_USER)
 
 
-class TokenBucket:
+def request_limit(interval: float, burst: int, clock: Callable[[], float] = time.monotonic) -> TokenBucket:
     """The toolkit's ``rate_limit``: one request per ``interval`` on average, ``burst`` at once."""
-
-    def __init__(self, interval: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.interval = interval
-        self.burst = burst
-        self._clock = clock
-        self._tokens = float(burst)
-        self._at = self._clock()
-
-    def allow(self) -> bool:
-        now = self._clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._at) / self.interval)
-        self._at = now
-        if self._tokens >= 1:
-            self._tokens -= 1
-            return True
-        return False
+    return TokenBucket(burst, 1.0 / interval, clock)
 
 
 class LogThrottle:

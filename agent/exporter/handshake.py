@@ -13,9 +13,10 @@ needs a handful of handshakes a day, not a hundred a second.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from typing import Protocol
+
+from agent.core.tokens import TokenBucket
 
 
 class Waiting(Protocol):
@@ -24,10 +25,7 @@ class Waiting(Protocol):
 
 class HandshakeGate:
     def __init__(self, rate: float, burst: int) -> None:
-        self.rate = rate
-        self.burst = float(burst)
-        self._tokens = float(burst)
-        self._last = time.monotonic()
+        self._bucket = TokenBucket(burst, rate)
         self._queue: deque[Waiting] = deque()
         self._wakeup: asyncio.TimerHandle | None = None
         self.started = 0
@@ -38,7 +36,7 @@ class HandshakeGate:
         return len(self._queue)
 
     def enqueue(self, conn: Waiting) -> None:
-        if not self._queue and self._take():
+        if not self._queue and self._bucket.try_take():
             self.started += 1
             conn.begin_tls()
             return
@@ -52,23 +50,14 @@ class HandshakeGate:
         except ValueError:
             pass
 
-    def _take(self) -> bool:
-        now = time.monotonic()
-        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
-        self._last = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False
-
     def _schedule(self) -> None:
         if self._wakeup is None and self._queue:
-            delay = max(0.0, (1.0 - self._tokens) / self.rate)
+            delay = self._bucket.wait_time()
             self._wakeup = asyncio.get_running_loop().call_later(delay, self._drain)
 
     def _drain(self) -> None:
         self._wakeup = None
-        while self._queue and self._take():
+        while self._queue and self._bucket.try_take():
             self.started += 1
             self._queue.popleft().begin_tls()
         self._schedule()

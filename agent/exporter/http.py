@@ -18,7 +18,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, generate_latest
 
-from agent.exporter.auth import BasicAuth, Outcome, TokenBucket, Verdict
+from agent.core.tokens import TokenBucket
+from agent.exporter.auth import BasicAuth, Outcome, Verdict
 from agent.exporter.guard import ConnectionTable
 from agent.exporter.text import render_text
 
@@ -181,7 +182,7 @@ def make_app(
 async def _apply(
     rules: Access, request: web.Request, handler: Any, on_unauthorized: Unauthorized | None
 ) -> web.StreamResponse:
-    if rules.limiter is not None and not rules.limiter.allow():
+    if rules.limiter is not None and not rules.limiter.try_take():
         return web.Response(status=429, text="Too Many Requests\n", headers={"Retry-After": "1"})
     if rules.auth is not None and rules.auth.enabled and request.path not in rules.excluded:
         verdict = await rules.auth.check(request.headers.get("Authorization"))

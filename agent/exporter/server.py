@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.config.core import HttpSection
 from agent.config.types import split_listen
-from agent.exporter.auth import BasicAuth, LogThrottle, Outcome, TokenBucket, Verdict
+from agent.exporter.auth import BasicAuth, LogThrottle, Outcome, Verdict, request_limit
 from agent.exporter.guard import Closed, ConnectionTable, Guard, Limits, Tls
 from agent.exporter.handshake import HandshakeGate
 from agent.exporter.http import EXPOSITION, Access, Exposition, make_app
@@ -84,7 +84,7 @@ def load(path: str) -> Loaded:
     rl = cfg.rate_limit
     access = Access(
         auth=BasicAuth(cfg.basic_auth_users) if cfg.basic_auth_users else None,
-        limiter=TokenBucket(rl.interval, rl.burst) if rl.interval > 0 else None,
+        limiter=request_limit(rl.interval, rl.burst) if rl.interval > 0 else None,
         headers=dict(cfg.http_server_config.headers),
         excluded=frozenset(cfg.auth_excluded_paths),
     )

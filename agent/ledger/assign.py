@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
 
-from agent.classifier.baselines import Baselines
-from agent.classifier.gpus import GpuClass, gpu_class
-from agent.config.classifier import ClassifierSection
+from agent.classifier.published import NO_PRESSURES, GpuClass, Pressures, Published
 from agent.core.vocabulary import Bucket
 
 BUCKETS: tuple[Bucket, ...] = tuple(Bucket)
@@ -67,21 +65,11 @@ class GpuReading(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class Pressures:
-    """The classifier's pressures (0-1) in its latest window; all 0 before its first evaluation."""
-
-    storage: float = 0.0
-    cpu: float = 0.0
-    network: float = 0.0  # while the GPUs wait
-    network_spin: float = 0.0  # while they spin
-
-
-@dataclass(frozen=True, slots=True)
 class Tick:
     seconds: float  # elapsed since the previous snapshot
     gpus: tuple[GpuReading, ...]
     job: bool  # a training process exists on the node (NVML or the process collector)
-    pressures: Pressures = Pressures()
+    pressures: Pressures = NO_PRESSURES
     checkpointing: bool = False  # a checkpoint request is open
     startup: bool = False  # a job appeared and has not done productive work yet
 
@@ -95,9 +83,9 @@ _STATE = {
 }
 
 
-def gpu_state(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> GpuState:
-    """The classifier's sorting of one GPU sample (``agent.classifier.gpus.gpu_class``)."""
-    return _STATE[gpu_class(g, baselines, cfg)]
+def gpu_state(g: GpuReading, classifier: Published) -> GpuState:
+    """The classifier's sorting of one GPU sample, in the ledger's words."""
+    return _STATE[classifier.gpu_class(g)]
 
 
 def _waiting(state: GpuState, p: Pressures, out: list[float], seconds: float) -> None:

@@ -17,10 +17,9 @@ import structlog
 from aiohttp import web
 from prometheus_client.core import Metric
 
-from agent.classifier.baselines import Baselines
-from agent.classifier.features import Features
+from agent.classifier.published import Published, unclassified
 from agent.config.cost import hourly_price
-from agent.core.component import Context, Route
+from agent.core.component import HasMetrics, HasRoutes, HasStatus, Route
 from agent.core.events import (
     CheckpointEvent,
     Event,
@@ -32,15 +31,16 @@ from agent.core.vocabulary import CheckpointPhase, Market, NoticeKind, Setting
 from agent.core.zones import zone
 from agent.ledger import cadence, saved, store
 from agent.ledger import metrics as ledger_metrics
-from agent.ledger.assign import BUCKETS, GpuReading, Pressures, gpu_state
+from agent.ledger.assign import BUCKETS, GpuReading, gpu_state
 from agent.ledger.book import Book
 from agent.ledger.summary import lines, summarize
+from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 
 log = structlog.get_logger("ledger")
 
-# the classifier's learned baselines and its latest window's features, handed in by the daemon
-ClassifierView = Callable[[], tuple[Baselines, Features | None]]
+# the classifier's published results as they stand (its part's ``published``), handed in by the daemon
+ClassifierView = Callable[[], Published]
 RECLAIM_KINDS = (NoticeKind.MAINTENANCE_TERMINATE, NoticeKind.MAINTENANCE_STOP)
 DUE = Event()  # put on the ledger's own queue when its periodic work is due (``_due``)
 
@@ -62,16 +62,6 @@ def readings(snap: NodeSnapshot) -> tuple[GpuReading, ...]:
     )
 
 
-NO_PRESSURES = Pressures()
-NO_BASELINES = Baselines()
-
-
-def pressures(f: Features | None) -> Pressures:
-    if f is None:
-        return NO_PRESSURES
-    return Pressures(f.storage_pressure, f.cpu_pressure, f.network_pressure, f.network_pressure_spin)
-
-
 def next_digest(now: float, at: str, timezone: str) -> float:
     """The next ``HH:MM`` in ``timezone`` strictly after ``now`` (unix seconds)."""
     tz = zone(timezone)
@@ -82,7 +72,7 @@ def next_digest(now: float, at: str, timezone: str) -> float:
     return due.timestamp()
 
 
-class LedgerComponent:
+class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
     name = "goodput"
 
     def __init__(self, ctx: Context, classifier: ClassifierView | None = None) -> None:
@@ -98,8 +88,7 @@ class LedgerComponent:
         self.identity: InstanceIdentityEvent | None = None
         self._events = ctx.bus.subscribe("goodput", (CheckpointEvent, PreemptionEvent, InstanceIdentityEvent))
         self._prev: float | None = None  # monotonic time of the previous snapshot
-        self._features: Features | None = None  # the classifier window ``_pressures`` is of
-        self._pressures = NO_PRESSURES
+        self._unclassified = unclassified(self.ccfg)  # no classifier: nothing learned, no pressures
         self._due_at = 0.0  # monotonic time the periodic work is next due
         self._kept: set[str] = set()
         self._dir_mtime: int | None = None
@@ -142,17 +131,14 @@ class LedgerComponent:
         if prev is None or snap.monotonic <= prev:
             return  # the first snapshot after a start only sets the clock: nothing is booked twice
         gpus = readings(snap)
-        baselines, features = self.classifier() if self.classifier else (NO_BASELINES, None)
-        cfg = self.ccfg
-        states = [gpu_state(g, baselines, cfg) for g in gpus]
+        view = self.classifier() if self.classifier else self._unclassified
+        states = [gpu_state(g, view) for g in gpus]
         job = bool(snap.processes and snap.processes.processes)
         hourly, on_demand = self.prices()
         n = len(gpus) or self.ledger.gpus
         gpu_price = hourly / 3600.0 / n if hourly and n else None
         seconds = snap.monotonic - prev
-        if features is not self._features:  # a new window every evaluation, not every tick
-            self._features, self._pressures = features, pressures(features)
-        self.ledger.tick(snap.timestamp, seconds, gpus, states, job, self._pressures, gpu_price)
+        self.ledger.tick(snap.timestamp, seconds, gpus, states, job, view.pressures, gpu_price)
         if hourly and on_demand and self.market == Market.SPOT and gpus:
             self.ledger.saving += max(0.0, on_demand - hourly) * seconds / 3600.0
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from agent.runtime.statefile import set_aside
+from agent.core.statefile import set_aside
 
 log = structlog.get_logger("ledger")
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import structlog
 
+from agent.core.statefile import set_aside, write_atomic
 from agent.ledger.book import Book, join_text
 from agent.ledger.state import KEEP_SAVES, Ledger, Reclaim
-from agent.runtime.statefile import set_aside, write_atomic
 
 log = structlog.get_logger("ledger")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.classifier.hints import HINTS
+from agent.classifier.published import HINTS
 from agent.ledger.assign import BUCKETS, Bucket
 from agent.ledger.cadence import human
 

@@ -30,7 +30,7 @@ from typing import Any
 import structlog
 
 from agent.core.events import PreemptionEvent
-from agent.runtime.statefile import write_atomic
+from agent.core.statefile import write_atomic
 
 log = structlog.get_logger("preemption.notices")
 

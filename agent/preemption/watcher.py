@@ -22,7 +22,8 @@ import structlog
 from aiohttp import web
 from prometheus_client.core import Metric
 
-from agent.core.component import Context, Route
+from agent.core import backoff
+from agent.core.component import HasMetrics, HasRoutes, HasStatus, Route
 from agent.core.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
 from agent.core.vocabulary import Cadence, CheckpointPhase, Setting
 from agent.preemption import faces, registry
@@ -31,6 +32,7 @@ from agent.preemption.detect import detect
 from agent.preemption.faces import iso
 from agent.preemption.notices import NoticeStore, NoticeTracker
 from agent.preemption.provider import MetadataError, NoticeSource, Provider, Reading
+from agent.runtime.context import Context
 
 log = structlog.get_logger("preemption")
 
@@ -59,7 +61,7 @@ class SourceState:
         }
 
 
-class PreemptionWatcher:
+class PreemptionWatcher(HasMetrics, HasRoutes, HasStatus):
     name = "preemption"
 
     def __init__(self, ctx: Context) -> None:
@@ -154,8 +156,7 @@ class PreemptionWatcher:
         retry on this schedule: a notice present when the service returns is seen within that cap
         plus one round trip. The jitter only shortens the wait, so the cap holds."""
         cap = max(self.cfg.poll_interval, min(self.cfg.backoff_max, MAX_BACKOFF_SECONDS))
-        grown = self.cfg.poll_interval * 2 ** min(errors - 1, 16)
-        return min(cap, grown) * random.uniform(0.8, 1.0)
+        return backoff.delay(errors, self.cfg.poll_interval, cap)
 
     async def _run_source(self, src: NoticeSource) -> None:
         st = self.sources.setdefault(

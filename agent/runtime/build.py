@@ -12,11 +12,12 @@ from typing import Any
 from agent.checkpoint.component import CheckpointComponent
 from agent.classifier.component import ClassifierComponent
 from agent.config import Config
-from agent.core.component import Component, Context
+from agent.core.component import Component
 from agent.exporter import malformed as malformed_metrics
-from agent.health.gpu import GpuHealth
+from agent.faults.gpu import GpuHealth
 from agent.ledger.component import LedgerComponent
 from agent.preemption.watcher import PreemptionWatcher
+from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources import Collector
 from agent.sources import registry as sources
@@ -59,7 +60,7 @@ def build_components(ctx: Context) -> list[Component]:
         components.append(classifier)
     if ctx.cfg.goodput.enabled:
         # after the classifier: each snapshot is booked with the pressures of the window it closes
-        components.append(LedgerComponent(ctx, classifier.view if classifier else None))
+        components.append(LedgerComponent(ctx, classifier.published if classifier else None))
     components.append(PreemptionWatcher(ctx))
     if ctx.cfg.gpu.enabled:
         components.append(GpuHealth(ctx))

@@ -18,14 +18,15 @@ from aiohttp import web
 
 from agent import __version__
 from agent.config import Config, ConfigError, load_config
-from agent.core.component import Component, Context, optional
+from agent.core.component import Component, HasPids, HasRoutes, HasStatus, HasVerdictLine
 from agent.core.events import AgentLifecycleEvent, EventBus, event_to_dict
 from agent.core.vocabulary import AgentPhase, TcpStatus
 from agent.exporter import SnapshotExporter, make_registry
 from agent.exporter.server import HttpFace, WebConfigInvalid
 from agent.exporter.status import summarize, tcp_view
-from agent.health.collectors import CollectorFailureWatch
+from agent.faults.collectors import CollectorFailureWatch
 from agent.runtime.build import EMPTY, PidSource, build_collectors, build_components, build_renderers
+from agent.runtime.context import Context
 from agent.runtime.control import ControlServer
 from agent.runtime.metrics import PartMetrics
 from agent.runtime.sdnotify import Notifier
@@ -103,11 +104,10 @@ class Daemon:
         watch = CollectorFailureWatch(self.bus, self.sampler.failing_for, cfg.agent.collector_failing_after)
         self.sampler.listeners.append(watch.on_snapshot)
         self.components = [watch, *build_components(ctx)]
-        pid_sources.extend(fn for c in self.components if (fn := optional(c, "current_pids")))
+        pid_sources.extend(c.current_pids for c in self.components if isinstance(c, HasPids))
         self.control.clear_routes(keep=("/status", "/reload", "/events"))
         for comp in self.components:
-            routes = optional(comp, "control_routes")
-            for method, path, handler in routes() if routes else []:
+            for method, path, handler in comp.control_routes() if isinstance(comp, HasRoutes) else []:
                 self.control.route(method, path, handler)
 
     def _start_workers(self) -> None:
@@ -152,10 +152,9 @@ class Daemon:
             "snapshot": summarize(snap),
         }
         for comp in self.components:
-            fn = optional(comp, "status")
-            if fn:
+            if isinstance(comp, HasStatus):
                 try:
-                    out[comp.name] = fn()
+                    out[comp.name] = comp.status()
                 except Exception as e:  # a broken status section must not break the endpoint
                     out[comp.name] = {"error": f"{type(e).__name__}: {e}"}
         out["recent_events"] = self.recent_events[-20:]
@@ -261,9 +260,8 @@ class Daemon:
         failing = [n for n, s in snap.collectors.items() if not s.success and not s.absent]
         verdict = ""
         for comp in self.components:
-            v = getattr(comp, "verdict_line", None)
-            if callable(v):
-                verdict = f", {v()}"
+            if isinstance(comp, HasVerdictLine):
+                verdict = f", {comp.verdict_line()}"
         return f"{gpus} GPUs, tick {snap.seq}{verdict}" + (
             f", failing: {','.join(failing)}" if failing else ""
         )

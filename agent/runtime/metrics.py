@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 import structlog
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from agent.core.component import Component, optional
+from agent.core.component import Component, HasMetrics
 from agent.core.events import EventBus
 from agent.exporter.server import HttpFace
 from agent.runtime.sdnotify import Notifier
@@ -59,10 +59,9 @@ class PartMetrics:
 
     def collect(self) -> Iterable[Metric]:
         for comp in self._components():
-            fn = optional(comp, "metrics")
-            if fn:
+            if isinstance(comp, HasMetrics):
                 try:
-                    yield from fn()
+                    yield from comp.metrics()
                 except Exception:  # one part's broken families must not cost the scrape the rest
                     log.exception("component metrics failed", component=comp.name)
         http = self._http()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
+
+from agent.core.backoff import Backoff
 
 log = structlog.get_logger("supervisor")
 
@@ -33,7 +34,7 @@ class Supervisor:
         self._tasks.append(asyncio.create_task(self._keep(state, factory), name=name))
 
     async def _keep(self, state: TaskState, factory: Callable[[], Awaitable[None]]) -> None:
-        backoff = self.min_backoff
+        backoff = Backoff(self.min_backoff, self.max_backoff)
         while True:
             started = time.monotonic()
             state.running = True
@@ -49,8 +50,8 @@ class Supervisor:
                 state.restarts += 1
                 state.last_error = f"{type(e).__name__}: {e}"[:300]
                 if time.monotonic() - started > 60:
-                    backoff = self.min_backoff  # it ran fine for a while: start the backoff over
-                delay = backoff * (0.8 + 0.4 * random.random())
+                    backoff.reset()  # it ran fine for a while: start the backoff over
+                delay = backoff.next()
                 log.error(
                     "task crashed; restarting",
                     task=state.name,
@@ -59,7 +60,6 @@ class Supervisor:
                     exc_info=e,
                 )
                 await asyncio.sleep(delay)
-                backoff = min(self.max_backoff, backoff * 2)
 
     async def stop(self, timeout: float = 3.0, forget: bool = False) -> None:
         """Cancel every task; ``forget`` also drops their states (a reload builds new parts, and one

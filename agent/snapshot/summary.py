@@ -24,9 +24,9 @@ def pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:.0f}%"
 
 
-def throughput_lines(snap: Mapping[str, Any], key: str) -> list[str]:
+def throughput_lines(summarized: Mapping[str, Any], key: str) -> list[str]:
     """``[key]`` and one line per item of a ``{name: {read|rx|tx bytes per second}}`` section."""
-    items = snap.get(key) or {}
+    items = summarized.get(key) or {}
     if not items:
         return []
     out = [f"\n[{key}]"]

@@ -8,7 +8,7 @@ import pytest
 
 from agent.checkpoint import episode
 from agent.checkpoint.episode import Again, Wake
-from agent.checkpoint.ledger import Episode
+from agent.checkpoint.episodelog import Episode
 from agent.core.vocabulary import CHECKPOINT_ENDS, OPEN_STATES, CheckpointPhase, DeliveryOutcome, EpisodeState
 
 T0 = 1_700_000_000.0

@@ -1,5 +1,5 @@
 """A reload in the middle of acting on a notice: the component is stopped (its tasks cancelled) and
-a new one takes over from the ledger. The trainer must get the signal exactly once. Found by the
+a new one takes over from the episode log. The trainer must get the signal exactly once. Found by the
 fault soak (bench/soak.py), where SIGHUP storms near a notice's start left notices unsignalled."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from conftest import wait_until
 from agent.checkpoint.component import CheckpointComponent
 from agent.checkpoint.targets import Discovered
 from agent.config import parse_config
-from agent.core.component import Context
 from agent.core.events import EventBus, PreemptionEvent
 from agent.core.vocabulary import EpisodeState
+from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 
 
@@ -35,7 +35,7 @@ def _context(tmp_path: Path, marker: str) -> Context:
     )
     snap = NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0)
     # each component gets its own bus, as after a reload: the notice is not published again, so the
-    # second component has only the ledger to go on
+    # second component has only the episode log to go on
     return Context(cfg, EventBus(), lambda: snap, tmp_path / "state", tmp_path / "run", [])
 
 
@@ -79,7 +79,7 @@ async def _reload_while_discovering(
         if calls >= 2:
             break
         await asyncio.sleep(0.01)
-    assert calls >= 2 and "spot-1" in first.ledger.episodes
+    assert calls >= 2 and "spot-1" in first.episode_log.episodes
     running.cancel()  # what a reload does: the run task cancelled, then stop()
     await asyncio.gather(running, return_exceptions=True)
     await first.stop()
@@ -88,11 +88,11 @@ async def _reload_while_discovering(
     running = asyncio.create_task(second.run())
     try:
         for _ in range(3000):
-            ep = second.ledger.episodes.get("spot-1")
+            ep = second.episode_log.episodes.get("spot-1")
             if ep is not None and ep.phase == EpisodeState.REQUESTED:
                 break
             await asyncio.sleep(0.01)
-        ep = second.ledger.episodes["spot-1"]
+        ep = second.episode_log.episodes["spot-1"]
         assert ep.phase == EpisodeState.REQUESTED, ep
         assert [d["outcome"] for d in ep.deliveries] == ["signalled"], ep
     finally:
@@ -107,10 +107,10 @@ def test_a_save_while_the_ledger_loads_waits_for_the_load(tmp_path):
     import threading
     from pathlib import PosixPath
 
-    from agent.checkpoint.ledger import Episode, Ledger
+    from agent.checkpoint.episodelog import Episode, EpisodeLog
 
     path = tmp_path / "checkpoint-ledger.json"
-    first = Ledger(path)
+    first = EpisodeLog(path)
     first.load()
     now = time.time()
     first.episodes["e1"] = Episode(
@@ -125,7 +125,7 @@ def test_a_save_while_the_ledger_loads_waits_for_the_load(tmp_path):
             go.wait(10)
             return super().read_bytes()
 
-    second = Ledger(SlowPath(path))
+    second = EpisodeLog(SlowPath(path))
     loader = threading.Thread(target=second.load)
     loader.start()
     assert reading.wait(10)
@@ -135,7 +135,7 @@ def test_a_save_while_the_ledger_loads_waits_for_the_load(tmp_path):
     go.set()
     loader.join(10)
     saver.join(10)
-    third = Ledger(path)
+    third = EpisodeLog(path)
     third.load()
     assert list(third.episodes) == ["e1"]
     assert third.episodes["e1"].phase == EpisodeState.COMPLETED

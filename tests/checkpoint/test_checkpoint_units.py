@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.checkpoint.ledger import Episode, Ledger
+from agent.checkpoint.episodelog import Episode, EpisodeLog
 from agent.checkpoint.policy import acts_on, plan
 from agent.checkpoint.report import build_report, render_report
 from agent.config import ConfigError, parse_config
@@ -157,13 +157,13 @@ def test_a_component_stopped_before_its_ledger_was_read_keeps_the_file(tmp_path)
     """A reload right after a start stops a component whose ledger load has not run: writing its
     empty ledger then made the next component signal a notice the trainer had already acked."""
     from agent.checkpoint.component import CheckpointComponent
-    from agent.core.component import Context
     from agent.core.events import EventBus
+    from agent.runtime.context import Context
     from agent.snapshot import NodeSnapshot
 
     cfg = parse_config({"agent": {"state_dir": str(tmp_path), "runtime_dir": str(tmp_path / "run")}})
     path = tmp_path / "checkpoint-ledger.json"
-    first = Ledger(path)
+    first = EpisodeLog(path)
     first.load()
     first.episodes["e1"] = _episode(3.0)
     first.save()
@@ -174,24 +174,24 @@ def test_a_component_stopped_before_its_ledger_was_read_keeps_the_file(tmp_path)
         await CheckpointComponent(ctx).stop()
 
     asyncio.run(start_and_stop())
-    again = Ledger(path)
+    again = EpisodeLog(path)
     again.load()
     assert list(again.episodes) == ["e1"]
 
 
 def test_ledger_round_trip_and_corrupt_file_moved_aside(tmp_path):
     path = tmp_path / "checkpoint-ledger.json"
-    led = Ledger(path)
+    led = EpisodeLog(path)
     led.load()  # none yet
     led.episodes["e1"] = _episode(3.0)
     led.save()
     assert oct(path.stat().st_mode & 0o777) == "0o600"
-    again = Ledger(path)
+    again = EpisodeLog(path)
     again.load()
     assert again.episodes["e1"].duration == pytest.approx(3.0)
 
     path.write_text('{"version": 1, "episodes": {"e1": ')
-    broken = Ledger(path)
+    broken = EpisodeLog(path)
     broken.load()
     assert broken.episodes == {}
     [aside] = list(tmp_path.glob("checkpoint-ledger.json.corrupt-*"))
@@ -199,7 +199,7 @@ def test_ledger_round_trip_and_corrupt_file_moved_aside(tmp_path):
 
     old = _episode(1.0)
     old.finished_at = 1001.0
-    led2 = Ledger(path)
+    led2 = EpisodeLog(path)
     led2.episodes = {"old": old}
     led2.prune(now=1001.0 + 8 * 86400)
     assert led2.episodes == {}

@@ -11,6 +11,7 @@ from classifier_synth import COMPUTE, CPU, IDLE, NETWORK, STORAGE, SYNC, run, sn
 
 from agent.classifier.features import Features
 from agent.classifier.gpus import GpuClass, gpu_class
+from agent.classifier.published import published
 from agent.classifier.samples import Sample, sample_from_snapshot
 from agent.core.vocabulary import Bucket
 from agent.ledger.assign import BUCKETS, GpuReading, GpuState, Pressures, Tick, assign, gpu_state
@@ -19,12 +20,11 @@ from agent.ledger.assign import BUCKETS, GpuReading, GpuState, Pressures, Tick, 
 def book(s: Sample, f: Features | None, engine, job: bool = True) -> dict[Bucket, float]:
     """Seconds per bucket for one 1 s tick of ``s``'s GPUs."""
     gpus = tuple(GpuReading(g.uuid, g.up, g.util, g.sm, g.power, g.limit, job) for g in s.gpus)
-    p = (
-        Pressures()
-        if f is None
-        else Pressures(f.storage_pressure, f.cpu_pressure, f.network_pressure, f.network_pressure_spin)
-    )
-    states = [gpu_state(g, engine.baselines, engine.cfg) for g in gpus]
+    view = published(engine.baselines, f, engine.cfg)  # what the classifier part hands the ledger
+    p = view.pressures
+    if f is not None:
+        assert p == Pressures(f.storage_pressure, f.cpu_pressure, f.network_pressure, f.network_pressure_spin)
+    states = [gpu_state(g, view) for g in gpus]
     out = assign(Tick(1.0, gpus, job, p), states)
     return {b: v for b, v in zip(BUCKETS, out, strict=True) if v > 0}
 
@@ -59,7 +59,7 @@ def test_a_lost_gpu_is_idle_and_before_any_evaluation_waits_are_idle() -> None:
     s = sample_from_snapshot(replace(snap, gpu=replace(snap.gpu, gpus=(lost, snap.gpu.gpus[1]))))
     e = r.engine
     assert gpu_class(s.gpus[0], e.baselines, e.cfg) is GpuClass.DOWN
-    assert gpu_state(s.gpus[0], e.baselines, e.cfg) is GpuState.DOWN
+    assert gpu_state(s.gpus[0], published(e.baselines, None, e.cfg)) is GpuState.DOWN
     got = book(s, e.last.vote.features, e)
     assert got[Bucket.IDLE] >= 1.0 and got[Bucket.DATA_CPU] >= 0.5, got
     assert book(s, None, e) == {Bucket.IDLE: pytest.approx(2.0)}

@@ -17,9 +17,9 @@ from typing import Any
 
 from conftest import KERNEL_FIXTURES, AgentProcess, free_port, need_binary
 
+from agent.core.statefile import write_atomic
 from agent.devtools.fake_nvml import FakeNvml, device, library_dir
 from agent.devtools.simprocess import MetadataSimProcess
-from agent.runtime.statefile import write_atomic
 
 GIB = 1024**3
 

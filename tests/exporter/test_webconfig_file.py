@@ -9,7 +9,7 @@ import pytest
 from webtls import bcrypt_hash, make_pki
 
 from agent.config.webconfig import WebConfigError, load_web_config
-from agent.exporter.auth import BasicAuth, LogThrottle, Outcome, TokenBucket, parse_basic
+from agent.exporter.auth import BasicAuth, LogThrottle, Outcome, parse_basic, request_limit
 from agent.exporter.http import accepts_gzip
 from agent.exporter.server import WebConfigInvalid, load
 from agent.exporter.tls import build_context
@@ -179,10 +179,10 @@ async def test_basic_auth_outcomes_and_cache():
 
 def test_token_bucket_and_log_throttle():
     now = [0.0]
-    tb = TokenBucket(interval=1.0, burst=3, clock=lambda: now[0])
-    assert [tb.allow() for _ in range(4)] == [True, True, True, False]
+    tb = request_limit(interval=1.0, burst=3, clock=lambda: now[0])
+    assert [tb.try_take() for _ in range(4)] == [True, True, True, False]
     now[0] = 1.0
-    assert tb.allow() and not tb.allow()
+    assert tb.try_take() and not tb.try_take()
     lt = LogThrottle(every=10)
     assert lt.ready(0) == 0
     assert lt.ready(1) is None and lt.ready(2) is None

@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 from agent.config import parse_config
-from agent.core.component import Context
 from agent.core.events import EventBus, GpuFaultEvent
-from agent.health.gpu import GpuHealth
+from agent.faults.gpu import GpuHealth
+from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import GpuPart, GpuStats
 

@@ -3,7 +3,7 @@ injected clock."""
 
 from __future__ import annotations
 
-from agent.classifier.baselines import Baselines
+from agent.classifier.published import unclassified
 from agent.config.classifier import ClassifierSection
 from agent.ledger.assign import BUCKETS, INDEX, Bucket, GpuReading, Pressures, gpu_state
 from agent.ledger.book import Book
@@ -51,7 +51,7 @@ def run(
     """``seconds`` of ticks every ``step`` from wall time ``t0``; returns the wall time at the end."""
     t = t0
     gpus = [gpu(i, s, busy=job) for i, s in enumerate(states)]
-    st = [gpu_state(g, Baselines(), CFG) for g in gpus]
+    st = [gpu_state(g, unclassified(CFG)) for g in gpus]
     end = t0 + seconds
     while t < end - 1e-9:
         dt = min(step, end - t)

@@ -47,12 +47,12 @@ def test_a_gpu_without_its_own_process_is_no_job_and_startup_ends_at_first_work(
     # a job appears on GPU 0 only; it loads for 30 s, then works
     from ledger_synth import CFG, gpu
 
-    from agent.classifier.baselines import Baselines
+    from agent.classifier.published import unclassified
     from agent.ledger.assign import gpu_state
 
     def ticks(t: float, n: int, state: str) -> float:
         gpus = [gpu(0, state, busy=True), gpu(1, "starved", busy=False)]
-        st = [gpu_state(g, Baselines(), CFG) for g in gpus]
+        st = [gpu_state(g, unclassified(CFG)) for g in gpus]
         for _ in range(n):
             t += 1
             led.tick(t, 1.0, gpus, st, True, Pressures(), None)

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from agent.config import parse_config
-from agent.core.component import Context
 from agent.core.events import Event, EventBus, InstanceIdentityEvent, PreemptionEvent
 from agent.devtools.simprocess import MetadataSimProcess
 from agent.devtools.simulator import Simulator, start_simulator
 from agent.preemption.watcher import PreemptionWatcher
+from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 
 REPO = Path(__file__).resolve().parents[2]

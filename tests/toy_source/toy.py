@@ -65,8 +65,8 @@ def summary(part: ToyPart, rates: ToyRates) -> dict[str, Any]:
     }
 
 
-def lines(snap: Mapping[str, Any]) -> list[str]:
-    toy = snap.get("toy")
+def lines(summarized: Mapping[str, Any]) -> list[str]:
+    toy = summarized.get("toy")
     return [f"\n[toy] {toy['mood']}, {toy['calls']} calls"] if toy else []
 
 

@@ -19,8 +19,8 @@ import aiohttp
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
 from agent.alerts.render import mark
+from agent.core.logsetup import redact_text
 from agent.core.vocabulary import ChannelType, Style
-from agent.runtime.logsetup import redact_text
 
 MAX_REPLY_BYTES = 64 * 1024
 

@@ -13,9 +13,10 @@ from typing import Any
 import pynvml
 import structlog
 
+from agent.core import backoff
 from agent.sources import SourceAbsent
 from agent.sources.gpu.binding import binding
-from agent.sources.gpu.nvml import Device, GpuLost, Nvml, NvmlDriverError
+from agent.sources.gpu.nvml import PROBE_BASE, Device, GpuLost, Nvml, NvmlDriverError
 from agent.sources.gpu.nvml_events import XidWatcher
 from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
 
@@ -55,7 +56,7 @@ class GpuCollector:
         self._xid_events = xid_events
         self._nvml: Nvml | None = None
         self._watcher: XidWatcher | None = None
-        self._backoff = min(1.0, reinit_backoff_max)
+        self._retry = backoff.Backoff(min(1.0, reinit_backoff_max), reinit_backoff_max)
         self._retry_at = 0.0
         self._last_failure: Exception | None = None
         self._had_gpus = 0
@@ -110,13 +111,13 @@ class GpuCollector:
         self._nvml, self._watcher = nvml, watcher
         self._had_gpus = len(nvml.devices)
         self._last_failure = None
-        self._backoff = min(1.0, self._backoff_max)
+        self._retry.reset()
         return nvml
 
     def _watch(self, nvml: Nvml) -> XidWatcher | None:
         if not self._xid_events:
             return None
-        watcher = XidWatcher(nvml, self._count_xid)
+        watcher = XidWatcher(nvml, self._count_xid, self._backoff_max)
         return watcher if watcher.start() else None
 
     def _rewatch(self, nvml: Nvml, dev: Device) -> None:
@@ -133,15 +134,16 @@ class GpuCollector:
 
     def _schedule_retry(self, failure: Exception, now: float) -> None:
         self._last_failure = failure
-        self._retry_at = now + self._backoff
-        self._backoff = min(self._backoff * 2, self._backoff_max)
+        self._retry_at = now + self._retry.next()
 
     def _fail(self, e: NvmlDriverError, now: float) -> None:
-        log.warning(
-            "NVML driver error; initialising again with backoff", error=str(e), retry_in=self._backoff
-        )
         self._shutdown()
         self._schedule_retry(e, now)
+        log.warning(
+            "NVML driver error; initialising again with backoff",
+            error=str(e),
+            retry_in=round(self._retry_at - now, 2),
+        )
 
     def _shutdown(self) -> None:
         watcher, nvml = self._watcher, self._nvml
@@ -176,7 +178,7 @@ class GpuCollector:
             return self._stats(nvml, dev, now)
         except GpuLost as e:
             nvml.mark_lost(dev, str(e))
-            dev.probe_at = now + dev.probe_backoff
+            dev.probe_at = now + backoff.delay(1, PROBE_BASE, self._backoff_max)
             return self._down(dev)
 
     def _down(self, dev: Device) -> GpuStats:

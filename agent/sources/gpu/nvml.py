@@ -21,6 +21,7 @@ from typing import Any
 import pynvml
 import structlog
 
+from agent.core import backoff
 from agent.sources import SourceAbsent
 from agent.sources.gpu.binding import (
     binding,
@@ -77,6 +78,9 @@ class GpuLost(Exception):
     """The GPU fell off the bus (``NVML_ERROR_GPU_IS_LOST``) or needs a reset."""
 
 
+PROBE_BASE = 1.0  # seconds before a lost GPU is first asked again
+
+
 @dataclass
 class Device:
     index: int
@@ -86,7 +90,7 @@ class Device:
     pci_bus_id: str | None = None
     lost: bool = False
     probe_at: float = 0.0  # monotonic time of the next recovery probe while lost
-    probe_backoff: float = 1.0
+    probe_failures: int = 0  # recovery probes that failed since it was lost
     fields: tuple[tuple[int, int], ...] = ()  # (fieldId, scopeId) still worth asking
     gpm: GpmSampler | None = None
     skipped: set[str] = field(default_factory=set)  # functions this GPU cannot answer
@@ -289,13 +293,13 @@ class Nvml:
         except pynvml.NVMLError as e:
             if e.value in DRIVER_ERRORS:
                 raise NvmlDriverError(f"probing GPU {dev.index}: {error_text(e)}") from None
-            dev.probe_at = now + dev.probe_backoff
-            dev.probe_backoff = min(dev.probe_backoff * 2, backoff_max)
+            dev.probe_failures += 1
+            dev.probe_at = now + backoff.delay(dev.probe_failures, PROBE_BASE, backoff_max)
             return False
         dev.handle = handle
         self._by_handle[handle_address(handle)] = dev.index
         dev.lost = False
-        dev.probe_backoff = 1.0
+        dev.probe_failures = 0
         if not dev.uuid:
             self._identify(dev)
         log.warning("GPU answers again", gpu=dev.index, uuid=dev.uuid)

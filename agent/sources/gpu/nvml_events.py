@@ -15,6 +15,7 @@ from typing import Any
 import pynvml
 import structlog
 
+from agent.core.backoff import Backoff
 from agent.sources.gpu.binding import binding, error_text
 from agent.sources.gpu.nvml import DRIVER_ERRORS, SKIP_ERRORS, Device, Nvml
 
@@ -23,9 +24,15 @@ log = structlog.get_logger("nvml")
 XID = pynvml.nvmlEventTypeXidCriticalError
 
 
+RETRY_BASE = 0.5  # seconds before the first retry of a failed event wait
+
+
 class XidWatcher:
-    def __init__(self, nvml: Nvml, on_xid: Callable[[Device, int], None], wait_ms: int = 1000) -> None:
+    def __init__(
+        self, nvml: Nvml, on_xid: Callable[[Device, int], None], retry_max: float, wait_ms: int = 1000
+    ) -> None:
         self._nvml = nvml
+        self._retry = Backoff(min(RETRY_BASE, retry_max), retry_max)  # a failed wait, tried again
         self._on_xid = on_xid  # (GPU, xid), called on the watcher thread
         self._wait_ms = wait_ms
         self._stop = threading.Event()
@@ -63,18 +70,17 @@ class XidWatcher:
         return True
 
     def _run(self) -> None:
-        backoff = 0.5
         while not self._stop.is_set():
             try:
                 data = pynvml.nvmlEventSetWait(self._set, self._wait_ms)
             except pynvml.NVMLError as e:
                 if e.value == pynvml.NVML_ERROR_TIMEOUT:
-                    backoff = 0.5
+                    self._retry.reset()
                     continue
                 # the sampling side re-initialises NVML on driver errors and replaces this watcher
-                log.warning("waiting for NVML events failed", error=error_text(e), retry_in=backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                wait = self._retry.next()
+                log.warning("waiting for NVML events failed", error=error_text(e), retry_in=round(wait, 2))
+                self._stop.wait(wait)
                 continue
             except Exception:  # a bug here must not end Xid watching silently
                 log.exception("Xid watcher failed")

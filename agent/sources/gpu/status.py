@@ -78,10 +78,10 @@ def summary(part: GpuPart, r: GpuRates) -> dict[str, Any]:
     return {"gpus": gpus, "driver_version": part.driver_version, "nvml_version": part.nvml_version}
 
 
-def lines(snap: Mapping[str, Any]) -> list[str]:
-    gpus = snap.get("gpus")
+def lines(summarized: Mapping[str, Any]) -> list[str]:
+    gpus = summarized.get("gpus")
     if gpus:
-        out = [f"\n[gpus] driver {snap.get('driver_version')}"]
+        out = [f"\n[gpus] driver {summarized.get('driver_version')}"]
         for g in gpus:
             state = "up" if g["up"] else "LOST"
             power = g.get("power_watts")
@@ -93,6 +93,6 @@ def lines(snap: Mapping[str, Any]) -> list[str]:
                 f"  procs {len(g.get('processes', []))}"
             )
         return out
-    if "collectors" in snap and "gpu" in snap["collectors"]:
-        return [f"\n[gpus] none visible: {snap['collectors']['gpu'].get('error')}"]
+    if "collectors" in summarized and "gpu" in summarized["collectors"]:
+        return [f"\n[gpus] none visible: {summarized['collectors']['gpu'].get('error')}"]
     return []

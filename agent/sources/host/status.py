@@ -39,8 +39,8 @@ def summary(host: HostPart, r: HostRates) -> dict[str, Any]:
     }
 
 
-def lines(snap: Mapping[str, Any]) -> list[str]:
-    host = snap.get("host")
+def lines(summarized: Mapping[str, Any]) -> list[str]:
+    host = summarized.get("host")
     if not host:
         return []
     return [

@@ -35,5 +35,5 @@ def summary(part: NetworkPart, r: NetworkRates) -> dict[str, Any]:
     }
 
 
-def lines(snap: Mapping[str, Any]) -> list[str]:
-    return throughput_lines(snap, "nics") + throughput_lines(snap, "rdma")
+def lines(summarized: Mapping[str, Any]) -> list[str]:
+    return throughput_lines(summarized, "nics") + throughput_lines(summarized, "rdma")

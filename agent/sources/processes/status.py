@@ -45,9 +45,11 @@ def _read_counters(p: ProcessStat) -> str:
     return f"none: {p.io_problem}"
 
 
-def lines(snap: Mapping[str, Any]) -> list[str]:
+def lines(summarized: Mapping[str, Any]) -> list[str]:
     """Text status: only where a training process's read series are missing, and why."""
-    missing = [p for p in snap.get("training_processes") or () if p.get("read_counters", PROC_IO) != PROC_IO]
+    missing = [
+        p for p in summarized.get("training_processes") or () if p.get("read_counters", PROC_IO) != PROC_IO
+    ]
     if not missing:
         return []
     out = ["\n[training processes]"]

@@ -38,5 +38,5 @@ def summary(part: StoragePart, r: StorageRates) -> dict[str, Any]:
     }
 
 
-def lines(snap: Mapping[str, Any]) -> list[str]:
-    return throughput_lines(snap, "disks") + throughput_lines(snap, "nfs")
+def lines(summarized: Mapping[str, Any]) -> list[str]:
+    return throughput_lines(summarized, "disks") + throughput_lines(summarized, "nfs")

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from agent.core.component import Context
+from agent.core.component import HasMetrics, HasStatus
 from agent.core.events import GpuFaultEvent
 from agent.core.vocabulary import GpuFault
+from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu import reasons as clock_reasons
 from agent.sources.gpu.part import GpuStats
@@ -27,7 +28,7 @@ class _Throttle:
     raised: bool = False
 
 
-class GpuHealth:
+class GpuHealth(HasMetrics, HasStatus):
     name = "gpu-health"
 
     def __init__(self, ctx: Context) -> None:

@@ -20,8 +20,8 @@ from typing import Any
 
 import structlog
 
+from agent.core.statefile import write_atomic
 from agent.core.vocabulary import OPEN_STATES, EpisodeState
-from agent.runtime.statefile import write_atomic
 
 log = structlog.get_logger("checkpoint")
 
@@ -68,18 +68,18 @@ class Episode:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
-class Ledger:
+class EpisodeLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.episodes: dict[str, Episode] = {}
         self.loaded = False
         # a reload can stop the part while its load runs in a worker thread; the stop's save (in
-        # another thread) then waits for the load, or it would write the still empty ledger over
+        # another thread) then waits for the load, or it would write the still empty log over
         # the file and the next part would signal handled notices again
         self._lock = threading.Lock()
 
     def load(self) -> None:
-        """Read the ledger; an unreadable one is moved aside (kept for a post-mortem), never fatal."""
+        """Read the episode log; an unreadable one is moved aside (kept for a post-mortem), never fatal."""
         with self._lock:
             self._load()
             self.loaded = True
@@ -109,7 +109,7 @@ class Ledger:
         self.episodes = episodes
 
     def save(self) -> None:
-        # A component stopped before its ledger was read (a reload right after a start) must not
+        # A component stopped before its log was read (a reload right after a start) must not
         # write its empty one over the file: the next one would then signal handled notices again.
         with self._lock:
             if not self.loaded:

@@ -1,0 +1,69 @@
+"""What the classifier publishes for the other parts (today the goodput ledger): how it sorts one
+GPU sample by what it has learned (working, spinning, starved, between, down), the pressures of its
+latest window, and its hints' words. A reader holds a :class:`Published` from the classifier part's
+``published()``, never its engine, baselines or features; :func:`unclassified` stands in where the
+classifier is off (nothing learned, no window)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.classifier.baselines import Baselines
+from agent.classifier.features import Features
+from agent.classifier.gpus import GpuClass, GpuReading, gpu_class
+from agent.classifier.hints import HINTS
+from agent.config.classifier import ClassifierSection
+
+__all__ = [
+    "HINTS",
+    "NO_PRESSURES",
+    "GpuClass",
+    "GpuReading",
+    "Pressures",
+    "Published",
+    "published",
+    "unclassified",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Pressures:
+    """The classifier's pressures (0-1) in its latest window; all 0 before its first evaluation."""
+
+    storage: float = 0.0
+    cpu: float = 0.0
+    network: float = 0.0  # while the GPUs wait
+    network_spin: float = 0.0  # while they spin
+
+
+NO_PRESSURES = Pressures()
+
+
+class Published:
+    """The classifier's results as they stand: ``gpu_class`` of a sample, ``pressures`` of the window."""
+
+    __slots__ = ("_baselines", "_cfg", "pressures")
+
+    def __init__(self, pressures: Pressures, baselines: Baselines, cfg: ClassifierSection) -> None:
+        self.pressures = pressures
+        self._baselines = baselines
+        self._cfg = cfg
+
+    def gpu_class(self, g: GpuReading) -> GpuClass:
+        """The classifier's sorting of one GPU sample (``agent.classifier.gpus.gpu_class``)."""
+        return gpu_class(g, self._baselines, self._cfg)
+
+
+def pressures(f: Features | None) -> Pressures:
+    if f is None:
+        return NO_PRESSURES
+    return Pressures(f.storage_pressure, f.cpu_pressure, f.network_pressure, f.network_pressure_spin)
+
+
+def published(baselines: Baselines, features: Features | None, cfg: ClassifierSection) -> Published:
+    return Published(pressures(features), baselines, cfg)
+
+
+def unclassified(cfg: ClassifierSection) -> Published:
+    """No classifier: nothing learned (the configured idle power), no pressures."""
+    return Published(NO_PRESSURES, Baselines(), cfg)

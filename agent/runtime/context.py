@@ -1,0 +1,23 @@
+"""What the daemon hands each part it builds: the config, the bus, the newest snapshot and the
+directories. It sits above the config and the snapshot, which ``core/`` never imports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.config import Config
+from agent.core.events import EventBus
+from agent.snapshot import NodeSnapshot
+
+
+@dataclass
+class Context:
+    cfg: Config
+    bus: EventBus
+    latest: Callable[[], NodeSnapshot]  # the newest snapshot, never blocks
+    state_dir: Path
+    runtime_dir: Path
+    # called with every new snapshot, on the event loop; parts that need each tick register here
+    snapshot_listeners: list[Callable[[NodeSnapshot], None]]
