@@ -18,7 +18,7 @@ from agent.core.events import GpuFaultEvent
 from agent.core.vocabulary import GpuFault
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu import reasons as clock_reasons
-from agent.sources.gpu.part import GpuStats
+from agent.sources.gpu.part import GpuPart, GpuStats
 
 
 @dataclass
@@ -51,9 +51,10 @@ class GpuHealth:
     # --- comparing snapshots -----------------------------------------------------------------------
 
     def on_snapshot(self, snap: NodeSnapshot) -> None:
-        if snap.gpu is None:  # collector failed or timed out this tick: nothing to compare
+        part = snap.part(GpuPart)
+        if part is None:  # collector failed or timed out this tick: nothing to compare
             return
-        for g in snap.gpu.gpus:
+        for g in part.gpus:
             prev = self._prev.get(g.index)
             self._lost(g, prev)
             self._xids(g, prev)
