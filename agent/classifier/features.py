@@ -22,10 +22,10 @@ from operator import attrgetter, is_, is_not, itemgetter, le, truediv
 from typing import NamedTuple
 
 from agent.classifier.baselines import Baselines
+from agent.classifier.families import FAMILIES, NETWORK, STORAGE, FamilyMeans
 from agent.classifier.health import health
 from agent.classifier.loads import Load, Signal, busiest, capacities, congestion, storage_signals
 from agent.classifier.ramp import per_wait, ramp
-from agent.classifier.running import FAMILIES
 from agent.classifier.samples import Sample, Trainers, columns
 from agent.classifier.tallies import GpuTally, GpuWindow, combine, tally
 from agent.classifier.traffic import Traffic, traffic
@@ -81,6 +81,11 @@ class Features(NamedTuple):
     health: tuple[str, ...] = ()
 
 
+def window_means(window: Sequence[Sample]) -> FamilyMeans:
+    """Each family's means over the window, as the running sums keep them."""
+    return FamilyMeans._make(means(window, *FAMILIES))
+
+
 def means(window: Sequence[Sample], *attrs: str) -> list[dict[str, float]]:
     """Mean per series of each family over the window (a sample without the series counts 0)."""
     n = len(window)
@@ -101,11 +106,11 @@ def measure(
     baselines: Baselines,
     cfg: ClassifierSection,
     tallies: Sequence[GpuTally] | None = None,
-    family_means: Sequence[dict[str, float]] | None = None,
+    family_means: FamilyMeans | None = None,
     gpus: GpuWindow | None = None,
 ) -> Features:
-    """``tallies`` (one ``tally(s, ...)`` per sample), ``family_means`` (``means(window,
-    *FAMILIES)``) and ``gpus`` (``combine(tallies)``) may be passed in when the caller keeps them up
+    """``tallies`` (one ``tally(s, ...)`` per sample), ``family_means`` (``window_means(window)``)
+    and ``gpus`` (``combine(tallies)``) may be passed in when the caller keeps them up
     to date already."""
     n = len(window)
     if n == 0:
@@ -118,22 +123,20 @@ def measure(
     wait_share = starved_share + spin_share
 
     # --- storage, per second of starvation ---
-    if family_means is None:
-        family_means = means(window, *FAMILIES)
-    disk, nfs, busy, rtt_time, nfs_ops, nic, rdma, cnp, xmit_wait = family_means
+    m = window_means(window) if family_means is None else family_means
+    last = window[-1]
     storage = busiest(
-        capacities("disk", disk, {}, baselines, cfg) + capacities("nfs", nfs, {}, baselines, cfg),
+        [cap for c in STORAGE for cap in capacities(c.kind, getattr(m, c.family), {}, baselines, cfg)],
         starved_share,
         cfg.storage_read_utilization,
     )
-    signals = storage_signals(window, starved_share, busy, rtt_time, nfs_ops, baselines, cfg)
+    signals = storage_signals(window, starved_share, m.disk_busy, m.nfs_rtt_time, m.nfs_ops, baselines, cfg)
     io_pressure = max([x.pressure for x in storage[:1]] + [x.pressure for x in signals[:1]] + [0.0])
 
     # --- the trainer's CPU: data-loader workers prefetch, so over the whole window ---
     trainers = list(filter(_NOT_NONE, map(_TRAINERS, window)))
     cores, allowed, saturation, trainer_read, idle_cores = _trainer_means(trainers)
     top, pegged, pegged_level = _pegged(trainers, cfg.cpu_pegged[0])
-    last = window[-1]
     workers = last.trainers.workers if last.trainers else 0
     decoding = None
     if workers == 0 and top is not None and starved_share > 0 and pegged_level is None:
@@ -149,19 +152,21 @@ def measure(
         storage_gate = min(1.0, trainer_read / starved_share / cfg.trainer_read_floor)
 
     # --- network: per second of waiting (network-bound) and of spinning (sync-wait) ---
-    caps = capacities("nic", nic, last.nic_speed, baselines, cfg) + capacities(
-        "rdma", rdma, last.rdma_rate, baselines, cfg
-    )
+    net_means = {c.kind: getattr(m, c.family) for c in NETWORK}
+    net_links = {c.kind: getattr(last, c.links) if c.links else {} for c in NETWORK}
+    caps = [
+        cap for k, rates in net_means.items() for cap in capacities(k, rates, net_links[k], baselines, cfg)
+    ]
     links_wait = busiest(caps, wait_share, cfg.network_utilization)
     links_spin = busiest(caps, spin_share, cfg.network_utilization)
-    cong_wait = congestion(cnp, xmit_wait, wait_share, cfg)
-    cong_spin = congestion(cnp, xmit_wait, spin_share, cfg)
+    cong_wait = congestion(m.rdma_cnp, m.rdma_xmit_wait, wait_share, cfg)
+    cong_spin = congestion(m.rdma_cnp, m.rdma_xmit_wait, spin_share, cfg)
     moved = traffic(
         window,
         list(map(_WAIT, tallies)),
         list(map(_WORK, tallies)),
-        {"nic": nic, "rdma": rdma},
-        {"nic": last.nic_speed, "rdma": last.rdma_rate},
+        net_means,
+        net_links,
         baselines,
         cfg,
     )
