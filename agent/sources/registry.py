@@ -15,7 +15,7 @@ import pkgutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
@@ -74,6 +74,7 @@ class Source:
         return self._defaults[0]
 
 
+V = TypeVar("V")
 _SOURCES: dict[str, Source] = {}
 # read every tick by every consumer of a snapshot (``snap.part(GpuPart)``, ``rates.of(GpuRates)``):
 # kept ready, rebuilt when a source (un)registers
@@ -142,24 +143,22 @@ def names() -> frozenset[str]:
 
 def part_owner(part_type: type) -> str:
     """The name of the source whose parts are ``part_type``; LookupError when none registered it."""
-    try:
-        return _PART_OWNERS[part_type]
-    except KeyError:
-        _discover()
-        if part_type in _PART_OWNERS:
-            return _PART_OWNERS[part_type]
-        raise LookupError(f"no registered source has parts of type {part_type.__name__}") from None
+    return _owner(_PART_OWNERS, part_type, "parts")
 
 
 def rates_owner(rates_type: type) -> Source:
     """The source whose rates are ``rates_type``; LookupError when none registered it."""
+    return _owner(_RATES_OWNERS, rates_type, "rates")
+
+
+def _owner(table: Mapping[type, V], kind: type, what: str) -> V:
     try:
-        return _RATES_OWNERS[rates_type]
+        return table[kind]  # the hot path: one lookup, the sources found already
     except KeyError:
         _discover()
-        if rates_type in _RATES_OWNERS:
-            return _RATES_OWNERS[rates_type]
-        raise LookupError(f"no registered source has rates of type {rates_type.__name__}") from None
+        if kind in table:
+            return table[kind]
+        raise LookupError(f"no registered source has {what} of type {kind.__name__}") from None
 
 
 def build_collectors(ctx: BuildContext) -> list[Collector]:

@@ -93,3 +93,22 @@ def test_without_registration_there_is_no_toy(toy):
         snap.rates.of(toy.ToyRates)
     with pytest.raises(TypeError, match="toy"):
         NodeSnapshot(seq=1, timestamp=0.0, monotonic=0.0, toy=toy.ToyPart(1, "x"))
+
+
+def test_a_part_or_rates_type_belongs_to_one_source(toy):
+    from dataclasses import replace
+
+    from agent.snapshot import NodeSnapshot
+    from agent.snapshot.rates import NodeRates
+
+    # the type is how consumers find a source: a second source with the same one would be ambiguous
+    with pytest.raises(ValueError, match="ToyPart is toy's"):
+        registry.register(replace(toy.SOURCE, name="toy2"))
+    with pytest.raises(ValueError, match="ToyRates is toy's"):
+        registry.register(replace(toy.SOURCE, name="toy2", part_type=int))
+    assert "toy2" not in registry.names()
+    # a source without rates this interval reads as its dataclass's defaults, never as missing
+    snap = NodeSnapshot(seq=1, timestamp=0.0, monotonic=0.0, toy=toy.ToyPart(1, "x"))
+    assert snap.part(toy.ToyPart) == toy.ToyPart(1, "x")
+    assert snap.rates.of(toy.ToyRates) == toy.ToyRates()
+    assert NodeRates.of_rates(toy.ToyRates({"x": 2.0})).of(toy.ToyRates).toy_calls == {"x": 2.0}
