@@ -15,7 +15,7 @@ wait scores ~100%; the few KB a straggler-bound node exchanges after spinning sc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import chain, repeat
 from operator import attrgetter, is_, is_not, itemgetter, le, truediv
@@ -24,7 +24,7 @@ from typing import NamedTuple
 from agent.classifier.baselines import Baselines
 from agent.classifier.families import FAMILIES, NETWORK, STORAGE, FamilyMeans
 from agent.classifier.health import health
-from agent.classifier.loads import Load, Signal, busiest, capacities, congestion, storage_signals
+from agent.classifier.loads import Cap, Load, Signal, busiest, capacities, congestion, storage_signals
 from agent.classifier.ramp import per_wait, ramp
 from agent.classifier.samples import Sample, Trainers, columns
 from agent.classifier.tallies import GpuTally, GpuWindow, combine, tally
@@ -126,7 +126,7 @@ def measure(
     m = window_means(window) if family_means is None else family_means
     last = window[-1]
     storage = busiest(
-        [cap for c in STORAGE for cap in capacities(c.kind, getattr(m, c.family), {}, baselines, cfg)],
+        _capacities(_STORAGE, m, last, baselines, cfg),
         starved_share,
         cfg.storage_read_utilization,
     )
@@ -152,11 +152,9 @@ def measure(
         storage_gate = min(1.0, trainer_read / starved_share / cfg.trainer_read_floor)
 
     # --- network: per second of waiting (network-bound) and of spinning (sync-wait) ---
-    net_means = {c.kind: getattr(m, c.family) for c in NETWORK}
-    net_links = {c.kind: getattr(last, c.links) if c.links else {} for c in NETWORK}
-    caps = [
-        cap for k, rates in net_means.items() for cap in capacities(k, rates, net_links[k], baselines, cfg)
-    ]
+    net_means = {kind: family(m) for kind, family, _ in _NETWORK}
+    net_links = {kind: links(last) for kind, _, links in _NETWORK}
+    caps = _capacities(_NETWORK, m, last, baselines, cfg)
     links_wait = busiest(caps, wait_share, cfg.network_utilization)
     links_spin = busiest(caps, spin_share, cfg.network_utilization)
     cong_wait = congestion(m.rdma_cnp, m.rdma_xmit_wait, wait_share, cfg)
@@ -223,6 +221,27 @@ def measure(
         waiting_gpus=g.waiting,
         health=health(window, g.throttled),
     )
+
+
+def _no_links(last: Sample) -> dict[str, float]:
+    return {}  # a device kind whose sample reports no link speeds (disks, NFS mounts)
+
+
+# each capacity kind with its family in the means and its link speeds in the last sample
+_Spec = tuple[str, Callable[[FamilyMeans], dict[str, float]], Callable[[Sample], dict[str, float]]]
+_STORAGE: tuple[_Spec, ...] = tuple((c.kind, attrgetter(c.family), _no_links) for c in STORAGE)
+_NETWORK: tuple[_Spec, ...] = tuple(
+    (c.kind, attrgetter(c.family), attrgetter(c.links) if c.links else _no_links) for c in NETWORK
+)
+
+
+def _capacities(
+    specs: Sequence[_Spec], m: FamilyMeans, last: Sample, baselines: Baselines, cfg: ClassifierSection
+) -> list[Cap]:
+    out: list[Cap] = []
+    for kind, family, links in specs:
+        out += capacities(kind, family(m), links(last), baselines, cfg)
+    return out
 
 
 _TRAINERS = attrgetter("trainers")
