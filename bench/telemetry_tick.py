@@ -49,9 +49,13 @@ from agent.devtools import fake_nvml  # noqa: E402
 from agent.exporter import SnapshotExporter  # noqa: E402
 from agent.runtime import build  # noqa: E402
 from agent.snapshot.sampler import Sampler  # noqa: E402
+from agent.sources.gpu.part import GpuPart  # noqa: E402
 from agent.sources.network import metrics as network_metrics  # noqa: E402
+from agent.sources.network.part import NetworkPart  # noqa: E402
 from agent.sources.processes import collector as process_collector  # noqa: E402
+from agent.sources.processes.part import ProcessPart  # noqa: E402
 from agent.sources.storage import metrics as storage_metrics  # noqa: E402
+from agent.sources.storage.part import StoragePart  # noqa: E402
 
 FAKE_NVML = fake_nvml.LIBRARY
 GOAL_MS = 5.0
@@ -326,14 +330,17 @@ def measure_agent(root: Path, gpus: int, ticks: int) -> dict:
     failed = {n: s.error for n, s in snap.collectors.items() if not s.success}
     if failed:
         raise SystemExit(f"collectors failed on the synthetic tree: {failed}")
+    gpu, storage = snap.part(GpuPart), snap.part(StoragePart)
+    network, procs = snap.part(NetworkPart), snap.part(ProcessPart)
+    assert storage is not None and network is not None and procs is not None, "a source had no part"
     counts = {
-        "gpus": len(snap.gpu.gpus) if snap.gpu else 0,
-        "disks": len(snap.storage.disks),
-        "nfs_mounts": len(snap.storage.nfs),
-        "nics": len(snap.network.nics),
-        "rdma_ports": len(snap.network.rdma),
-        "training_processes": len(snap.processes.processes),
-        "their_descendants": sum(p.descendants for p in snap.processes.processes),
+        "gpus": len(gpu.gpus) if gpu else 0,
+        "disks": len(storage.disks),
+        "nfs_mounts": len(storage.nfs),
+        "nics": len(network.nics),
+        "rdma_ports": len(network.rdma),
+        "training_processes": len(procs.processes),
+        "their_descendants": sum(p.descendants for p in procs.processes),
     }
     # one full /proc rescan of the process collector, which happens every RESCAN_SECONDS
     proc = next(c.c for c in collectors if c.name == "processes")

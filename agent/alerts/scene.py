@@ -9,6 +9,7 @@ from datetime import datetime, tzinfo
 from agent.alerts.i18n import t
 from agent.alerts.message import Node
 from agent.snapshot import NodeSnapshot
+from agent.sources.gpu.part import GpuPart
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,9 +31,10 @@ class Scene:
 
 
 def gpu_inventory(snap: NodeSnapshot) -> tuple[GpuInfo, ...]:
-    if snap.gpu is None:
+    gpu = snap.part(GpuPart)
+    if gpu is None:
         return ()
-    return tuple(GpuInfo(g.index, g.model, g.uuid) for g in snap.gpu.gpus)
+    return tuple(GpuInfo(g.index, g.model, g.uuid) for g in gpu.gpus)
 
 
 def when(dt: datetime, tz: tzinfo) -> str:

@@ -15,6 +15,7 @@ from agent.checkpoint.targets import Discovered, Discovery, Target, age_seconds
 from agent.config.trainer import TrainerSection
 from agent.core.vocabulary import HandlerState
 from agent.runtime.context import Context
+from agent.sources.gpu.part import GpuPart
 
 log = structlog.get_logger("checkpoint")
 
@@ -36,9 +37,10 @@ class TargetWatch:
 
     def _gpu_pids(self) -> list[int]:
         snap = self.ctx.latest()
-        if snap.gpu is None:
+        gpu = snap.part(GpuPart)
+        if gpu is None:
             return []
-        return [p.pid for g in snap.gpu.gpus for p in g.processes]
+        return [p.pid for g in gpu.gpus for p in g.processes]
 
     async def refresh_loop(self) -> None:
         while True:

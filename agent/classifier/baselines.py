@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from agent.classifier.families import CAPACITIES, KINDS
 from agent.classifier.samples import Sample, columns
 from agent.config.classifier import ClassifierSection
 from agent.core.statefile import set_aside, write_atomic
@@ -30,7 +31,6 @@ log = structlog.get_logger("classifier")
 
 FILE_NAME = "classifier-baselines.json"
 VERSION = 1
-KINDS = ("disk", "nfs", "nic", "rdma")
 PEAK_QUANTILE = 0.9
 MIN_RTT_SAMPLES = 3
 
@@ -139,8 +139,8 @@ def sorted_sustained(s: Sequence[float]) -> float:
     return min(hi, busy[(len(busy) - 1) // 2])
 
 
-PARTS = ("disk", "nfs", "nic", "rdma", "idle_power", "nfs_rtt")
-PEAK_FAMILIES = {"disk": "disk_read", "nfs": "nfs_read", "nic": "nic", "rdma": "rdma"}
+PARTS = (*KINDS, "idle_power", "nfs_rtt")
+PEAK_FAMILIES = {c.kind: c.family for c in CAPACITIES}  # a learned peak per capacity kind
 
 
 def learn(

@@ -15,17 +15,17 @@ wait scores ~100%; the few KB a straggler-bound node exchanges after spinning sc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import chain, repeat
 from operator import attrgetter, is_, is_not, itemgetter, le, truediv
 from typing import NamedTuple
 
 from agent.classifier.baselines import Baselines
+from agent.classifier.families import FAMILIES, NETWORK, STORAGE, FamilyMeans
 from agent.classifier.health import health
-from agent.classifier.loads import Load, Signal, busiest, capacities, congestion, storage_signals
+from agent.classifier.loads import Cap, Load, Signal, busiest, capacities, congestion, storage_signals
 from agent.classifier.ramp import per_wait, ramp
-from agent.classifier.running import FAMILIES
 from agent.classifier.samples import Sample, Trainers, columns
 from agent.classifier.tallies import GpuTally, GpuWindow, combine, tally
 from agent.classifier.traffic import Traffic, traffic
@@ -81,6 +81,11 @@ class Features(NamedTuple):
     health: tuple[str, ...] = ()
 
 
+def window_means(window: Sequence[Sample]) -> FamilyMeans:
+    """Each family's means over the window, as the running sums keep them."""
+    return FamilyMeans._make(means(window, *FAMILIES))
+
+
 def means(window: Sequence[Sample], *attrs: str) -> list[dict[str, float]]:
     """Mean per series of each family over the window (a sample without the series counts 0)."""
     n = len(window)
@@ -101,11 +106,11 @@ def measure(
     baselines: Baselines,
     cfg: ClassifierSection,
     tallies: Sequence[GpuTally] | None = None,
-    family_means: Sequence[dict[str, float]] | None = None,
+    family_means: FamilyMeans | None = None,
     gpus: GpuWindow | None = None,
 ) -> Features:
-    """``tallies`` (one ``tally(s, ...)`` per sample), ``family_means`` (``means(window,
-    *FAMILIES)``) and ``gpus`` (``combine(tallies)``) may be passed in when the caller keeps them up
+    """``tallies`` (one ``tally(s, ...)`` per sample), ``family_means`` (``window_means(window)``)
+    and ``gpus`` (``combine(tallies)``) may be passed in when the caller keeps them up
     to date already."""
     n = len(window)
     if n == 0:
@@ -118,22 +123,20 @@ def measure(
     wait_share = starved_share + spin_share
 
     # --- storage, per second of starvation ---
-    if family_means is None:
-        family_means = means(window, *FAMILIES)
-    disk, nfs, busy, rtt_time, nfs_ops, nic, rdma, cnp, xmit_wait = family_means
+    m = window_means(window) if family_means is None else family_means
+    last = window[-1]
     storage = busiest(
-        capacities("disk", disk, {}, baselines, cfg) + capacities("nfs", nfs, {}, baselines, cfg),
+        _capacities(_STORAGE, m, last, baselines, cfg),
         starved_share,
         cfg.storage_read_utilization,
     )
-    signals = storage_signals(window, starved_share, busy, rtt_time, nfs_ops, baselines, cfg)
+    signals = storage_signals(window, starved_share, m.disk_busy, m.nfs_rtt_time, m.nfs_ops, baselines, cfg)
     io_pressure = max([x.pressure for x in storage[:1]] + [x.pressure for x in signals[:1]] + [0.0])
 
     # --- the trainer's CPU: data-loader workers prefetch, so over the whole window ---
     trainers = list(filter(_NOT_NONE, map(_TRAINERS, window)))
     cores, allowed, saturation, trainer_read, idle_cores = _trainer_means(trainers)
     top, pegged, pegged_level = _pegged(trainers, cfg.cpu_pegged[0])
-    last = window[-1]
     workers = last.trainers.workers if last.trainers else 0
     decoding = None
     if workers == 0 and top is not None and starved_share > 0 and pegged_level is None:
@@ -149,19 +152,19 @@ def measure(
         storage_gate = min(1.0, trainer_read / starved_share / cfg.trainer_read_floor)
 
     # --- network: per second of waiting (network-bound) and of spinning (sync-wait) ---
-    caps = capacities("nic", nic, last.nic_speed, baselines, cfg) + capacities(
-        "rdma", rdma, last.rdma_rate, baselines, cfg
-    )
+    net_means = {kind: family(m) for kind, family, _ in _NETWORK}
+    net_links = {kind: links(last) for kind, _, links in _NETWORK}
+    caps = _capacities(_NETWORK, m, last, baselines, cfg)
     links_wait = busiest(caps, wait_share, cfg.network_utilization)
     links_spin = busiest(caps, spin_share, cfg.network_utilization)
-    cong_wait = congestion(cnp, xmit_wait, wait_share, cfg)
-    cong_spin = congestion(cnp, xmit_wait, spin_share, cfg)
+    cong_wait = congestion(m.rdma_cnp, m.rdma_xmit_wait, wait_share, cfg)
+    cong_spin = congestion(m.rdma_cnp, m.rdma_xmit_wait, spin_share, cfg)
     moved = traffic(
         window,
         list(map(_WAIT, tallies)),
         list(map(_WORK, tallies)),
-        {"nic": nic, "rdma": rdma},
-        {"nic": last.nic_speed, "rdma": last.rdma_rate},
+        net_means,
+        net_links,
         baselines,
         cfg,
     )
@@ -218,6 +221,27 @@ def measure(
         waiting_gpus=g.waiting,
         health=health(window, g.throttled),
     )
+
+
+def _no_links(last: Sample) -> dict[str, float]:
+    return {}  # a device kind whose sample reports no link speeds (disks, NFS mounts)
+
+
+# each capacity kind with its family in the means and its link speeds in the last sample
+_Spec = tuple[str, Callable[[FamilyMeans], dict[str, float]], Callable[[Sample], dict[str, float]]]
+_STORAGE: tuple[_Spec, ...] = tuple((c.kind, attrgetter(c.family), _no_links) for c in STORAGE)
+_NETWORK: tuple[_Spec, ...] = tuple(
+    (c.kind, attrgetter(c.family), attrgetter(c.links) if c.links else _no_links) for c in NETWORK
+)
+
+
+def _capacities(
+    specs: Sequence[_Spec], m: FamilyMeans, last: Sample, baselines: Baselines, cfg: ClassifierSection
+) -> list[Cap]:
+    out: list[Cap] = []
+    for kind, family, links in specs:
+        out += capacities(kind, family(m), links(last), baselines, cfg)
+    return out
 
 
 _TRAINERS = attrgetter("trainers")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agent.classifier.families import CAPACITIES
 from agent.classifier.features import Features
 from agent.classifier.loads import Load, Signal
 from agent.classifier.scores import Scores
@@ -25,7 +26,7 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.3g} ms"
 
 
-_KIND = {"disk": "disk", "nfs": "NFS", "nic": "NIC", "rdma": "RDMA"}
+_KIND = {c.kind: c.label for c in CAPACITIES}
 _SOURCE = {"config": "", "learned": "~", "link": "", "unknown": ""}
 
 

@@ -14,19 +14,9 @@ from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import add, attrgetter, is_, sub, truediv
 
+from agent.classifier.families import FAMILIES, FamilyMeans
 from agent.classifier.samples import Sample
 
-FAMILIES = (
-    "disk_read",
-    "nfs_read",
-    "disk_busy",
-    "nfs_rtt_time",
-    "nfs_ops",
-    "nic",
-    "rdma",
-    "rdma_cnp",
-    "rdma_xmit_wait",
-)
 REBASE = 4096
 _FAMILIES = attrgetter(*FAMILIES)
 _KEYS = attrgetter("keys")
@@ -73,9 +63,9 @@ class RunningSums:
     def popleft(self) -> None:
         self.entries.popleft()
 
-    def means(self, n: int) -> list[dict[str, float]] | None:
-        """Means over the last ``n`` samples, per family in ``FAMILIES`` order; None when they span
-        two epochs (the caller then sums them itself)."""
+    def means(self, n: int) -> FamilyMeans | None:
+        """Means over the last ``n`` samples, per family; None when they span two epochs (the caller
+        then sums them itself)."""
         if n <= 0 or n > len(self.entries):
             return None
         first, last = self.entries[-n], self.entries[-1]
@@ -83,4 +73,4 @@ class RunningSums:
             return None
         it = map(truediv, map(sub, last.after, first.before), repeat(n))
         # zip takes from the keys first, so each family's dict takes exactly its own means from it
-        return [dict(zip(keys, it, strict=False)) for keys in last.keys]
+        return FamilyMeans._make([dict(zip(keys, it, strict=False)) for keys in last.keys])

@@ -12,7 +12,15 @@ from operator import attrgetter, is_
 from typing import Any, NamedTuple
 
 from agent.snapshot import NodeSnapshot
+from agent.sources.gpu.part import GpuPart
 from agent.sources.gpu.reasons import THROTTLING as THROTTLE_MASK
+from agent.sources.host.part import HostPart
+from agent.sources.host.rates import HostRates
+from agent.sources.network.part import NetworkPart
+from agent.sources.network.rates import NetworkRates
+from agent.sources.processes.part import ProcessPart
+from agent.sources.processes.rates import ProcessRates
+from agent.sources.storage.rates import StorageRates
 
 _KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
 MAX_BUSY = 16  # the busiest processes kept per sample: enough to count the pegged workers
@@ -149,22 +157,24 @@ def port_name(key: tuple[str, int]) -> str:
 
 
 def _trainers(snap: NodeSnapshot) -> Trainers | None:
+    gpu, processes, host = snap.part(GpuPart), snap.part(ProcessPart), snap.part(HostPart)
     gpu_pids: dict[int, None] = {}
-    if snap.gpu is not None:
-        for g in snap.gpu.gpus:
-            for p in g.processes:
-                gpu_pids[p.pid] = None
-    procs = snap.processes.processes if snap.processes is not None else ()
-    if snap.gpu is None and snap.processes is None:
+    if gpu is not None:
+        for g in gpu.gpus:
+            for gp in g.processes:
+                gpu_pids[gp.pid] = None
+    procs = processes.processes if processes is not None else ()
+    if gpu is None and processes is None:
         return None
     keys = {(p.pid, p.start_time_ticks) for p in procs}
     seen = {p.pid for p in procs}
     keys.update((pid, 0) for pid in gpu_pids if pid not in seen)
-    cores_used = snap.rates.process_cpu_cores
+    pr = snap.rates.of(ProcessRates)
+    cores_used = pr.process_cpu_cores
     read_rates = [
-        max(snap.rates.process_read.get(p.pid, 0.0), snap.rates.process_storage_read.get(p.pid, 0.0))
+        max(pr.process_read.get(p.pid, 0.0), pr.process_storage_read.get(p.pid, 0.0))
         for p in procs
-        if p.pid in snap.rates.process_read or p.pid in snap.rates.process_storage_read
+        if p.pid in pr.process_read or p.pid in pr.process_storage_read
     ]
     total_cores = total_allowed = 0.0
     per_process = 0.0
@@ -178,18 +188,19 @@ def _trainers(snap: NodeSnapshot) -> Trainers | None:
         total_allowed += p.allowed_cores
         if p.allowed_cores > 0:
             per_process = max(per_process, c / p.allowed_cores)
-    if measured and snap.host is not None and snap.host.cpu_count:
-        total_allowed = min(total_allowed, float(snap.host.cpu_count))
+    if measured and host is not None and host.cpu_count:
+        total_allowed = min(total_allowed, float(host.cpu_count))
     saturation = None
     if measured and total_allowed > 0:
         # several ranks sharing one cpuset each see the whole set: the sum over the host catches that
         saturation = max(per_process, total_cores / total_allowed)
-    member_busy = snap.rates.process_member_busy
+    member_busy = pr.process_member_busy
     busy = sorted((b for p in procs for b in member_busy.get(p.pid, ())), reverse=True)[:MAX_BUSY]
     idle_cores = None
-    if measured and snap.host is not None and snap.host.cpu_count and snap.rates.cpu_busy_ratio is not None:
+    cpu_busy = snap.rates.of(HostRates).cpu_busy_ratio
+    if measured and host is not None and host.cpu_count and cpu_busy is not None:
         # the host's idle cores, as far as they are ones the trainers may use
-        host_idle = snap.host.cpu_count * (1.0 - snap.rates.cpu_busy_ratio)
+        host_idle = host.cpu_count * (1.0 - cpu_busy)
         idle_cores = max(0.0, min(host_idle, total_allowed - total_cores))
     return Trainers(
         keys=frozenset(keys),
@@ -220,9 +231,11 @@ def _label(procs, gpu_pids: dict[int, None]) -> str:
 
 
 def sample_from_snapshot(snap: NodeSnapshot) -> Sample:
-    r = snap.rates
+    rates = snap.rates
+    st, host, net = rates.of(StorageRates), rates.of(HostRates), rates.of(NetworkRates)
+    gpu, network = snap.part(GpuPart), snap.part(NetworkPart)
     gpus: tuple[GpuSample, ...] = ()
-    if snap.gpu is not None:
+    if gpu is not None:
         gpus = tuple(
             GpuSample(  # positional: a keyword call costs half as much again, 8 GPUs a tick
                 g.index,
@@ -235,32 +248,30 @@ def sample_from_snapshot(snap: NodeSnapshot) -> Sample:
                 (g.clocks_event_reasons or 0) & THROTTLE_MASK,
                 sum(g.xid_counts.values()),
             )
-            for g in snap.gpu.gpus
+            for g in gpu.gpus
         )
     nic_speed: dict[str, float] = {}
     rdma_rate: dict[str, float] = {}
-    if snap.network is not None:
-        nic_speed = {n.device: float(n.speed_bytes) for n in snap.network.nics if n.speed_bytes}
-        rdma_rate = {
-            port_name((p.device, p.port)): float(p.rate_bytes) for p in snap.network.rdma if p.rate_bytes
-        }
-    ops = r.nfs_read_ops
+    if network is not None:
+        nic_speed = {n.device: float(n.speed_bytes) for n in network.nics if n.speed_bytes}
+        rdma_rate = {port_name((p.device, p.port)): float(p.rate_bytes) for p in network.rdma if p.rate_bytes}
+    ops = st.nfs_read_ops
     return Sample(
         t=snap.monotonic,
         wall=snap.timestamp,
         gpus=gpus,
         trainers=_trainers(snap),
-        disk_read=series(r.disk_read),
-        disk_busy=series(r.disk_busy_ratio),
-        nfs_read=series(r.nfs_read),
-        nfs_ops=series({k: ops.get(k, 0.0) for k in r.nfs_read}),
-        nfs_rtt_time=series({k: r.nfs_read_rtt_seconds.get(k, 0.0) * ops.get(k, 0.0) for k in r.nfs_read}),
-        iowait=r.cpu_iowait_ratio,
-        psi_io=r.pressure_some_ratio.get("io"),
-        nic=_max_rx_tx(r.nic_rx, r.nic_tx),
+        disk_read=series(st.disk_read),
+        disk_busy=series(st.disk_busy_ratio),
+        nfs_read=series(st.nfs_read),
+        nfs_ops=series({k: ops.get(k, 0.0) for k in st.nfs_read}),
+        nfs_rtt_time=series({k: st.nfs_read_rtt_seconds.get(k, 0.0) * ops.get(k, 0.0) for k in st.nfs_read}),
+        iowait=host.cpu_iowait_ratio,
+        psi_io=host.pressure_some_ratio.get("io"),
+        nic=_max_rx_tx(net.nic_rx, net.nic_tx),
         nic_speed=nic_speed,
-        rdma=_max_rx_tx(r.rdma_rx, r.rdma_tx, port_name),
+        rdma=_max_rx_tx(net.rdma_rx, net.rdma_tx, port_name),
         rdma_rate=rdma_rate,
-        rdma_cnp=series({port_name(k): v for k, v in r.rdma_cnp.items()}),
-        rdma_xmit_wait=series({port_name(k): v for k, v in r.rdma_xmit_wait.items()}),
+        rdma_cnp=series({port_name(k): v for k, v in net.rdma_cnp.items()}),
+        rdma_xmit_wait=series({port_name(k): v for k, v in net.rdma_xmit_wait.items()}),
     )

@@ -27,6 +27,7 @@ from operator import attrgetter, is_, itemgetter, le, mul
 from typing import NamedTuple
 
 from agent.classifier.baselines import PEAK_QUANTILE, Baselines, sorted_quantile, sorted_sustained
+from agent.classifier.families import CAPACITIES
 from agent.classifier.ramp import ramp
 from agent.classifier.samples import Sample
 from agent.config.classifier import ClassifierSection
@@ -117,9 +118,12 @@ def traffic(
     return tuple(out)
 
 
+_FAMILY = {c.kind: attrgetter(c.family) for c in CAPACITIES}  # a link kind's column of the samples
+
+
 def _column(window: Sequence[Sample], kind: str, name: str) -> list[float]:
     """One link's rate in each sample; by position where the samples share their key tuple."""
-    fam = list(map(attrgetter(kind), window))
+    fam = list(map(_FAMILY[kind], window))
     keys = fam[0].keys
     if name in keys and all(map(is_, map(_KEYS, fam), repeat(keys))):
         return list(map(itemgetter(keys.index(name)), map(_VALUES, fam)))

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.classifier.baselines import Baselines
+from agent.classifier.families import FamilyMeans
 from agent.classifier.features import Features, measure
 from agent.classifier.hints import hint
 from agent.classifier.reasons import explain
@@ -59,7 +60,7 @@ def classify(
     cfg: ClassifierSection,
     current: str | None = None,
     tallies: Sequence[GpuTally] | None = None,
-    family_means: Sequence[dict[str, float]] | None = None,
+    family_means: FamilyMeans | None = None,
     gpus: GpuWindow | None = None,
 ) -> Verdict:
     """This window's vote. ``current`` is the verdict in force: it keeps the vote inside its exit band.

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from agent.classifier.baselines import Baselines, capacity
 from agent.classifier.component import ago
+from agent.classifier.families import CAPACITIES
 from agent.cli.topparts import View, bar, bytes_rate, countdown, pct, section, sparkline
 from agent.config.classifier import ClassifierSection
 from agent.core.vocabulary import SIGNAL_READY, HandlerState
@@ -54,20 +55,18 @@ def input_values(summarized: dict[str, Any]) -> Iterable[tuple[str, float]]:
             )
 
 
-_KINDS = (("disks", "disk", "disk"), ("nfs", "nfs", "nfs"), ("nics", "nic", "nic"), ("rdma", "rdma", "rdma"))
-
-
 def inputs(
     st: dict[str, Any], hist: History, cfg: ClassifierSection, learned: Baselines, w: int
 ) -> list[Text]:
     summarized = st.get("snapshot") or {}
     rows: list[tuple[float, Text]] = []
     nw = 12 if w < 100 else 20
-    for key, kind, cap_kind in _KINDS:
+    for c in CAPACITIES:
+        key, kind = c.status_key, c.kind
         for name, d in (summarized.get(key) or {}).items():
             link = d.get("speed_bytes") or d.get("rate_bytes")
-            cap, _ = capacity(cap_kind, name, learned, cfg, link)
-            if kind in ("disk", "nfs"):
+            cap, _ = capacity(kind, name, learned, cfg, link)
+            if c.side == "storage":
                 now = d.get("read_bytes_per_second") or 0.0
                 rate = f"read {bytes_rate(now)}"
             else:

@@ -19,7 +19,7 @@ from agent.core.vocabulary import GpuFault
 from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu import reasons as clock_reasons
-from agent.sources.gpu.part import GpuStats
+from agent.sources.gpu.part import GpuPart, GpuStats
 
 
 @dataclass
@@ -52,9 +52,10 @@ class GpuHealth(HasMetrics, HasStatus):
     # --- comparing snapshots -----------------------------------------------------------------------
 
     def on_snapshot(self, snap: NodeSnapshot) -> None:
-        if snap.gpu is None:  # collector failed or timed out this tick: nothing to compare
+        part = snap.part(GpuPart)
+        if part is None:  # collector failed or timed out this tick: nothing to compare
             return
-        for g in snap.gpu.gpus:
+        for g in part.gpus:
             prev = self._prev.get(g.index)
             self._lost(g, prev)
             self._xids(g, prev)

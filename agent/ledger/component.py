@@ -36,6 +36,8 @@ from agent.ledger.book import Book
 from agent.ledger.summary import lines, summarize
 from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
+from agent.sources.gpu.part import GpuPart
+from agent.sources.processes.part import ProcessPart
 
 log = structlog.get_logger("ledger")
 
@@ -46,7 +48,8 @@ DUE = Event()  # put on the ledger's own queue when its periodic work is due (``
 
 
 def readings(snap: NodeSnapshot) -> tuple[GpuReading, ...]:
-    if snap.gpu is None:
+    gpu = snap.part(GpuPart)
+    if gpu is None:
         return ()
     return tuple(
         GpuReading(
@@ -58,7 +61,7 @@ def readings(snap: NodeSnapshot) -> tuple[GpuReading, ...]:
             g.power_limit_watts,
             bool(g.processes),
         )
-        for g in snap.gpu.gpus
+        for g in gpu.gpus
     )
 
 
@@ -133,7 +136,8 @@ class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
         gpus = readings(snap)
         view = self.classifier() if self.classifier else self._unclassified
         states = [gpu_state(g, view) for g in gpus]
-        job = bool(snap.processes and snap.processes.processes)
+        procs = snap.part(ProcessPart)
+        job = bool(procs and procs.processes)
         hourly, on_demand = self.prices()
         n = len(gpus) or self.ledger.gpus
         gpu_price = hourly / 3600.0 / n if hourly and n else None

@@ -21,6 +21,7 @@ from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources import Collector
 from agent.sources import registry as sources
+from agent.sources.gpu.part import GpuPart
 
 EMPTY = NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0)  # before the first tick
 
@@ -32,8 +33,9 @@ def training_pids(snap: NodeSnapshot, sources: Iterable[PidSource] = ()) -> set[
     """The processes whose trees the process collector follows: every GPU compute process in the
     latest snapshot, plus what the parts found (the checkpoint targets of [trainer] discover)."""
     pids: set[int] = set()
-    if snap.gpu is not None:
-        for g in snap.gpu.gpus:
+    gpu = snap.part(GpuPart)
+    if gpu is not None:
+        for g in gpu.gpus:
             pids.update(p.pid for p in g.processes)
     for source in sources:
         pids.update(source())

@@ -33,6 +33,7 @@ from agent.runtime.sdnotify import Notifier
 from agent.runtime.supervisor import Supervisor
 from agent.snapshot import NodeSnapshot
 from agent.snapshot.sampler import Sampler
+from agent.sources.gpu.part import GpuPart
 
 log = structlog.get_logger("daemon")
 
@@ -256,7 +257,8 @@ class Daemon:
 
     def _one_line(self) -> str:
         snap = self._latest()
-        gpus = len(snap.gpu.gpus) if snap.gpu else 0
+        gpu = snap.part(GpuPart)
+        gpus = len(gpu.gpus) if gpu else 0
         failing = [n for n, s in snap.collectors.items() if not s.success and not s.absent]
         verdict = ""
         for comp in self.components:

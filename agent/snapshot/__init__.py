@@ -4,19 +4,22 @@ The sampler builds a :class:`NodeSnapshot` every tick from whatever the collecto
 that failed or is stuck leaves its part ``None`` for that tick (its series vanish from /metrics, as
 node_exporter does) and says why in ``collectors``.
 
-Each source's part sits in ``parts`` under the source's name, and reads as an attribute too
-(``snap.gpu``, ``snap.storage``): any registered source's name is one, ``None`` while that source
-has no part. The snapshot itself names no source.
+Each source's part sits in ``parts`` under the source's name. A consumer reads one by its type,
+``snap.part(GpuPart)`` (``GpuPart | None``, as mypy sees it too), and its rates by theirs,
+``snap.rates.of(NetworkRates).nic_rx``: the types are the declaration, so a new source's folder is
+all it takes, and a misspelt field is a type error. The snapshot itself names no source.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from agent.snapshot.rates import NodeRates
 from agent.sources import registry
+
+P = TypeVar("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,9 +32,7 @@ class CollectorStatus:
     stuck_seconds: float = 0.0  # how long the current call has been running, 0 if none in flight
 
 
-# no __slots__: each registered source's part is also a plain attribute (``snap.gpu``), set once
-# here, so reading it costs what any attribute does
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, slots=True, init=False)
 class NodeSnapshot:
     seq: int
     timestamp: float  # wall clock, seconds since the epoch
@@ -52,24 +53,23 @@ class NodeSnapshot:
     ) -> None:
         """``named_parts`` (``gpu=GpuPart(...)``) join ``parts``, for snapshots built by hand."""
         merged = dict(parts or {})
-        known = registry.names()
-        for name, part in named_parts.items():
-            if name not in known:
-                raise TypeError(f"NodeSnapshot has no source named {name!r}")
-            merged[name] = part
+        if named_parts:
+            known = registry.names()
+            for name, part in named_parts.items():
+                if name not in known:
+                    raise TypeError(f"NodeSnapshot has no source named {name!r}")
+                merged[name] = part
         object.__setattr__(self, "seq", seq)
         object.__setattr__(self, "timestamp", timestamp)
         object.__setattr__(self, "monotonic", monotonic)
         object.__setattr__(self, "parts", {k: v for k, v in merged.items() if v is not None})
         object.__setattr__(self, "collectors", collectors if collectors is not None else {})
         object.__setattr__(self, "rates", rates if rates is not None else NodeRates())
-        self.__dict__.update({name: merged.get(name) for name in known})
 
-    def __getattr__(self, name: str) -> Any:
-        # only called for names that are not attributes: a source registered after this snapshot
-        if name.startswith("__") or name not in registry.names():
-            raise AttributeError(f"NodeSnapshot has no attribute or source {name!r}")
-        return self.parts.get(name)
+    def part(self, kind: type[P]) -> P | None:
+        """The part of the source whose ``part_type`` is ``kind``; None while it has none this tick.
+        A type no registered source declares is a LookupError, not a silent None."""
+        return cast("P | None", self.parts.get(registry.part_owner(kind)))
 
 
 __all__ = ["CollectorStatus", "NodeRates", "NodeSnapshot"]

@@ -8,13 +8,15 @@ counter wrapping): that interval yields no rate for that series instead of a neg
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from agent.sources import registry
 
 K = TypeVar("K")
 T = TypeVar("T")
+R = TypeVar("R")
 
 DEVICE = attrgetter("device")
 
@@ -49,52 +51,28 @@ def sum_opt(*values: int | None) -> int | None:
     return sum(present) if present else None
 
 
+@dataclass(frozen=True, slots=True, init=False)
 class NodeRates:
-    """The rates of every source in one snapshot, each source's own typed dataclass (its
-    ``rates.py``) under its name in ``by_source``.
+    """The rates of every source in one snapshot: each source's own typed dataclass (its
+    ``rates.py``) under its name in ``by_source``, read by its type: ``rates.of(StorageRates)``
+    (a ``StorageRates``, so ``.disk_read`` is checked by mypy). A source without rates this interval
+    reads as its dataclass's defaults (``None`` or empty), never as zero. Each source's rate names
+    are its own: two sources may both have an ``rx``."""
 
-    Consumers read a rate by its field name (``rates.disk_read``, ``rates.cpu_busy_ratio``), which the
-    constructor copies from the source that defines it, so reading one costs what an attribute does
-    (the exporter and the classifier read hundreds a tick). A source without rates this interval
-    reads as its dataclass's defaults (``None`` or empty), never as zero. The constructor also takes
-    the flat names, for tests and benchmarks that build a snapshot by hand."""
-
-    by_source: Mapping[str, Any]
     interval_seconds: float
+    by_source: Mapping[str, Any]
 
-    def __init__(
-        self, interval_seconds: float = 0.0, by_source: Mapping[str, Any] | None = None, **fields: Any
-    ) -> None:
-        merged = dict(by_source or {})
-        if fields:
-            grouped: dict[str, dict[str, Any]] = {}
-            for name, value in fields.items():
-                grouped.setdefault(registry.rate_owner(name).name, {})[name] = value
-            for source, values in grouped.items():
-                merged[source] = registry.source(source).make_rates(values)
-        flat: dict[str, Any] = {"interval_seconds": interval_seconds, "by_source": merged}
-        for src, names in registry.rate_layout():
-            got = merged.get(src.name)
-            obj = got if got is not None else src.empty_rates()
-            for name in names:
-                flat[name] = getattr(obj, name)
-        self.__dict__.update(flat)
+    def __init__(self, interval_seconds: float = 0.0, by_source: Mapping[str, Any] | None = None) -> None:
+        object.__setattr__(self, "interval_seconds", interval_seconds)
+        object.__setattr__(self, "by_source", by_source if by_source is not None else {})
 
-    def __getattr__(self, name: str) -> Any:
-        # a source registered after this snapshot was taken
-        if name.startswith("__"):
-            raise AttributeError(name)
-        owner = registry.rate_owner(name)
+    @classmethod
+    def of_rates(cls, *rates: Any, interval_seconds: float = 0.0) -> NodeRates:
+        """Rates built by hand (tests, benchmarks): each source's dataclass, found by its type."""
+        return cls(interval_seconds, {registry.rates_owner(type(r)).name: r for r in rates})
+
+    def of(self, kind: type[R]) -> R:
+        """The rates of the source whose ``rates_type`` is ``kind``, or its empty defaults."""
+        owner = registry.rates_owner(kind)
         got = self.by_source.get(owner.name)
-        return getattr(got if got is not None else owner.empty_rates(), name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("NodeRates is immutable")
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, NodeRates):
-            return NotImplemented
-        return (self.interval_seconds, self.by_source) == (other.interval_seconds, other.by_source)
-
-    def __repr__(self) -> str:
-        return f"NodeRates(interval_seconds={self.interval_seconds!r}, by_source={self.by_source!r})"
+        return cast(R, got if got is not None else owner.empty_rates())

@@ -2,8 +2,10 @@
 ``source.py``, and the sampler, the snapshot, the exporter and the status iterate what registered.
 
 Adding a source is adding a folder: its collector, pure parsers, snapshot part and rates dataclasses,
-metrics and status summary, and one :func:`register` call. Nothing else names it. The folders are
-found by walking this package, so no list of them is written down anywhere.
+metrics and status summary, and one :func:`register` call. The folders are found by walking this
+package, so no list of them is written down anywhere; a consumer that reads a source's data imports
+its part and rates types (``snap.part(NetworkPart)``, ``snap.rates.of(NetworkRates)``), which mypy
+checks.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
@@ -39,8 +41,10 @@ Renderer = Callable[["NodeSnapshot"], Iterable["Metric"]]
 class Source:
     """One source of telemetry.
 
-    ``name`` is the snapshot attribute (``snap.gpu``), the collector's name and the ``collector``
-    label. ``build`` returns the collector, or None when the config switches the source off.
+    ``name`` is the key of its part in ``snap.parts``, the collector's name and the ``collector``
+    label; consumers read the part by ``part_type`` (``snap.part(GpuPart)``) and the rates by
+    ``rates_type`` (``snap.rates.of(GpuRates)``). ``build`` returns the collector, or None when the
+    config switches the source off.
     ``rates`` turns two consecutive parts and the seconds between them into a ``rates_type``.
     ``metrics`` returns the source's renderer for /metrics given the config (None: no families).
     ``status`` gives the source's keys of the status JSON; ``status_lines`` the text that
@@ -61,54 +65,52 @@ class Source:
     order: int = 100  # place in the snapshot, /metrics and status (built-ins 10, 20, ...)
     _defaults: list[Any] = field(default_factory=list, compare=False, repr=False)
 
-    def make_rates(self, values: Mapping[str, Any]) -> Any:
-        if self.rates_type is None:
-            raise TypeError(f"source {self.name} has no rates")
-        return self.rates_type(**values)
-
     def empty_rates(self) -> Any:
         """The rates dataclass with its defaults: what a source reads as in an interval without rates."""
         if not self._defaults:
-            self._defaults.append(self.make_rates({}))
+            if self.rates_type is None:
+                raise TypeError(f"source {self.name} has no rates")
+            self._defaults.append(self.rates_type())
         return self._defaults[0]
 
 
+V = TypeVar("V")
 _SOURCES: dict[str, Source] = {}
-_RATE_OWNERS: dict[str, Source] = {}
-# read every tick by every snapshot and its rates: kept ready, rebuilt when a source (un)registers
+# read every tick by every consumer of a snapshot (``snap.part(GpuPart)``, ``rates.of(GpuRates)``):
+# kept ready, rebuilt when a source (un)registers
 _NAMES: list[frozenset[str]] = [frozenset()]
-_RATE_LAYOUT: list[tuple[tuple[Source, tuple[str, ...]], ...]] = [()]
+_PART_OWNERS: dict[type, str] = {}
+_RATES_OWNERS: dict[type, Source] = {}
 
 
 def register(source: Source) -> Source:
     """Add a source (once per name; registering the same name again replaces it, so a reloaded
-    test module does not fail)."""
+    test module does not fail). Its part and rates types are its own: another source's is an error."""
+    for other in _SOURCES.values():
+        if other.name != source.name and source.part_type is other.part_type:
+            raise ValueError(f"part type {source.part_type.__name__} is {other.name}'s")
+        if (
+            other.name != source.name
+            and source.rates_type is not None
+            and source.rates_type is other.rates_type
+        ):
+            raise ValueError(f"rates type {source.rates_type.__name__} is {other.name}'s")
     _SOURCES[source.name] = source
-    _index_rates()
+    _index()
     return source
 
 
 def unregister(name: str) -> None:
     _SOURCES.pop(name, None)
-    _index_rates()
+    _index()
 
 
-def _index_rates() -> None:
-    _RATE_OWNERS.clear()
+def _index() -> None:
     _NAMES[0] = frozenset(_SOURCES)
-    _RATE_LAYOUT[0] = tuple(
-        (s, tuple(f.name for f in fields(s.rates_type)))
-        for s in _SOURCES.values()
-        if s.rates_type is not None
-    )
-    for s in _SOURCES.values():
-        if s.rates_type is not None:
-            for f in fields(s.rates_type):
-                if f.name in _RATE_OWNERS:
-                    raise ValueError(
-                        f"rate {f.name!r} is defined by {_RATE_OWNERS[f.name].name} and {s.name}"
-                    )
-                _RATE_OWNERS[f.name] = s
+    _PART_OWNERS.clear()
+    _PART_OWNERS.update((s.part_type, s.name) for s in _SOURCES.values())
+    _RATES_OWNERS.clear()
+    _RATES_OWNERS.update((s.rates_type, s) for s in _SOURCES.values() if s.rates_type is not None)
 
 
 @cache
@@ -139,19 +141,24 @@ def names() -> frozenset[str]:
     return _NAMES[0]
 
 
-def rate_layout() -> tuple[tuple[Source, tuple[str, ...]], ...]:
-    """Each source that has rates, with the names of its rate fields."""
-    _discover()
-    return _RATE_LAYOUT[0]
+def part_owner(part_type: type) -> str:
+    """The name of the source whose parts are ``part_type``; LookupError when none registered it."""
+    return _owner(_PART_OWNERS, part_type, "parts")
 
 
-def rate_owner(field_name: str) -> Source:
-    """The source whose rates dataclass has ``field_name``; AttributeError when none has."""
-    _discover()
+def rates_owner(rates_type: type) -> Source:
+    """The source whose rates are ``rates_type``; LookupError when none registered it."""
+    return _owner(_RATES_OWNERS, rates_type, "rates")
+
+
+def _owner(table: Mapping[type, V], kind: type, what: str) -> V:
     try:
-        return _RATE_OWNERS[field_name]
+        return table[kind]  # the hot path: one lookup, the sources found already
     except KeyError:
-        raise AttributeError(f"no source has a rate named {field_name!r}") from None
+        _discover()
+        if kind in table:
+            return table[kind]
+        raise LookupError(f"no registered source has {what} of type {kind.__name__}") from None
 
 
 def build_collectors(ctx: BuildContext) -> list[Collector]:

@@ -17,9 +17,13 @@ from agent.snapshot import NodeSnapshot
 from agent.snapshot.rates import NodeRates
 from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
 from agent.sources.host.part import CpuTimes, HostPart
+from agent.sources.host.rates import HostRates
 from agent.sources.network.part import NetworkPart, NicStat, RdmaPort
+from agent.sources.network.rates import NetworkRates
 from agent.sources.processes.part import ProcessPart, ProcessStat
+from agent.sources.processes.rates import ProcessRates
 from agent.sources.storage.part import StoragePart
+from agent.sources.storage.rates import StorageRates
 
 LIMIT = 400.0
 IDLE = 60.0
@@ -59,7 +63,6 @@ class Regime:
     busy: tuple[float, ...] = ()  # cores each process of the tree ran or waited to run (schedstat)
     host_busy: float = 0.2  # the host's CPU busy share (8 CPUs)
     nic_bursts: int = 0  # >0: traffic only in every n-th waiting sample, at n times the rate
-    extra: dict = field(default_factory=dict)
 
 
 def gpu_stats(i: int, phase: str, gpm: bool, pid: int | None, throttle: int = 0, xids=None) -> GpuStats:
@@ -92,25 +95,32 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
     nic_rate = r.nic if waiting else r.nic_other
     if r.nic_bursts and waiting:
         nic_rate = r.nic * r.nic_bursts if seq % r.nic_bursts == 0 else 0.0
-    rates = NodeRates(
+    rates = NodeRates.of_rates(
+        HostRates(
+            cpu_busy_ratio=r.host_busy,
+            cpu_iowait_ratio=r.iowait if starved else 0.0,
+            pressure_some_ratio={"io": r.psi_io if starved else 0.0},
+        ),
+        StorageRates(
+            disk_read={"vda": r.disk_read if starved else 0.0},
+            disk_busy_ratio={"vda": r.disk_busy if starved else 0.0},
+            nfs_read={"/mnt/data": r.nfs_read if starved else 0.0},
+            nfs_read_ops={"/mnt/data": 100.0},
+            nfs_read_rtt_seconds={"/mnt/data": r.nfs_rtt if (starved and r.nfs_rtt) else r.nfs_rtt_idle},
+        ),
+        NetworkRates(
+            nic_rx={"eth0": nic_rate * 0.9},
+            nic_tx={"eth0": nic_rate},
+            rdma_rx={("mlx5_0", 1): r.rdma if waiting else 0.0},
+            rdma_tx={("mlx5_0", 1): r.rdma if waiting else 0.0},
+            rdma_cnp={("mlx5_0", 1): r.cnp if waiting else 0.0},
+        ),
+        ProcessRates(
+            process_cpu_cores={r.pid: r.cores} if r.trainer else {},
+            process_member_busy={r.pid: r.busy} if r.trainer and r.busy else {},
+            process_read={r.pid: r.trainer_read} if r.trainer and r.trainer_read is not None else {},
+        ),
         interval_seconds=1.0,
-        cpu_busy_ratio=r.host_busy,
-        cpu_iowait_ratio=r.iowait if starved else 0.0,
-        pressure_some_ratio={"io": r.psi_io if starved else 0.0},
-        disk_read={"vda": r.disk_read if starved else 0.0},
-        disk_busy_ratio={"vda": r.disk_busy if starved else 0.0},
-        nfs_read={"/mnt/data": r.nfs_read if starved else 0.0},
-        nfs_read_ops={"/mnt/data": 100.0},
-        nfs_read_rtt_seconds={"/mnt/data": r.nfs_rtt if (starved and r.nfs_rtt) else r.nfs_rtt_idle},
-        nic_rx={"eth0": nic_rate * 0.9},
-        nic_tx={"eth0": nic_rate},
-        rdma_rx={("mlx5_0", 1): r.rdma if waiting else 0.0},
-        rdma_tx={("mlx5_0", 1): r.rdma if waiting else 0.0},
-        rdma_cnp={("mlx5_0", 1): r.cnp if waiting else 0.0},
-        process_cpu_cores={r.pid: r.cores} if r.trainer else {},
-        process_member_busy={r.pid: r.busy} if r.trainer and r.busy else {},
-        process_read={r.pid: r.trainer_read} if r.trainer and r.trainer_read is not None else {},
-        **r.extra,
     )
     return NodeSnapshot(
         seq=seq,

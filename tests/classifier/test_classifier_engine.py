@@ -240,7 +240,7 @@ def test_a_tick_without_the_process_collector_is_no_new_job() -> None:
     assert eng.warmup_until == float("-inf") and eng.current.verdict == "compute"
     # the same pid with another start time is another process: a new job
     snap = snapshot(40, 40.0, COMPUTE, "work")
-    other = replace(snap.processes.processes[0], start_time_ticks=99999)
+    other = replace(snap.parts["processes"].processes[0], start_time_ticks=99999)
     eng.add_snapshot(replace(snap, processes=ProcessPart((other,))))
     assert eng.warmup_until == 40.0 + 30.0
 

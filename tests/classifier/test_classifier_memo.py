@@ -13,8 +13,7 @@ from classifier_synth import fast_cfg, random_regimes, snapshot
 
 from agent.classifier.baselines import learn
 from agent.classifier.engine import Engine
-from agent.classifier.features import means
-from agent.classifier.running import FAMILIES
+from agent.classifier.features import window_means
 from agent.classifier.samples import Sample, sample_from_snapshot, series
 from agent.classifier.verdict import classify
 from agent.config.classifier import ClassifierSection
@@ -61,7 +60,7 @@ def test_the_engines_vote_is_the_pure_functions_to_the_bit(seed: int) -> None:
             # the running sums' means are the one memo kept as given: sums of prefix sums round
             # differently from a plain sum (checked close here), and the vote is pinned on them
             sums = eng.sums.means(len(window))
-            plain = means(window, *FAMILIES)
+            plain = window_means(window)
             if sums is not None:
                 for got, want in zip(sums, plain, strict=True):
                     assert got.keys() == want.keys()

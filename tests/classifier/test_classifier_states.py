@@ -55,8 +55,10 @@ def test_one_sample_per_gpu(regime, phase, bucket, gpm) -> None:
 def test_a_lost_gpu_is_idle_and_before_any_evaluation_waits_are_idle() -> None:
     r = run(CPU)
     snap = snapshot(999, r.t + 1, CPU, "starved")
-    lost = replace(snap.gpu.gpus[0], up=False)
-    s = sample_from_snapshot(replace(snap, gpu=replace(snap.gpu, gpus=(lost, snap.gpu.gpus[1]))))
+    lost = replace(snap.parts["gpu"].gpus[0], up=False)
+    s = sample_from_snapshot(
+        replace(snap, gpu=replace(snap.parts["gpu"], gpus=(lost, snap.parts["gpu"].gpus[1])))
+    )
     e = r.engine
     assert gpu_class(s.gpus[0], e.baselines, e.cfg) is GpuClass.DOWN
     assert gpu_state(s.gpus[0], published(e.baselines, None, e.cfg)) is GpuState.DOWN

@@ -175,9 +175,11 @@ def test_gpu_health_beside_the_verdict_not_instead() -> None:
     e = Engine(fast_cfg())
     for t in range(1, 21):
         snap = snapshot(t, float(t), COMPUTE, "work")
-        hot = replace(snap.gpu.gpus[1], clocks_event_reasons=0x40, xid_counts={79: 1} if t > 15 else {})
-        lost = replace(snap.gpu.gpus[0], up=t < 18)
-        e.add_snapshot(replace(snap, gpu=replace(snap.gpu, gpus=(lost, hot))))
+        hot = replace(
+            snap.parts["gpu"].gpus[1], clocks_event_reasons=0x40, xid_counts={79: 1} if t > 15 else {}
+        )
+        lost = replace(snap.parts["gpu"].gpus[0], up=t < 18)
+        e.add_snapshot(replace(snap, gpu=replace(snap.parts["gpu"], gpus=(lost, hot))))
     v = e.current
     assert v.verdict == "compute"
     assert "GPU 1 thermal throttling (hardware) 100% of the time" in v.health

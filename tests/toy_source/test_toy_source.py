@@ -49,12 +49,13 @@ async def test_a_toy_source_reaches_snapshot_metrics_and_status(toy, tmp_path):
     try:
         for _ in range(300):  # 30 s at most, on a loaded machine
             snap = daemon._latest()
-            if snap.toy is not None and snap.rates.toy_calls:
+            if snap.part(toy.ToyPart) is not None and snap.rates.of(toy.ToyRates).toy_calls:
                 break
             await asyncio.sleep(0.1)
-        assert isinstance(snap.toy, toy.ToyPart) and snap.toy.mood == "cheerful on /proc"
-        assert snap.parts["toy"] is snap.toy and snap.collectors["toy"].success
-        (rate,) = snap.rates.toy_calls.values()
+        part = snap.part(toy.ToyPart)
+        assert isinstance(part, toy.ToyPart) and part.mood == "cheerful on /proc"
+        assert snap.parts["toy"] is part and snap.collectors["toy"].success
+        (rate,) = snap.rates.of(toy.ToyRates).toy_calls.values()
         assert rate > 0  # two consecutive parts made a rate
         async with aiohttp.ClientSession() as http:
             async with http.get(f"http://127.0.0.1:{port}/metrics") as r:
@@ -79,9 +80,35 @@ async def test_a_toy_source_reaches_snapshot_metrics_and_status(toy, tmp_path):
         assert await asyncio.wait_for(run, 10) == 0
 
 
-def test_without_registration_there_is_no_toy():
+def test_without_registration_there_is_no_toy(toy):
     from agent.snapshot import NodeSnapshot
 
+    registry.unregister("toy")
     assert "toy" not in registry.names()
-    with pytest.raises(AttributeError):
-        _ = NodeSnapshot(seq=1, timestamp=0.0, monotonic=0.0).toy
+    snap = NodeSnapshot(seq=1, timestamp=0.0, monotonic=0.0)
+    # a type that no registered source declares is an error that names it, never a silent None
+    with pytest.raises(LookupError, match="ToyPart"):
+        snap.part(toy.ToyPart)
+    with pytest.raises(LookupError, match="ToyRates"):
+        snap.rates.of(toy.ToyRates)
+    with pytest.raises(TypeError, match="toy"):
+        NodeSnapshot(seq=1, timestamp=0.0, monotonic=0.0, toy=toy.ToyPart(1, "x"))
+
+
+def test_a_part_or_rates_type_belongs_to_one_source(toy):
+    from dataclasses import replace
+
+    from agent.snapshot import NodeSnapshot
+    from agent.snapshot.rates import NodeRates
+
+    # the type is how consumers find a source: a second source with the same one would be ambiguous
+    with pytest.raises(ValueError, match="ToyPart is toy's"):
+        registry.register(replace(toy.SOURCE, name="toy2"))
+    with pytest.raises(ValueError, match="ToyRates is toy's"):
+        registry.register(replace(toy.SOURCE, name="toy2", part_type=int))
+    assert "toy2" not in registry.names()
+    # a source without rates this interval reads as its dataclass's defaults, never as missing
+    snap = NodeSnapshot(seq=1, timestamp=0.0, monotonic=0.0, toy=toy.ToyPart(1, "x"))
+    assert snap.part(toy.ToyPart) == toy.ToyPart(1, "x")
+    assert snap.rates.of(toy.ToyRates) == toy.ToyRates()
+    assert NodeRates.of_rates(toy.ToyRates({"x": 2.0})).of(toy.ToyRates).toy_calls == {"x": 2.0}

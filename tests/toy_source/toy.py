@@ -12,6 +12,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from agent.core.projection import fields
+from agent.snapshot import NodeSnapshot
 from agent.sources.registry import Source, register
 
 
@@ -45,14 +46,14 @@ def toy_rates(prev: ToyPart, cur: ToyPart, dt: float) -> ToyRates:
     return ToyRates({cur.mood: (cur.calls - prev.calls) / dt})
 
 
-def render(snap: Any) -> Iterable[Metric]:
-    part = snap.toy
+def render(snap: NodeSnapshot) -> Iterable[Metric]:
+    part = snap.part(ToyPart)  # typed: a ToyPart or None, as for any source
     if part is None:
         return
     c = CounterMetricFamily("training_node_toy_calls", "Calls of the toy collector.", labels=["mood"])
     c.add_metric([part.mood], part.calls)
     yield c
-    rate = snap.rates.toy_calls.get(part.mood)
+    rate = snap.rates.of(ToyRates).toy_calls.get(part.mood)
     if rate is not None:
         g = GaugeMetricFamily("training_node_toy_calls_per_second", "Toy calls per second.", labels=["mood"])
         g.add_metric([part.mood], rate)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from agent.snapshot import NodeSnapshot
-from agent.sources.gpu.part import GpuStats
+from agent.sources.gpu.part import GpuPart, GpuStats
 from agent.sources.gpu.reasons import LABELS as CLOCK_LABELS
 
 LABELS = ["gpu", "uuid", "model"]
@@ -71,7 +71,7 @@ def _per_gpu(family: GaugeMetricFamily | CounterMetricFamily, gpus: Iterable[Gpu
 
 
 def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
-    part = snap.gpu
+    part = snap.part(GpuPart)
     if part is None:
         return
     driver = InfoMetricFamily("training_node_gpu_driver", "NVIDIA driver and NVML versions.")

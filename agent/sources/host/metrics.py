@@ -7,10 +7,12 @@ from collections.abc import Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from agent.snapshot import NodeSnapshot
+from agent.sources.host.part import HostPart
+from agent.sources.host.rates import HostRates
 
 
 def render(snap: NodeSnapshot) -> Iterable[Metric]:
-    host = snap.host
+    host = snap.part(HostPart)
     if host is None:
         return
     if host.cpu is not None:
@@ -20,7 +22,7 @@ def render(snap: NodeSnapshot) -> Iterable[Metric]:
         for mode in ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"):
             cpu.add_metric([mode], getattr(host.cpu, mode))
         yield cpu
-    r = snap.rates
+    r = snap.rates.of(HostRates)
     for name, value, doc in (
         ("busy", r.cpu_busy_ratio, "Share of CPU time busy over the last sampling interval."),
         ("iowait", r.cpu_iowait_ratio, "Share of CPU time in iowait over the last sampling interval."),

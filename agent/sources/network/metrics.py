@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from agent.snapshot import NodeSnapshot
+from agent.sources.network.part import NetworkPart
 
 _NIC_COUNTERS = (
     ("receive_bytes", "rx_bytes", "Bytes received by the interface."),
@@ -41,7 +42,7 @@ _RDMA_COUNTERS = (
 
 
 def render(snap: NodeSnapshot) -> Iterable[Metric]:
-    part = snap.network
+    part = snap.part(NetworkPart)
     if part is None:
         return
     for suffix, attr, doc in _NIC_COUNTERS:

@@ -7,12 +7,13 @@ from collections.abc import Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from agent.snapshot import NodeSnapshot
+from agent.sources.processes.part import ProcessPart
 
 LABELS = ["pid", "comm"]
 
 
 def render(snap: NodeSnapshot) -> Iterable[Metric]:
-    part = snap.processes
+    part = snap.part(ProcessPart)
     if part is None:
         return
     cpu = CounterMetricFamily(

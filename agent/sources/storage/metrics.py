@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from agent.snapshot import NodeSnapshot
+from agent.sources.storage.part import StoragePart
 
 _DISK_COUNTERS = (
     ("read_bytes", "read_bytes", "Bytes read from the block device (sectors read × 512)."),
@@ -34,7 +35,7 @@ _NFS_COUNTERS = (
 
 
 def render(snap: NodeSnapshot) -> Iterable[Metric]:
-    part = snap.storage
+    part = snap.part(StoragePart)
     if part is None:
         return
     for suffix, attr, doc in _DISK_COUNTERS:
