@@ -3,6 +3,7 @@ run as a subprocess (the way systemd runs it)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -103,6 +104,26 @@ def wait_until(
         if last:
             return last
         time.sleep(interval)
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what}; last={last!r}" + (f"\n{detail()}" if detail else "")
+    )
+
+
+async def async_wait_until(
+    predicate: Callable[[], Any],
+    timeout: float = 15.0,
+    interval: float = 0.02,
+    what: str = "condition",
+    detail: Callable[[], str] | None = None,
+) -> Any:
+    """:func:`wait_until` for async tests: polls between awaits, so the loop under test keeps running."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        await asyncio.sleep(interval)
     raise AssertionError(
         f"timed out after {timeout}s waiting for {what}; last={last!r}" + (f"\n{detail()}" if detail else "")
     )
