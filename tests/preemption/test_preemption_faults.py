@@ -48,7 +48,16 @@ async def test_gcp_503_during_maintenance_is_retried(harness):  # noqa: F811
     h.sim.state.add_fault({"kind": "status", "status": 503, "count": 3})
     h.sim.state.add_maintenance("migrate")
     await h.wait_notice(kind="maintenance-migrate", timeout=6)
-    assert h.outcomes().get("server_error", 0) >= 1
+    # the held long-poll may bring the change before the 503s land on the reads after it: wait for
+    # all three, then for every source reading again, and the notice still there
+    await h.wait(
+        lambda: (
+            h.outcomes().get("server_error", 0) >= 3
+            and all(st.errors == 0 for st in h.watcher.sources.values())
+        ),
+        what="the three 503s retried past",
+    )
+    assert not h.notices(withdrawn=True)
 
 
 async def test_timeouts(harness):  # noqa: F811
