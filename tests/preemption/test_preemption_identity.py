@@ -8,7 +8,6 @@ notice, once, and the earlier deadline again under the same id, never a new one.
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 from preemption_helpers import harness  # noqa: F401
@@ -106,9 +105,7 @@ async def test_each_occurrence_of_a_stop_notice_gets_its_own_id(harness):  # noq
     first = await h.wait_notice(kind="spot-stop")
     h.sim.state.cancel(n.id)
     await h.wait_notice(kind="spot-stop", withdrawn=True)
-    # minted ids carry the second the occurrence was first seen: the next one is seen a second later
-    seen = int(time.time())
-    await h.wait(lambda: int(time.time()) > seen, what="the next second")
+    # minted ids carry the second the occurrence was first seen, and a count within the same second
     h.sim.state.add_notice("spot-stop", 120, moving=True)
     await h.wait(lambda: len(h.notices(kind="spot-stop", withdrawn=False)) == 2, what="the second reclaim")
     second = h.notices(kind="spot-stop", withdrawn=False)[1]
