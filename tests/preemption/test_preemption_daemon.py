@@ -115,7 +115,7 @@ def test_daemon_restart_during_a_notice_does_not_announce_it_again(agent_factory
 
     again = agent_factory(cfg, name="node")  # same state dir (and the same, appended, log file)
     again.wait_for(lambda: "restored after restart" in again.log(), what="restore")
-    _wait_for_polls(again, 5)  # several polls of the still-present notice
+    _wait_for_polls(again, 3)  # several polls of the still-present notice
     lines = again.log_lines()[first_run:]
     assert not [e for e in lines if e.get("event") == "preemption notice"], "announced again as new"
     restored = [e for e in lines if e.get("event") == "preemption notice restored after restart"]
@@ -192,7 +192,7 @@ def test_reload_keeps_notices(agent_factory, sim_process):  # noqa: F811
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert agent.status()["reloads"] == reloads + 1  # done when the command returns: parts built anew
-    _wait_for_polls(agent, 4)  # the new watcher reads the still-present notice several times
+    _wait_for_polls(agent, 3)  # the new watcher reads the still-present notice several times
     assert len(_preemption(agent)["active"]) == 1
     new = [e for e in agent.log_lines() if e.get("event") == "preemption notice"]
     assert len(new) == 1, json.dumps(new)
