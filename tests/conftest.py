@@ -3,6 +3,7 @@ run as a subprocess (the way systemd runs it)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -87,6 +88,26 @@ def unix_get(socket_path: str, path: str, timeout: float = 5.0) -> tuple[int, st
         conn.close()
 
 
+class _Poll:
+    """One condition polled until a deadline: ``done()`` checks it once, and raises at the deadline."""
+
+    def __init__(self, predicate: Callable[[], Any], timeout: float, what: str, detail) -> None:
+        self.predicate, self.timeout, self.what, self.detail = predicate, timeout, what, detail
+        self.deadline = time.monotonic() + timeout
+        self.last: Any = None
+
+    def done(self) -> bool:
+        self.last = self.predicate()
+        if self.last:
+            return True
+        if time.monotonic() >= self.deadline:
+            raise AssertionError(
+                f"timed out after {self.timeout}s waiting for {self.what}; last={self.last!r}"
+                + (f"\n{self.detail()}" if self.detail else "")
+            )
+        return False
+
+
 def wait_until(
     predicate: Callable[[], Any],
     timeout: float = 15.0,
@@ -96,16 +117,24 @@ def wait_until(
 ) -> Any:
     """Poll ``predicate`` until it returns something true, and return that. After ``timeout`` seconds:
     AssertionError with the last value, and ``detail()`` (a log) when given."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
+    poll = _Poll(predicate, timeout, what, detail)
+    while not poll.done():
         time.sleep(interval)
-    raise AssertionError(
-        f"timed out after {timeout}s waiting for {what}; last={last!r}" + (f"\n{detail()}" if detail else "")
-    )
+    return poll.last
+
+
+async def async_wait_until(
+    predicate: Callable[[], Any],
+    timeout: float = 15.0,
+    interval: float = 0.02,
+    what: str = "condition",
+    detail: Callable[[], str] | None = None,
+) -> Any:
+    """:func:`wait_until` for async tests: polls between awaits, so the loop under test keeps running."""
+    poll = _Poll(predicate, timeout, what, detail)
+    while not poll.done():
+        await asyncio.sleep(interval)
+    return poll.last
 
 
 def run_cli(

@@ -10,7 +10,7 @@ import weakref
 from datetime import UTC, datetime
 
 import pytest
-from conftest import free_port
+from conftest import async_wait_until, free_port
 from structlog.testing import capture_logs
 
 from agent.config import load_config
@@ -92,10 +92,11 @@ discovery_file = "{tmp_path / "run" / "agent.json"}"
     daemon = Daemon(load_config(str(config)), str(config))
     run = asyncio.create_task(daemon.run())
     try:
-        for _ in range(300):  # 30 s at most, on a loaded machine
-            if daemon.components and daemon.supervisor.states.get("classifier", None):
-                break
-            await asyncio.sleep(0.1)
+        await async_wait_until(
+            lambda: daemon.components and daemon.supervisor.states.get("classifier", None),
+            timeout=30,  # on a loaded machine
+            what="the parts running",
+        )
         names = {c.name for c in daemon.components}
         assert {"classifier", "goodput"} <= names, names  # the parts that read checkpoint events
         first = [weakref.ref(c) for c in daemon.components]

@@ -66,9 +66,13 @@ class NoticeTracker:
         self.withdraw_after = withdraw_after
         self.active: dict[str, ActiveNotice] = {}  # by notice_key
         self.instance: str | None = None  # the instance id once known: part of minted ids
+        # every id minted or restored: a second occurrence within the same second gets "-2", not the
+        # first one's id (a consumer acting once per event id would skip it). A handful a lifetime
+        self.minted: set[str] = set()
 
     def restore(self, source: str, event: PreemptionEvent, key: str | None = None) -> None:
         key = key or event.event_id
+        self.minted.add(event.event_id)
         self.active[key] = ActiveNotice(event, source, event.received_at, deadline=event.deadline, key=key)
 
     def find(self, event_id: str) -> ActiveNotice | None:
@@ -91,7 +95,7 @@ class NoticeTracker:
             present.add(key)
             if current is None:
                 if not ev.event_id:
-                    ev = replace(ev, event_id=minted_id(ev, self.instance))
+                    ev = replace(ev, event_id=self._mint(ev))
                 self.active[key] = ActiveNotice(ev, source, ev.received_at, deadline=ev.deadline, key=key)
                 out.append(ev)
                 continue
@@ -117,6 +121,15 @@ class NoticeTracker:
                 del self.active[key]
                 out.append(_withdrawn(notice.event, now, ""))
         return out
+
+    def _mint(self, event: PreemptionEvent) -> str:
+        base = minted_id(event, self.instance)
+        event_id, n = base, 1
+        while event_id in self.minted:
+            n += 1
+            event_id = f"{base}-{n}"
+        self.minted.add(event_id)
+        return event_id
 
 
 def _withdrawn(event: PreemptionEvent, at: datetime, raw: str) -> PreemptionEvent:

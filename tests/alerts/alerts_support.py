@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from conftest import async_wait_until
+
 from agent.alerts.alerter import Alerter
 from agent.config import Config, parse_config
 from agent.core.events import EventBus
@@ -68,14 +70,7 @@ class Running:
 
 
 async def until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last={value!r}")
-        await asyncio.sleep(0.02)
+    return await async_wait_until(predicate, timeout, what=what)
 
 
 def message_text(payload: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ import time
 import pytest
 import tna_client.guard
 from checkpoint_helpers import REPO
+from conftest import wait_until
 from tna_client import PreemptionGuard, fsync_tree, rank_from_env
 from tna_client.discovery import discovery_file_for, discovery_places, locate, read_record
 from tna_client.node import Node, identity, read_boot_id, stale_reason, start_ticks
@@ -119,8 +120,8 @@ def test_signal_sets_the_flag_and_chains(tmp_path):
         g = PreemptionGuard(signal="USR2", request_file=str(tmp_path / "none.json"), check_interval=10)
         assert not g.checkpoint_requested
         os.kill(os.getpid(), signal.SIGUSR2)
-        time.sleep(0.05)
-        assert g.checkpoint_requested and g.signalled_at is not None
+        wait_until(lambda: g.checkpoint_requested, timeout=5, what="the handler to run")
+        assert g.signalled_at is not None
         assert g.request is None and g.seconds_remaining() is None  # a bare signal: no deadline known
         assert calls == [signal.SIGUSR2]
         assert g.ack() is False  # nowhere to write an ack, but the flag clears

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from classifier_synth import COMPUTE, NETWORK, STORAGE, fast_cfg, like, snapshot
-from conftest import REPO, need_binary
+from conftest import REPO, async_wait_until, need_binary
 from prometheus_client import generate_latest
 
 from agent.classifier import baselines as store
@@ -103,8 +103,7 @@ async def test_events_checkpoints_and_saving(tmp_path: Path) -> None:
         ctx.bus.publish(
             CheckpointEvent(phase="requested", event_id="e1", notice_kind="spot-termination", deadline=None)
         )
-        await asyncio.sleep(0.05)
-        assert comp.engine.checkpoints
+        await async_wait_until(lambda: comp.engine.checkpoints, what="the checkpoint to hold the verdict")
         t = feed(listeners, [like(STORAGE, seconds=30)], t)
         assert comp.status()["verdict"] == "network" and comp.status()["held"] == "checkpoint in progress"
         assert "(checkpoint in progress)" in comp.verdict_line()
@@ -113,10 +112,9 @@ async def test_events_checkpoints_and_saving(tmp_path: Path) -> None:
                 phase="completed", event_id="e1", notice_kind="spot-termination", deadline=datetime.now(UTC)
             )
         )
-        await asyncio.sleep(0.05)
-        assert not comp.engine.checkpoints
-        await asyncio.sleep(1.2)  # save_every
-        assert (tmp_path / "state" / store.FILE_NAME).exists()
+        await async_wait_until(lambda: not comp.engine.checkpoints, what="the checkpoint to end")
+        saved_file = tmp_path / "state" / store.FILE_NAME
+        await async_wait_until(saved_file.exists, timeout=10, what="the baselines saved (save_every 1s)")
     finally:
         task.cancel()
         await comp.stop()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import math
 
-from conftest import free_port
+from conftest import async_wait_until, free_port
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
@@ -75,10 +75,7 @@ async def test_a_live_agents_registry_renders_the_same(tmp_path) -> None:
     daemon = Daemon(cfg, None)
     run = asyncio.create_task(daemon.run())
     try:
-        for _ in range(300):
-            await asyncio.sleep(0.1)
-            if daemon._latest().seq >= 5:
-                break
+        await async_wait_until(lambda: daemon._latest().seq >= 5, timeout=30, what="5 ticks")
         fams = list(daemon.registry.collect())
         assert len(fams) > 30
         assert render_text(fams) == reference(fams)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import http_get, run_cli, unix_get
+from conftest import http_get, run_cli, unix_get, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 from webtls import Pki, basic, bcrypt_hash, client_context, https_get, make_pki
 
@@ -55,13 +55,13 @@ def secured_agent(agent_factory, tmp_path: Path, text: str, name: str = "agent",
     a = agent_factory({"http": {"web_config": str(path), **http}}, name=name, start=False)
     a.web_yml = path
     a.start(wait=False)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         assert a.proc.poll() is None, a.log()
-        if "metrics port ready" in a.log():
-            return a
-        time.sleep(0.1)
-    raise AssertionError(a.log())
+        return "metrics port ready" in a.log()
+
+    wait_until(ready, timeout=30, what="the metrics port", detail=a.log)
+    return a
 
 
 def refused(port: int, ctx: ssl.SSLContext, path: str = "/metrics") -> str:

@@ -5,7 +5,9 @@ classifier's lab. The table per scenario goes to bench/out/goodput_lab.txt (and 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 from conftest import REPO, AgentProcess
@@ -26,14 +28,30 @@ EXPECTED_WAIT = {
 }
 
 
+@dataclass
+class Booked:
+    """What the ledger booked over one scenario, and what the table reports of it."""
+
+    buckets: dict[str, float]  # GPU-seconds per bucket
+    observed: float  # seconds the ledger watched GPUs for
+    wall: float  # seconds between the two readings of the ledger
+    gpus: int
+    right: int  # evaluations the classifier called right
+    scored: int
+
+    @property
+    def gpu_seconds(self) -> float:
+        return sum(self.buckets.values())
+
+
 class Session(LabAgent):
     def __init__(self, lab: Lab, agent: AgentProcess) -> None:
         super().__init__(lab, agent)
-        self.rows: dict[str, dict[str, float]] = {}
-        self.classifier: dict[str, str] = {}  # scenario -> evaluations the classifier got right
+        self.booked: dict[str, Booked] = {}
 
-    def totals(self) -> dict[str, float]:
-        return self.call("GET", "/goodput")["totals"]
+    def ledger(self) -> tuple[dict, float]:
+        """The ledger's view, and the monotonic time it was asked for."""
+        return self.call("GET", "/goodput"), time.monotonic()
 
 
 @pytest.fixture(scope="module")
@@ -43,27 +61,50 @@ def session(tmp_path_factory) -> Iterator[Session]:
         yield s
 
 
-def table(rows: dict[str, dict[str, float]], classifier: dict[str, str]) -> str:
+def table(booked: dict[str, Booked]) -> str:
     cols = [str(b) for b in Bucket]
     head = f"{'scenario':<14} {'GPU-s':>7} " + " ".join(f"{c[:12]:>12}" for c in cols) + "  classifier right"
     out = [head]
-    for name, r in rows.items():
-        total = sum(r.values()) or 1.0
-        shares = " ".join(f"{r.get(c, 0) / total:>12.1%}" for c in cols)
-        out.append(f"{name:<14} {total:>7.1f} {shares}  {classifier.get(name, '')}")
+    for name, b in booked.items():
+        total = b.gpu_seconds or 1.0
+        shares = " ".join(f"{b.buckets.get(c, 0) / total:>12.1%}" for c in cols)
+        out.append(f"{name:<14} {b.gpu_seconds:>7.1f} {shares}  {b.right}/{b.scored}")
     return "\n".join(out)
+
+
+def misbooked(name: str, b: Booked) -> list[str]:
+    """Where the table would report what the ledger did not watch: every GPU-second it watched lands
+    in exactly one of its buckets (shares of 100%), over all the scenario's time, none lost."""
+    wrong = []
+    if set(b.buckets) != {str(x) for x in Bucket}:
+        wrong.append(f"{name}: buckets {sorted(b.buckets)} are not the table's columns")
+    if abs(b.gpu_seconds - b.gpus * b.observed) > 0.01 + 1e-4 * b.gpu_seconds:
+        wrong.append(
+            f"{name}: {b.gpu_seconds:.3f} GPU-s booked for {b.gpus} GPU(s) x {b.observed:.3f} s watched"
+        )
+    if abs(b.observed - b.wall) > 1.0 + 0.05 * b.wall:
+        wrong.append(f"{name}: the ledger watched {b.observed:.1f} s of the scenario's {b.wall:.1f} s")
+    if not 0 <= b.right <= b.scored or not b.scored:
+        wrong.append(f"{name}: the classifier was right in {b.right} of {b.scored} evaluations")
+    return wrong
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_lab_scenario_lands_in_its_buckets(session: Session, name: str) -> None:
     sc = SCENARIOS[name]
-    before = session.totals()
+    before, started = session.ledger()
     res = session.lab.run(sc, session.history, session.drill)
-    after = session.totals()
-    session.classifier[name] = f"{res.right}/{res.scored}"
-    delta = {b: after[b] - before[b] for b in after}
-    session.rows[name] = delta
-    print(f"\n{table({name: delta}, session.classifier)}")
+    after, ended = session.ledger()
+    delta = {b: after["totals"][b] - before["totals"][b] for b in after["totals"]}
+    session.booked[name] = Booked(
+        delta,
+        observed=after["observed_seconds"] - before["observed_seconds"],
+        wall=ended - started,
+        gpus=after["gpus"],
+        right=res.right,
+        scored=res.scored,
+    )
+    print(f"\n{table({name: session.booked[name]})}")
     total = sum(delta.values())
     assert total > 0
     job = total - delta[Bucket.NO_JOB]
@@ -89,16 +130,28 @@ def test_lab_scenario_lands_in_its_buckets(session: Session, name: str) -> None:
 
 
 def test_lab_table(session: Session) -> None:
-    if len(session.rows) < len(SCENARIOS):
+    if len(session.booked) < len(SCENARIOS):
         pytest.skip("runs after the scenarios (run the whole file)")
     text = "\n".join(
         [
             "goodput ledger on the scenario lab (share of each scenario's GPU-seconds)",
             *session.lab.describe(),
             "",
-            table(session.rows, session.classifier),
+            table(session.booked),
         ]
     )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text + "\n")
     print("\n" + text)
+    assert list(session.booked) == list(SCENARIOS)
+    wrong = [w for name, b in session.booked.items() for w in misbooked(name, b)]
+    assert not wrong, "\n".join(wrong)
+    # the report read back says what was booked: a row per scenario, its GPU-seconds, shares of 100%
+    rows = {line[:14].strip(): line[14:].split() for line in OUT.read_text().splitlines()[-len(SCENARIOS) :]}
+    assert list(rows) == list(SCENARIOS), rows
+    for name, cells in rows.items():
+        b = session.booked[name]
+        assert float(cells[0]) == pytest.approx(b.gpu_seconds, abs=0.05), (name, cells)
+        shares = [float(c.rstrip("%")) for c in cells[1 : 1 + len(Bucket)]]
+        assert sum(shares) == pytest.approx(100, abs=0.05 * len(Bucket)), (name, cells)
+        assert cells[-1] == f"{b.right}/{b.scored}", (name, cells)

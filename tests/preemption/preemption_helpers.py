@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import async_wait_until
 
 from agent.config import parse_config
 from agent.core.events import Event, EventBus, InstanceIdentityEvent, PreemptionEvent
@@ -100,24 +100,31 @@ class Harness:
         return found[-1] if found else None
 
     async def wait(self, pred: Callable[[], Any], timeout: float = 8.0, what: str = "condition") -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = pred()
-            if value:
-                return value
-            await asyncio.sleep(0.02)
+        return await async_wait_until(pred, timeout, what=what, detail=self._status_text)
+
+    def _status_text(self) -> str:
         assert self.watcher is not None
-        raise AssertionError(
-            f"timed out waiting for {what}; status={json.dumps(self.watcher.status(), default=str)}"
-        )
+        return f"status={json.dumps(self.watcher.status(), default=str)}"
 
     async def wait_notice(self, timeout: float = 8.0, **match: Any) -> PreemptionEvent:
         found = await self.wait(lambda: self.notices(**match), timeout, f"notice {match}")
         return found[0]
 
     async def settle(self, polls: int = 5) -> None:
-        """Let the watcher make a few more reads."""
-        await asyncio.sleep(polls * 0.1 + 0.1)
+        """Let every polled source make ``polls`` more reads, counted: on a slow box this waits longer
+        rather than testing less. A long-poll source answers only on a change, so it is waited for only
+        until its first answer (the one that reads the current state)."""
+        assert self.watcher is not None
+        watcher = self.watcher
+        start = {name: st.reads for name, st in watcher.sources.items()}
+
+        def settled() -> bool:
+            return bool(watcher.sources) and all(
+                st.reads >= (1 if st.cadence == "long-poll" else start.get(name, 0) + polls)
+                for name, st in watcher.sources.items()
+            )
+
+        await self.wait(settled, what=f"{polls} more reads from every polled source")
 
     def outcomes(self) -> dict[str, int]:
         assert self.watcher is not None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 from conftest import need_binary
 from preemption_helpers import REPO, guarded_env, sim_process  # noqa: F401
@@ -24,6 +23,20 @@ def _metric(text: str, name: str, **labels: str) -> float | None:
         if line.startswith((name + "{", name + " ")) and all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+def _wait_for_polls(agent, polls: int) -> None:
+    """Every metadata source reads ``polls`` more times, counted: a slow box waits longer, never tests
+    less."""
+    start = {name: src["reads"] for name, src in _preemption(agent)["sources"].items()}
+
+    def polled() -> bool:
+        sources = _preemption(agent)["sources"]
+        return bool(sources) and all(
+            src["reads"] >= start.get(name, 0) + polls for name, src in sources.items()
+        )
+
+    agent.wait_for(polled, what=f"{polls} more reads from every metadata source")
 
 
 def test_daemon_reports_a_notice_in_metrics_and_status(agent_factory, sim_process, tmp_path):  # noqa: F811
@@ -102,7 +115,7 @@ def test_daemon_restart_during_a_notice_does_not_announce_it_again(agent_factory
 
     again = agent_factory(cfg, name="node")  # same state dir (and the same, appended, log file)
     again.wait_for(lambda: "restored after restart" in again.log(), what="restore")
-    time.sleep(1.0)  # several polls of the still-present notice
+    _wait_for_polls(again, 3)  # several polls of the still-present notice
     lines = again.log_lines()[first_run:]
     assert not [e for e in lines if e.get("event") == "preemption notice"], "announced again as new"
     restored = [e for e in lines if e.get("event") == "preemption notice restored after restart"]
@@ -122,7 +135,9 @@ def test_auto_without_dmi_evidence_sends_no_request(agent_factory, tmp_path):
     status = _preemption(agent)
     assert status["provider"] == "none" and status["enabled"] is False
     assert "no DMI information" in status["selected_by"]
-    time.sleep(1.5)  # several poll intervals
+    # the daemon's own ticks, counted: its interval (200 ms) is the poll interval the watcher would use
+    first = agent.status()["snapshot"]["seq"]
+    agent.wait_for(lambda: agent.status()["snapshot"]["seq"] >= first + 5, what="5 more ticks")
     status = _preemption(agent)
     assert status["requests"] == {} and status["sources"] == {}
     assert "training_node_metadata_requests_total" not in agent.metrics()
@@ -158,6 +173,7 @@ def test_reload_keeps_notices(agent_factory, sim_process):  # noqa: F811
     agent = agent_factory({"preemption": {"provider": "tencent", "endpoint": sim.url, **FAST}})
     sim.control("/notice", {"seconds": 300})
     agent.wait_for(lambda: _preemption(agent)["active"], what="notice")
+    reloads = agent.status()["reloads"]
     out = subprocess.run(
         [
             sys.executable,
@@ -175,7 +191,8 @@ def test_reload_keeps_notices(agent_factory, sim_process):  # noqa: F811
         timeout=20,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    time.sleep(0.8)
+    assert agent.status()["reloads"] == reloads + 1  # done when the command returns: parts built anew
+    _wait_for_polls(agent, 3)  # the new watcher reads the still-present notice several times
     assert len(_preemption(agent)["active"]) == 1
     new = [e for e in agent.log_lines() if e.get("event") == "preemption notice"]
     assert len(new) == 1, json.dumps(new)

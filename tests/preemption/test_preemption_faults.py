@@ -3,7 +3,6 @@ keeps going, says what happened (status, counters, warnings) and recovers by its
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 
 from conftest import free_port
@@ -17,6 +16,11 @@ def _last_error(h, source: str = "spot") -> str:
     return h.watcher.status()["sources"].get(source, {}).get("last_error") or ""
 
 
+def _failed_reads(h, path: str) -> list[float]:
+    """When the simulator answered ``path`` with an injected fault."""
+    return [e["monotonic"] for e in h.sim.state.log if e["fault"] and e["path"] == path]
+
+
 async def test_5xx_counted_backed_off_and_recovered(harness):  # noqa: F811
     h = await harness("alibaba")
     h.sim.state.add_fault({"kind": "status", "status": 500, "path": alibaba.SPOT_PATH})
@@ -26,10 +30,13 @@ async def test_5xx_counted_backed_off_and_recovered(harness):  # noqa: F811
     assert "server_error" in _last_error(h) and "HTTP 500" in _last_error(h)
     assert any("FAILING" in line for line in status["lines"])
     assert not h.notices(), "an error is neither presence nor absence"
-    # backoff: far fewer reads than one per 100 ms poll
-    await asyncio.sleep(1.0)
-    hits = sum(1 for e in h.sim.state.log if e["fault"] and e["path"] == alibaba.SPOT_PATH)
-    assert hits <= 8
+    # backoff: far fewer reads than one per 100 ms poll. Counted reads, their spacing measured: a slow
+    # box only spaces them more, and never has this test look at fewer reads
+    seen = len(_failed_reads(h, alibaba.SPOT_PATH))
+    await h.wait(lambda: len(_failed_reads(h, alibaba.SPOT_PATH)) >= seen + 3, what="3 more failed reads")
+    spaced = _failed_reads(h, alibaba.SPOT_PATH)[seen - 1 :]
+    mean_gap = (spaced[-1] - spaced[0]) / (len(spaced) - 1)
+    assert mean_gap >= 1.5 * 0.1, f"{mean_gap:.3f}s between failed reads at a 100 ms poll interval"
     h.sim.state.faults.clear()
     await h.wait_notice(kind="spot-termination")
     assert h.watcher.sources["spot"].errors == 0 and h.outcomes()["server_error"] >= 3
@@ -41,7 +48,16 @@ async def test_gcp_503_during_maintenance_is_retried(harness):  # noqa: F811
     h.sim.state.add_fault({"kind": "status", "status": 503, "count": 3})
     h.sim.state.add_maintenance("migrate")
     await h.wait_notice(kind="maintenance-migrate", timeout=6)
-    assert h.outcomes().get("server_error", 0) >= 1
+    # the held long-poll may bring the change before the 503s land on the reads after it: wait for
+    # all three, then for every source reading again, and the notice still there
+    await h.wait(
+        lambda: (
+            h.outcomes().get("server_error", 0) >= 3
+            and all(st.errors == 0 for st in h.watcher.sources.values())
+        ),
+        what="the three 503s retried past",
+    )
+    assert not h.notices(withdrawn=True)
 
 
 async def test_timeouts(harness):  # noqa: F811
@@ -200,15 +216,29 @@ async def test_wrong_timezone_formats(harness):  # noqa: F811
 
 
 async def test_flapping_present_absent_present(harness):  # noqa: F811
-    h = await harness("tencent", withdraw_after_polls=3)
+    # 4 absent polls withdraw: a loaded box may read one state two or three times, never 4 in a row,
+    # while the 6 absent reads in all would withdraw it were presence not to start the count again
+    h = await harness("tencent", withdraw_after_polls=4)
     n = h.sim.state.add_notice("spot-termination", 300)
     body = n.deadline.astimezone(tencent.BEIJING).strftime("%Y-%m-%d %H:%M:%S")
     await h.wait_notice(kind="spot-termination")
+
+    async def read_as(status: int) -> None:
+        """Until the watcher has read the spot path as ``status`` since now."""
+        mark = h.sim.state.requests
+        await h.wait(
+            lambda: any(
+                e["seq"] > mark and e["path"] == tencent.SPOT_PATH and e["status"] == status
+                for e in h.sim.state.log
+            ),
+            what=f"a read answered {status}",
+        )
+
     for _ in range(6):  # one poll absent, one present ...
         h.sim.state.set_override({"path": tencent.SPOT_PATH, "status": 404, "body": "not found"})
-        await asyncio.sleep(0.12)
+        await read_as(404)
         h.sim.state.set_override({"path": tencent.SPOT_PATH, "body": body})
-        await asyncio.sleep(0.12)
+        await read_as(200)
     assert len(h.notices()) == 1 and not h.notices(withdrawn=True)
 
 

@@ -7,7 +7,6 @@ notice, once, and the earlier deadline again under the same id, never a new one.
 
 from __future__ import annotations
 
-import asyncio
 import random
 
 import pytest
@@ -106,7 +105,7 @@ async def test_each_occurrence_of_a_stop_notice_gets_its_own_id(harness):  # noq
     first = await h.wait_notice(kind="spot-stop")
     h.sim.state.cancel(n.id)
     await h.wait_notice(kind="spot-stop", withdrawn=True)
-    await asyncio.sleep(1.1)  # minted ids carry the second the occurrence was first seen
+    # minted ids carry the second the occurrence was first seen, and a count within the same second
     h.sim.state.add_notice("spot-stop", 120, moving=True)
     await h.wait(lambda: len(h.notices(kind="spot-stop", withdrawn=False)) == 2, what="the second reclaim")
     second = h.notices(kind="spot-stop", withdrawn=False)[1]

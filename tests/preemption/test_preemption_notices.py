@@ -59,6 +59,22 @@ def test_gone_for_good_then_back_is_announced_again():
     assert [e.withdrawn for e in out] == [False, True, False]
 
 
+def test_a_second_occurrence_within_the_same_second_gets_its_own_id():
+    # GCE maintenance has no id: two occurrences first seen in one second must not share the minted id
+    t = NoticeTracker(withdraw_after=1)
+    first = t.observe("maintenance", [ev("", "maintenance-terminate")])[0]
+    assert t.observe("maintenance", [])[0].withdrawn
+    second = t.observe("maintenance", [ev("", "maintenance-terminate", at_s=0.5)])[0]
+    assert first.event_id == "alibaba-maintenance-terminate-20260101T120000Z"
+    assert second.event_id == first.event_id + "-2"
+    # after a restart the restored notice keeps its id, and the next occurrence does not take it
+    again = NoticeTracker(withdraw_after=1)
+    again.restore("maintenance", first, key="maintenance/maintenance-terminate")
+    assert again.observe("maintenance", [])[0].event_id == first.event_id  # withdrawn
+    third = again.observe("maintenance", [ev("", "maintenance-terminate", at_s=0.7)])[0]
+    assert third.event_id == first.event_id + "-2"
+
+
 def test_cloud_withdrawal_is_immediate_and_unknown_withdrawals_are_ignored():
     t = NoticeTracker(withdraw_after=3)
     t.observe("maintenance", [ev("m1", "maintenance-reboot", 86400)])

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 import aiohttp
 import pytest
+from conftest import async_wait_until, wait_until
 from preemption_helpers import REPO, sim_process  # noqa: F401
 
 from agent.devtools.simulator import start_simulator
@@ -194,10 +195,11 @@ async def test_control_api_faults_and_overrides(http):
         pending = json.loads(body)
         assert status == 200 and pending["state"] == "pending" and pending["announced_monotonic"] is None
         assert (await get(http, spot))[0] == 404
-        await asyncio.sleep(0.5)
+        await async_wait_until(lambda: sim.state.events[0].announced_monotonic, what="the announcement")
         state = json.loads((await get(http, ctl + "/state"))[1])
         [ev] = state["events"]
         assert ev["state"] == "active" and ev["announced_monotonic"] <= time.monotonic()
+        assert ev["announced_wall"] >= pending["announce_at_wall"] - 0.05, "announced before its time"
         assert ev["announced_wall"] == pytest.approx(time.time(), abs=5)
         assert (await get(http, spot))[0] == 200
 
@@ -259,12 +261,12 @@ def test_cli_simulator_announces_on_schedule(sim_process):  # noqa: F811
         "retirement:2h",
         "--require-token",
     )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        events = sim.read_state()["events"]
-        if all(e["state"] == "active" for e in events):
-            break
-        time.sleep(0.05)
+    wait_until(
+        lambda: all(e["state"] == "active" for e in sim.read_state()["events"]),
+        timeout=10,
+        what="both events announced",
+        detail=sim.log,
+    )
     by_kind = {e["kind"]: e for e in sim.read_state()["events"]}
     assert by_kind["spot-stop"]["state"] == "active" and by_kind["retirement"]["state"] == "active"
     spot = by_kind["spot-stop"]
