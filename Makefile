@@ -47,10 +47,11 @@ run: $(STAMP) fakenvml
 	$(if $(FAKE_NVML_STATE),LD_LIBRARY_PATH=$(CURDIR)/build/fakenvml) $(BIN)/training-node-agent run --config configs/dev.toml --listen $(LISTEN) --state-dir .state
 
 # as root, the system packages the suite needs (.ci/apt-packages) are installed first; otherwise one
-# line names the missing ones
+# line names the missing ones. Two phases (tests/phases.py): the files that do not time themselves side
+# by side (TNA_TEST_WORKERS, default cores + 1), then the lab and the self-timing tests alone; one total
 test: $(TEST_STAMP) fakenvml client-venv
 	@.ci/system-packages
-	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
+	$(BIN)/python tests/phases.py $(PYTEST_ARGS)
 
 # the first thing to run: simulator, fake GPUs, a toy trainer and the agent, about a minute, no root
 demo: $(STAMP) fakenvml

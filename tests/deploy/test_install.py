@@ -8,6 +8,7 @@ test needs no package index.
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import importlib.metadata
 import os
@@ -98,7 +99,13 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repacked from this venv (the suite must not reach a package index)."""
     wh = tmp_path_factory.mktemp("wheelhouse")
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index"]
-    r = _run([*pip_wheel, "-q", "-w", str(wh), "."], cwd=REPO)
+    # setuptools builds in the checkout (build/lib, the egg-info): two test workers building at once
+    # (make test runs files side by side) would mix each other's files into their wheels
+    lock = REPO / "build" / ".wheel.lock"
+    lock.parent.mkdir(exist_ok=True)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = _run([*pip_wheel, "-q", "-w", str(wh), "."], cwd=REPO)
     assert r.returncode == 0, r.stderr
     for dist in runtime_closure(NAME, extras=("top",)):  # install.sh installs the live view's rich
         repack_installed(dist, wh)

@@ -19,7 +19,8 @@ from webtls import basic, bcrypt_hash, client_context, make_pki
 
 from agent.devtools.fake_nvml import FakeNvml, device, library_dir
 
-pytestmark = pytest.mark.slow
+# its p99s are compared within 2x: run alone, after the parallel phase (tests/phases.py)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 HERE = Path(__file__).resolve().parent
 PHASE_SECONDS = 8.0  # ~600 scrapes a phase: a p99 that a handful of scheduler hiccups cannot move
