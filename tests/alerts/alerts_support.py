@@ -10,8 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import async_wait_until
-
 from agent.alerts.alerter import Alerter
 from agent.config import Config, parse_config
 from agent.core.events import EventBus
@@ -70,6 +68,9 @@ class Running:
 
 
 async def until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    # imported here: bench/soak.py imports this module for ``represented``, without the suite's conftest
+    from conftest import async_wait_until
+
     return await async_wait_until(predicate, timeout, what=what)
 
 

@@ -22,7 +22,7 @@ import sys
 from agent.sources import SourceAbsent
 from agent.sources.registry import BuildContext
 from agent.classifier import component
-from agent.health import gpu
+from agent.faults import gpu
 from agent.sources.gpu.probe import NvmlProbe
 probe = NvmlProbe(sys.argv[1], 1.0, True)
 for _ in range(3):
