@@ -14,12 +14,12 @@ from declarations import cloud_gaps
 
 from agent.alerts import i18n
 from agent.config import parse_config
-from agent.runtime.context import Context
 from agent.core.events import EventBus, PreemptionEvent
 from agent.core.vocabulary import Language, NoticeKind
 from agent.devtools.simulator import start_simulator
 from agent.preemption import registry
 from agent.preemption.watcher import PreemptionWatcher
+from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 
 
