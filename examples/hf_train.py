@@ -86,12 +86,6 @@ def main() -> int:
     trainer.train(resume_from_checkpoint=resume)
     if agent.last_path:
         print(f"rank {targs.process_index}: stopped at {agent.last_path}, acked {agent.acked}", flush=True)
-    if torch.distributed.is_initialized():
-        # the ranks leave together and tear the group down before the interpreter does: a rank whose
-        # gloo threads outlived its peer's exit aborted ("terminate called without an active
-        # exception", as accelerate_train.py's teardown once did) in a loaded run
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
     return 0
 
 

@@ -85,7 +85,10 @@ def test_client_venv_holds_the_client_alone():
     assert missing == "[]"
 
 
+# serial: torchrun jobs on 2 cores beside other test files aborted in teardown and missed their
+# drill's ack in loaded runs; alone, as before make test ran files side by side, they hold
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("name", list(CASES))
 def test_framework_checkpoints_acks_stops_and_resumes(agent_factory, tmp_path, name):
     py = need_client_venv()
