@@ -324,10 +324,15 @@ class PreemptionGuard:
         """Tell the agent the checkpoint is durable (flush it first: :func:`tna_client.fsync_tree`).
         On ranks other than 0 this only clears the flag (unless ``force``). Returns True when the ack
         was written; on rank 0 a False is logged as an error and kept in :attr:`ack_error`."""
+        if not (self.should_save or force):
+            self.reset()
+            return False
+        if self.request is None:
+            # a collective stop: another rank saw the request, and this one saves before its own
+            # poll came round; the file holds the request to answer
+            self.poll(force=True)
         request = self.request
         self.reset()
-        if not (self.should_save or force):
-            return False
         self.ack_error = None
         if not request:
             self.ack_error = "no request from the agent was read, so there is nowhere to write the ack" + (

@@ -39,7 +39,10 @@ def test_demo_runs_to_completion():
     ]
     trainer_story = [
         r"cloud +│ Alibaba Cloud will reclaim this spot instance",
-        r"trainer +│ SIGUSR1 received: checkpoint requested \(spot-termination, (29\d|300) s left\)",
+        # the agent writes the request file, then signals: a trainer that checks in between learns of
+        # it from the file first (seen on a loaded CI box), and the report must say the same
+        r"trainer +│ (SIGUSR1 received|request file seen): "
+        r"checkpoint requested \(spot-termination, (29\d|300) s left\)",
         r"trainer +│ saved step \d+ to \S+ in \d\.\d s; ack sent",
         r"trainer +│ exited with status 0",
     ]
@@ -67,9 +70,9 @@ def test_demo_runs_to_completion():
     report = out[out.index("── checkpoint report") : out.index("checkpoint on the (pretend) shared storage")]
     ack = re.search(r"^ack: via file step (\d+) at (\S+)$", report, re.M)
     assert ack, report
-    saw = (
-        rf"^  • trainers: pid {pid} \(rank 0\) saw the request by SIGUSR1 at \d\d:\d\d:\d\dZ, \d+\.\d s after"
-    )
+    by_signal = re.search(r"trainer +│ SIGUSR1 received: checkpoint requested", out)
+    how = "by SIGUSR1" if by_signal else "in the request file"
+    saw = rf"^  • trainers: pid {pid} \(rank 0\) saw the request {how} at \d\d:\d\d:\d\dZ, \d+\.\d s after"
     assert re.search(saw + r" it was sent, and acked via file \d+\.\d s after the request$", report, re.M), (
         report
     )

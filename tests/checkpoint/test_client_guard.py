@@ -113,6 +113,19 @@ def test_only_rank_zero_acks(tmp_path, monkeypatch):
     assert PreemptionGuard(signal=None, request_file=str(req)).rank == 5
 
 
+def test_rank_zero_acks_a_request_it_never_polled(tmp_path):
+    """A collective stop (Lightning DDP): rank 1 saw the request and every rank stops; rank 0 saves
+    before its own check came round. Its ack reads the file then, and answers the live request."""
+    req = tmp_path / "cp" / "request.json"
+    g = PreemptionGuard(signal=None, request_file=str(req), rank=0, check_interval=3600)
+    assert not g.checkpoint_requested  # checked once, before the request; the next check is an hour away
+    _write_request(req, "ev-collective")
+    assert g.ack(step=7, path="/mnt/cpfs/ckpt-7"), g.ack_error
+    ack = json.loads((tmp_path / "cp" / "ack-ev-collective.json").read_text())
+    assert ack["event_id"] == "ev-collective" and ack["step"] == 7
+    assert g.seen["via"] == "file" and not g.checkpoint_requested  # answered: not pending again
+
+
 def test_signal_sets_the_flag_and_chains(tmp_path):
     calls = []
     old = signal.signal(signal.SIGUSR2, lambda s, f: calls.append(s))
