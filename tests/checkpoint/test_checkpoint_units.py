@@ -23,15 +23,26 @@ NOW = datetime(2026, 1, 5, 18, 0, tzinfo=UTC)
 
 
 def test_signal_masks_of_this_process():
+    """Each disposition as this process sets it (not SIGINT's: a shell's background job inherits it
+    ignored, and then Python installs no handler for it)."""
+
+    def masks():
+        with open(f"/proc/{os.getpid()}/status") as f:
+            return parse_signal_masks(f.read())
+
     old = signal.signal(signal.SIGUSR2, lambda *a: None)
     try:
-        with open(f"/proc/{os.getpid()}/status") as f:
-            masks = parse_signal_masks(f.read())
+        caught = masks()
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+        ignored = masks()
+        signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+        default = masks()
     finally:
         signal.signal(signal.SIGUSR2, old)
-    assert masks.catches(signal.SIGUSR2)
-    assert masks.catches(signal.SIGINT)  # Python installs its KeyboardInterrupt handler
-    assert not masks.catches(signal.SIGKILL)
+    assert caught.catches(signal.SIGUSR2) and not caught.ignores(signal.SIGUSR2)
+    assert ignored.ignores(signal.SIGUSR2) and not ignored.catches(signal.SIGUSR2)
+    assert not default.catches(signal.SIGUSR2) and not default.ignores(signal.SIGUSR2)
+    assert not caught.catches(signal.SIGKILL)
 
 
 def test_signal_masks_text():
