@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 RECEIVER = r"""
 import os, signal, sys, time
 sys.path.insert(0, sys.argv[1])
-from agent.trainer import PreemptionGuard
+from tna_client import PreemptionGuard
 def stamp(sig, frame):
     os.write(1, f"signal {time.monotonic():.6f}\n".encode())
 signal.signal(signal.SIGUSR1, stamp)

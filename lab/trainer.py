@@ -15,7 +15,7 @@ Regimes (one training step each, repeated until the regime's seconds are up):
 - ``sync-wait``: spin while waiting for a straggler (``--straggle``), exchange a few KB
   (``--sync-bytes``), then compute: the GPUs spin but this node's network is quiet;
 - ``checkpoint``: compute, with a short checkpoint write burst every ``--burst-every`` seconds; a
-  checkpoint request from the agent (``agent.trainer.PreemptionGuard``) makes a long checkpoint of
+  checkpoint request from the agent (``tna_client.PreemptionGuard``) makes a long checkpoint of
   ``--checkpoint-seconds`` that is acknowledged when durable.
 
 Every phase change is logged with its wall-clock time (the lab's ground truth). The process ends
@@ -35,7 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-from agent.trainer import PreemptionGuard
+from tna_client import PreemptionGuard
+
 from lab.blockdev import DirectReader
 from lab.gpu import LabGpus, PhaseLog
 from lab.peer import exchange

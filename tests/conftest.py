@@ -232,7 +232,9 @@ class AgentProcess:
             self.wait_ready()
         return self
 
-    def wait_ready(self, timeout: float = 20.0) -> None:
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        # a condition, not a sleep: a loaded box (CI beside stress-ng, xdist workers) can take
+        # 20 s to start an interpreter and import the daemon; a quiet one serves in about 1 s
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc is not None

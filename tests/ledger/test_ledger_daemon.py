@@ -180,7 +180,8 @@ def test_simulated_reclaim_ten_minutes_after_a_periodic_checkpoint(agent_factory
             saved_at = seed(agent.state_dir, 2, 10)
             agent.start()
             agent.wait_for(lambda: goodput(agent)["observed_seconds"] > 1, what="booking")
-            sim.control("/notice", {"kind": "spot-termination", "seconds": 6})
+            # 15 s: the ack below is a CLI process, which a loaded box takes seconds to start
+            sim.control("/notice", {"kind": "spot-termination", "seconds": 15})
             agent.wait_for(
                 lambda: agent.status()["checkpoint"]["active"], what="the checkpoint request", timeout=20
             )
@@ -188,7 +189,7 @@ def test_simulated_reclaim_ten_minutes_after_a_periodic_checkpoint(agent_factory
                 out = run_cli("ack", "--control-socket", agent.control_socket, "--step", "4100")
                 assert out.returncode == 0, out.stderr
             g = agent.wait_for(
-                lambda: (s := goodput(agent))["reclaims"] and s, what="the reclaim", timeout=20
+                lambda: (s := goodput(agent))["reclaims"] and s, what="the reclaim", timeout=45
             )
             (r,) = g["reclaims"]
             elapsed = time.time() - saved_at
@@ -233,7 +234,7 @@ def test_drill_reports_what_a_reclaim_would_lose_and_the_cadence(agent_factory, 
 TRAINER = r"""
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from agent.trainer import PreemptionGuard
+from tna_client import PreemptionGuard
 guard = PreemptionGuard(request_file=sys.argv[2])
 step = 0
 next_save = time.monotonic() + 2
