@@ -135,7 +135,8 @@ def trainer(st: dict[str, Any], view: View) -> list[Text]:
             t.append(shown, style="green" if ok else "bold red")
         if view.request_file is not None:
             t.append("  request file " + ("present" if view.request_file else "none"))
-        out.append(t)
+        # under a notice the handshake is what matters: it comes before the process rows
+        out.insert(1 if ck.get("active") or section(st, "preemption").get("active") else len(out), t)
         recent = ck.get("recent") or []
         if recent:
             r = recent[-1]

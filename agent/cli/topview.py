@@ -59,12 +59,21 @@ def screen(st: dict[str, Any], hist: History, cfg: ClassifierSection, view: View
         (goodput(st.get("goodput")), 1),
     ]
     if w < WIDE:
-        # the countdown and the episode come before the inputs when the screen is short
+        # the countdown and the episode come before the inputs when the screen is short; under a
+        # notice the trainer's side of the handshake (its handler, the request file) does too: a node
+        # with many NICs would otherwise fill the screen with idle inputs at the moment that matters
+        if _under_notice(st):
+            return fit([*top, right[0], right[1], *left, right[2]], view.height, w)
         return fit([*top, right[0], *left, *right[1:]], view.height, w)
-    upper = fit(top, None if view.height is None else max(1, view.height - 4), w)
+    below = 6 if _under_notice(st) else 4  # the notice, its episode and the handshake's first lines
+    upper = fit(top, None if view.height is None else max(1, view.height - below), w)
     rest = None if view.height is None else view.height - len(upper)
     lw = w // 2 - 1
     return upper + side_by_side(fit(left, rest, lw), fit(right, rest, w - lw - 1), lw)
+
+
+def _under_notice(st: dict[str, Any]) -> bool:
+    return bool(section(st, "preemption").get("active") or section(st, "checkpoint").get("active"))
 
 
 def _header(st: dict[str, Any], view: View) -> Text:

@@ -77,7 +77,11 @@ async def test_signed_messages_are_accepted_with_node_gpus_and_verdict(fake, tmp
             "Stage the dataset locally",
         ):
             assert part in text, part
-        assert counter(alerter, "training_node_alerts_sent_total", channel="ops") == 1
+        # the service answered before the sender read the answer and counted it: wait for the count
+        sent = await until(
+            lambda: counter(alerter, "training_node_alerts_sent_total", channel="ops"), what="count"
+        )
+        assert sent == 1
         assert alerter.status()["channels"]["ops"]["state"] == "ok"
 
 
@@ -226,6 +230,7 @@ async def test_burst_of_100_respects_the_limit_ends_in_a_digest_and_loses_nothin
         assert not refused, "the service refused requests: the limit was not respected"
         assert len(bot.accepted) >= 2  # the waves did not all fit one message
         assert counter(alerter, "training_node_alerts_digests_total", channel="ops") >= 1
+        await until(lambda: counter(alerter, "training_node_alerts_sent_total", channel="ops") >= 100)
         assert counter(alerter, "training_node_alerts_sent_total", channel="ops") == 100
         assert len(bot.accepted) < 10
         # every alert is listed by name, or counted in "… and N more" where the service's size limit

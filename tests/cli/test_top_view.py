@@ -208,6 +208,10 @@ def test_every_frame_fits_and_keeps_what_matters(seed: int) -> None:
                 assert re.search(r"NOTICE spot-termination\s+\d\d:\d\d left", out), where
             elif st_["checkpoint"]["active"]:
                 assert "DRILL" in out and "a drill: no real notice" in out and "NOTICE" not in out, where
+            gpu_lines = 2 * n_gpus if detail else n_gpus
+            if (st_["preemption"]["active"] or st_["checkpoint"]["active"]) and height >= gpu_lines + 10:
+                # the trainer's side of the handshake stays on screen, however many inputs there are
+                assert re.search(r"checkpoint SIGUSR1  pid 4000 (handler ready|no-handler)", out), where
             if st_["classifier"]["candidate"] and height >= 30:
                 assert "pending: network 1/3 confirmations" in out, where
 
