@@ -18,6 +18,7 @@ from agent.config.core import AgentSection, HttpSection
 from agent.config.cost import CostSection
 from agent.config.goodput import GoodputSection
 from agent.config.gpu import GpuSection
+from agent.config.jobs import JobsSection
 from agent.config.network import NetworkSection
 from agent.config.preemption import PreemptionSection
 from agent.config.storage import StorageSection
@@ -39,6 +40,7 @@ class Config(StrictModel):
     alerts: AlertsSection = Field(default_factory=AlertsSection)
     goodput: GoodputSection = Field(default_factory=GoodputSection)
     cost: CostSection = Field(default_factory=CostSection)
+    jobs: JobsSection = Field(default_factory=JobsSection)
 
 
 class ConfigError(Exception):
