@@ -24,6 +24,8 @@ TEXT: dict[str, tuple[str, str]] = {
     "reasons": ("Reasons", "依据"),
     "detail": ("Detail", "详情"),
     "trainer": ("Trainer", "训练进程"),
+    "jobs": ("Jobs", "作业"),
+    "job_lose": ("will lose {hours} GPU-h", "将损失 {hours} GPU 时"),
     "took": ("Took", "耗时"),
     "error": ("Error", "错误"),
     "collector": ("Collector", "采集器"),

@@ -14,7 +14,7 @@ from agent.alerts import i18n
 from agent.alerts.facts import Facts
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
-from agent.alerts.scene import Scene, describe_gpus, ranges, when
+from agent.alerts.scene import Scene, describe_gpus, job_lines, ranges, when
 from agent.core.events import (
     AgentLifecycleEvent,
     CheckpointEvent,
@@ -61,6 +61,19 @@ def _labels(scene: Scene, f: Facts, **extra: object) -> tuple[tuple[str, str], .
 
 
 def render(event: Event, f: Facts, scene: Scene, lang: str) -> Message:
+    """The message for one event; every one of them names the jobs on the node (and what a reclaim
+    would cost each) in a field of its own, and their ids in the ``job_id`` label."""
+    msg = _render(event, f, scene, lang)
+    if not scene.jobs:
+        return msg
+    return replace(
+        msg,
+        fields=(*msg.fields, (t("jobs", lang), "; ".join(job_lines(scene.jobs, lang)))),
+        labels=(*msg.labels, ("job_id", ",".join(j.job_id for j, _ in scene.jobs))),
+    )
+
+
+def _render(event: Event, f: Facts, scene: Scene, lang: str) -> Message:
     host = scene.node.hostname
     node_field = (t("node", lang), scene.node.describe())
     common = {

@@ -310,12 +310,13 @@ class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
         s["cadence_lines"] = cadence.lines(advice, why)
         return s
 
-    def job_losses(self) -> list[str]:
-        """What a reclaim now would cost each job, worded (``job 4127 `llama-7b` (alice) would lose
-        8.0 GPU-h``): the alerts' view of the ledger, handed to them by the daemon."""
+    def job_losses(self) -> dict[str, float]:
+        """GPU-seconds of work each job would lose to a reclaim now (since its last durable
+        checkpoint): the alerts' view of the ledger, handed to them by the daemon (``build.py``)."""
         if not self.ledger.job:
-            return []
-        return by_jobs.loss_lines(self.ledger.would_lose_by_job(time.time()), self.ledger.job_names)
+            return {}
+        lose = self.ledger.would_lose_by_job(time.time())
+        return {k: v for k, v in lose.items() if k != NO_JOB and v > 0}
 
     def reclaim_line(self, now: float) -> str | None:
         if not self.ledger.reclaims:
@@ -336,7 +337,10 @@ class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
         s = self.summary(now, window or self.cfg.window)
         led = self.ledger
         everything, _ = led.book.everything()
-        s["lines"] = [*lines(s, s["cadence_lines"], self.reclaim_line(now)), *self.job_losses()]
+        s["lines"] = [
+            *lines(s, s["cadence_lines"], self.reclaim_line(now)),
+            *by_jobs.loss_lines(self.job_losses(), led.job_names),
+        ]
         s.update(
             {
                 "totals": {str(b): round(v, 3) for b, v in zip(BUCKETS, everything, strict=True)},

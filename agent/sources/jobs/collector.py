@@ -116,6 +116,7 @@ class JobCollector:
             scheduler=sched,
             problem=self.scontrol.problem if sched else None,
             lookups_failed_total=self.scontrol.failed_total,
+            malformed_lines_total=self.malformed_total,
         )
 
     def _identity(self, pj: ProcJob, source: JobSource) -> JobIdentity:

@@ -71,6 +71,7 @@ class JobPart:
     scheduler: Scheduler | None = None  # None: no scheduler on this node and no process in a job
     problem: str | None = None  # why names or users are missing (scontrol failing), else None
     lookups_failed_total: int = 0
+    malformed_lines_total: int = 0  # since the agent started
 
     def job(self, job_id: str) -> JobIdentity | None:
         return next((j for j in self.jobs if j.job_id == job_id), None)
