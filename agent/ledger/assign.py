@@ -114,19 +114,20 @@ def assign(tick: Tick, states: Sequence[GpuState]) -> list[float]:
     leaves 4 paid for and unused); when NVML lists no process at all (containers hide them) the
     node's training processes count for every GPU."""
     out = [0.0] * N
-    _assign(tick, states, lambda _i: out)
+    _assign(tick, states, lambda _i, _none: out)
     return out
 
 
 def assign_jobs(tick: Tick, states: Sequence[GpuState]) -> tuple[list[float], dict[str, list[float]]]:
     """:func:`assign`, and the same seconds by scheduler job: each GPU's seconds to the job on it
-    (``tick.jobs``), ``NO_JOB`` where there is none. The jobs' vectors add up to the total, bucket by
-    bucket."""
+    (``tick.jobs``), ``NO_JOB`` where there is none, and wherever the GPU's seconds are booked as
+    ``no-job`` (the ledger saw no process on it, whatever the scheduler said). The jobs' vectors add
+    up to the total, bucket by bucket."""
     by_job: dict[str, list[float]] = {}
     jobs = tick.jobs
 
-    def of(i: int) -> list[float]:
-        key = jobs[i] if i < len(jobs) else NO_JOB
+    def of(i: int, idle: bool) -> list[float]:
+        key = jobs[i] if i < len(jobs) and not idle else NO_JOB
         v = by_job.get(key)
         if v is None:
             v = by_job[key] = [0.0] * N
@@ -140,15 +141,16 @@ def assign_jobs(tick: Tick, states: Sequence[GpuState]) -> tuple[list[float], di
     return total, by_job
 
 
-def _assign(tick: Tick, states: Sequence[GpuState], vector: Callable[[int], list[float]]) -> None:
+def _assign(tick: Tick, states: Sequence[GpuState], vector: Callable[[int, bool], list[float]]) -> None:
     s = tick.seconds
     if s <= 0 or not tick.gpus:
         return
     per_gpu = any(g.busy for g in tick.gpus)
     job, checkpointing, startup = tick.job, tick.checkpointing, tick.startup
     for i, (g, state) in enumerate(zip(tick.gpus, states, strict=True)):
-        out = vector(i)
-        if not (g.busy if per_gpu else job):
+        unused = not (g.busy if per_gpu else job)
+        out = vector(i, unused)
+        if unused:
             b = _NO_JOB
         elif checkpointing:
             b = _CHECKPOINT

@@ -13,13 +13,14 @@ from hypothesis import strategies as st
 from ledger_synth import CFG, gpu
 
 from agent.classifier.published import unclassified
-from agent.ledger.assign import NO_JOB, N, Pressures, gpu_state
+from agent.ledger.assign import INDEX, NO_JOB, Bucket, N, Pressures, gpu_state
 from agent.ledger.book import Book
 from agent.ledger.saved import Saved
 from agent.ledger.state import Ledger
 
 STATE_NAMES = ["working", "spinning", "starved", "between", "down"]
 JOBS = ["4127", "4128", NO_JOB]
+NO_JOB_BUCKET = INDEX[Bucket.NO_JOB]
 
 pressure = st.floats(0, 1)
 tick = st.tuples(
@@ -67,8 +68,11 @@ def test_buckets_sum_to_gpus_times_elapsed_time(steps, resolution) -> None:
             assert all(x >= -1e-9 for x in booked)
             assert math.isclose(sum(booked), dt * len(gpus), rel_tol=1e-9, abs_tol=1e-9)
             given_seconds += dt * len(gpus)
-            for key in keys:
-                given_jobs[key] = given_jobs.get(key, 0.0) + dt
+            # a GPU booked as no-job (no process of its own, or none on the node) is no job's
+            per_gpu = any(busy for _, busy, _ in gpus_spec)
+            for _, busy, key in gpus_spec:
+                used = busy if per_gpu else job
+                given_jobs[key if used else NO_JOB] = given_jobs.get(key if used else NO_JOB, 0.0) + dt
         elif s[0] == "checkpoint":
             _, phase, eid, drill, when = s
             r = led.checkpoint(phase, eid, wall + when, drill, 5.0)
@@ -100,6 +104,8 @@ def _jobs_add_up(led: Ledger, given_jobs: dict[str, float]) -> None:
                 sum(jc[i] for _, jc in slot.jobs.values()), slot.cost[i], rel_tol=1e-9, abs_tol=1e-6
             )
         assert all(x >= -1e-6 for js, _ in slot.jobs.values() for x in js)
+        # only no-job holds no-job's bucket
+        assert all(js[NO_JOB_BUCKET] == 0 for k, (js, _) in slot.jobs.items() if k != NO_JOB)
     booked = {k: sum(v[0]) for k, v in led.book.jobs_since(-math.inf).items()}
     for key, seconds in given_jobs.items():
         assert math.isclose(booked.get(key, 0.0), seconds, rel_tol=1e-9, abs_tol=1e-6), key

@@ -1,0 +1,113 @@
+"""Which job is on the GPUs, against the real scheduler: an `sbatch` job on the private one-node
+cluster (tests/slurm/cluster.py) runs a process that the fake NVML lists on GPU 0. The agent, run
+as the daemon tests run it (the fake on LD_LIBRARY_PATH), maps it to its job id, name and user in
+the status, `training_node_job_info` and `training_node_gpu_job_info`, and `report --by job` books
+GPU 0's seconds to the job and GPU 1's (nothing on it) to `no job`.
+
+slurmd tracks the job with proctrack/linuxproc here, so the job is found through the process's
+SLURM_JOB_ID (the agent runs as root) and named by slurmctld's `scontrol show job`."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from cluster import SlurmCluster
+
+from agent.devtools.fake_nvml import FakeNvml, library_dir
+
+# tests/conftest.py's helpers cannot be imported by name here: tests/slurm/conftest.py takes the name
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _report(agent, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent", "report", "--control-socket", agent.control_socket, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_a_slurm_job_is_named_on_its_gpu_in_status_metrics_and_the_ledger(
+    slurm_cluster: SlurmCluster, agent_factory, tmp_path: Path
+) -> None:
+    c = slurm_cluster
+    pid_file = c.dir / "job.pid"
+    # the batch script becomes the trainer: its pid (kept through exec) and SLURM_* environment
+    job = c.sbatch(
+        "--job-name=llama-7b", "-o", "/dev/null", "--wrap", f"echo $$ > {pid_file}; exec sleep 300"
+    )
+    c.wait_until(lambda: c.jobs().get(job) == "RUNNING" and pid_file.exists(), 30, "job running")
+    c.wait_until(lambda: pid_file.read_text().strip(), 10, "the job's pid")
+    pid = int(pid_file.read_text())
+
+    fake = FakeNvml(tmp_path / "nvml.json", gpus=2)
+    fake.set(
+        0,
+        processes=[{"pid": pid, "used_memory_bytes": 1 << 30}],
+        utilization_gpu=97,
+        sm_active=90,
+        power_mw=600_000,
+        power_limit_mw=700_000,
+    )
+    agent = agent_factory(
+        {"jobs": {"node_name": c.node, "timeout": "5s"}, "goodput": {"resolution": "1s"}},
+        env={
+            "SLURM_CONF": str(c.conf),
+            "LD_LIBRARY_PATH": str(library_dir()),
+            "FAKE_NVML_STATE": str(fake.path),
+        },
+    )
+
+    def named():
+        jobs = (agent.status().get("snapshot") or {}).get("jobs") or []
+        return next((j for j in jobs if j["job_id"] == str(job) and j["name"]), None)
+
+    seen = agent.wait_for(named, timeout=30, what="the job named in the status")
+    assert seen["name"] == "llama-7b" and seen["user"] == "root"  # what slurmctld says
+    assert seen["scheduler"] == "slurm" and seen["source"] == "environ"  # linuxproc: no job cgroup
+    assert pid in seen["pids"]
+
+    info = f'training_node_job_info{{job_id="{job}",job_name="llama-7b",scheduler="slurm",user="root"}} 1.0'
+    on_gpu = f'training_node_gpu_job_info{{gpu="0",job_id="{job}"}} 1.0'
+
+    def exposed() -> str | None:
+        m = agent.metrics()
+        return m if info in m and on_gpu in m else None
+
+    text = agent.wait_for(exposed, 15, what="the info series")
+    assert 'training_node_gpu_job_info{gpu="1"' not in text  # nothing runs on GPU 1
+    # the job label is on the two info series only
+    labelled = {
+        line.split("{")[0] for line in text.splitlines() if "job_id=" in line and not line.startswith("#")
+    }
+    assert labelled == {"training_node_job_info", "training_node_gpu_job_info"}
+
+    def booked():
+        g = json.loads(_report(agent, "--json", "--since", "1h").stdout or "{}")
+        by = {e["job_id"]: e for e in g.get("jobs") or []}
+        if (
+            by.get(str(job), {}).get("gpu_seconds", 0) >= 2
+            and by.get("no-job", {}).get("gpu_seconds", 0) >= 2
+        ):
+            return g, by
+        return None
+
+    g, by = agent.wait_for(booked, timeout=30, what="GPU-seconds booked to the job and to no job")
+    # the jobs' GPU-seconds and no-job's are the node's, and each GPU went to one of them
+    assert abs(sum(e["gpu_seconds"] for e in by.values()) - g["gpu_seconds"]) < 0.01
+    assert set(by) == {str(job), "no-job"}
+    assert by["no-job"]["buckets"]["no-job"] == by["no-job"]["gpu_seconds"]
+    assert by[str(job)]["buckets"]["no-job"] == 0
+
+    out = _report(agent, "--by", "job", "--since", "1h")
+    assert out.returncode == 0, out.stderr
+    assert re.search(rf"^  job {job} `llama-7b` \(root\): \d+\.\d{{3}} GPU-h, goodput", out.stdout, re.M), (
+        out.stdout
+    )
+    assert re.search(r"^  no job: \d+\.\d{3} GPU-h", out.stdout, re.M), out.stdout
