@@ -133,3 +133,20 @@ def test_status_lines_name_the_job_its_step_and_pids():
     text = "\n".join(lines(summary(part, None)))
     assert "job 4127 `llama-7b` (alice), step 0: pids 11, 12 (cgroup)" in text
     assert "names unknown: scontrol not found" in text
+
+
+def test_the_checkpoint_report_names_the_job_of_each_target():
+    from agent.checkpoint.episodelog import Episode
+    from agent.checkpoint.report import build_report, render_report
+
+    ep = Episode("e1", "aws", "spot-termination", 1120.0, 1000.0, 1000.0, requested_at=1000.0)
+    ep.deliveries = [
+        {"pid": 11, "comm": "python", "source": "nvml", "signal": "SIGUSR1", "outcome": "signalled"}
+    ]
+    ep.jobs = [{**LLAMA.as_dict(), "pids": [11, 12]}]
+    text = render_report(build_report(ep, 1.1, "aws"))
+    assert "job 4127 `llama-7b` (alice): pids 11, 12" in text
+    assert "pid 11 (python) in job 4127 via nvml" in text
+    assert "in job" not in render_report(
+        build_report(Episode("e2", "aws", "spot-termination", 1.0, 0.0, 0.0), 1.1, "")
+    )
