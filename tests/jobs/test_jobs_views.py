@@ -150,3 +150,20 @@ def test_the_checkpoint_report_names_the_job_of_each_target():
     assert "in job" not in render_report(
         build_report(Episode("e2", "aws", "spot-termination", 1.0, 0.0, 0.0), 1.1, "")
     )
+
+
+def test_top_shows_each_job_what_it_would_lose_and_the_job_of_each_process():
+    pytest.importorskip("rich")
+    from agent.cli.toppanels import trainer
+    from agent.cli.topparts import View
+
+    st = {
+        "snapshot": {
+            "jobs": [{**LLAMA.as_dict(), "pids": [11]}],
+            "training_processes": [{"pid": 11, "comm": "python", "cpu_cores": 1.0, "allowed_cores": 4}],
+        },
+        "goodput": {"would_lose_gpu_seconds_by_job": {"4127": 8 * 3600.0}},
+    }
+    text = "\n".join(t.plain for t in trainer(st, View(120, None)))
+    assert "job 4127 `llama-7b` (alice) step 0  a reclaim now loses 8.0 GPU-h" in text
+    assert "pid 11 python job 4127" in text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,14 @@ def test_a_slurm_job_is_named_on_its_gpu_in_status_metrics_and_the_ledger(
         line.split("{")[0] for line in text.splitlines() if "job_id=" in line and not line.startswith("#")
     }
     assert labelled == {"training_node_job_info", "training_node_gpu_job_info"}
+    promtool = shutil.which("promtool")
+    if promtool is not None:  # installed with prometheus (.ci/apt-packages)
+        lint = subprocess.run(
+            [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+        )
+        assert lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(), (
+            lint.stdout + lint.stderr
+        )
 
     def booked():
         g = json.loads(_report(agent, "--json", "--since", "1h").stdout or "{}")
