@@ -59,7 +59,6 @@ class Scontrol:
         self.problem: str | None = None
         self.failed_total = 0
         self.malformed = 0
-        self.present: bool | None = None  # None until the first call says whether scontrol runs
 
     # --- what the collector asks (never blocks) ----------------------------------------------------
 
@@ -79,9 +78,10 @@ class Scontrol:
                 if (k := self._known.get(j)) is None
                 or now - k.at > (self.refresh if k.job is not None else NEGATIVE_SECONDS)
             }
-            wake = bool(stale - self._wanted) or (pids and not self._want_pids)
+            list_now = pids and not self._want_pids and now - self._pids_at > LISTPIDS_SECONDS
+            wake = bool(stale - self._wanted) or list_now
             self._wanted |= stale
-            self._want_pids = self._want_pids or (pids and now - self._pids_at > LISTPIDS_SECONDS)
+            self._want_pids = self._want_pids or list_now
             if wake and not self._closed:
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._work, name="scontrol", daemon=True)
@@ -112,10 +112,14 @@ class Scontrol:
                     continue
                 job = next(iter(sorted(self._wanted)), None)
                 pids = self._want_pids and job is None
-            if job is not None:
-                self._show(job)
-            elif pids:
-                self._listpids()
+            try:
+                if job is not None:
+                    self._show(job)
+                elif pids:
+                    self._listpids()
+            except Exception as e:  # a bug here must not end the lookups for good: said, backed off
+                log.exception("scontrol lookup failed")
+                self._failed(f"lookup failed: {type(e).__name__}: {e}")
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str] | str:
         """The call's result, or why it did not run (missing, timed out)."""
@@ -138,13 +142,12 @@ class Scontrol:
         except OSError as e:
             return f"{self.program}: {e.strerror or e}"
 
-    def _failed(self, why: str, keys: set[str] | None = None) -> None:
+    def _failed(self, why: str) -> None:
         with self._cond:
             self.failed_total += 1
             first = self.problem is None
             self.problem = why
             self._retry_at = time.monotonic() + self._backoff.next()
-            self.present = self.present or not why.endswith("not found")
         if first:
             log.warning("scontrol fails: jobs are shown by id only", problem=why)
 
@@ -153,7 +156,6 @@ class Scontrol:
             if self.problem is not None:
                 log.info("scontrol answers again", was=self.problem)
             self.problem = None
-            self.present = True
             self._backoff.reset()
 
     def _show(self, job_id: str) -> None:
