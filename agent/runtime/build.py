@@ -18,6 +18,7 @@ from agent.faults.gpu import GpuHealth
 from agent.ledger.component import LedgerComponent
 from agent.preemption.watcher import PreemptionWatcher
 from agent.runtime.context import Context
+from agent.scheduler.component import SchedulerComponent
 from agent.snapshot import NodeSnapshot
 from agent.sources import Collector
 from agent.sources import registry as sources
@@ -64,6 +65,8 @@ def build_components(ctx: Context) -> list[Component]:
         # after the classifier: each snapshot is booked with the pressures of the window it closes
         components.append(LedgerComponent(ctx, classifier.published if classifier else None))
     components.append(PreemptionWatcher(ctx))
+    # always built: it serves the health check; it talks to Slurm only with [scheduler] kind set
+    components.append(SchedulerComponent(ctx))
     if ctx.cfg.gpu.enabled:
         components.append(GpuHealth(ctx))
     if ctx.cfg.alerts.webhooks:
