@@ -89,6 +89,7 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
         self.last_xid_at: float | None = None
         self.failing: set[str] = set()
         self.gate_since: float | None = None
+        self.quiet_since: float | None = None  # monotonic time the last cause went
         self.wake = asyncio.Event()
         self.changed = asyncio.Event()  # set after each reconcile (the drill's report waits on it)
         self._said: set[str] = set()
@@ -229,10 +230,23 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
 
     async def reconcile(self, slurm: Scontrol, node: str) -> None:
         await self._reclaims(slurm, node)
-        self.node = info = await slurm.node(node)
-        why = self.gate_why()
-        held = time.monotonic() - self.gate_since if self.gate_since is not None else 0.0
         wanted = policy.standing(self.causes, time.time())
+        try:
+            self.node = info = await slurm.node(node)
+        except SlurmError:
+            if wanted and not self.cfg.dry_run:  # a drain that is wanted and cannot be set yet
+                self._count(SchedulerAction.DRAIN, ActionOutcome.FAILED, None)
+            raise
+        why = self.gate_why()
+        now = time.monotonic()
+        # the hold counts from when the node was last both healthy and without a cause: a notice
+        # that is cancelled is followed by resume_after of health before the drain goes
+        if wanted:
+            self.quiet_since = None
+        elif self.quiet_since is None:
+            self.quiet_since = now
+        since = max(self.gate_since or now, self.quiet_since or now)
+        held = now - since if why is None else 0.0
         d = self.decision = policy.decide(info, wanted, why, held, self.cfg.resume_after)
         if d.step == Step.FOREIGN and wanted:
             self._once(f"foreign/{d.reason}", "node drained by someone else: left as it is", reason=d.reason)
@@ -266,9 +280,8 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
                     log.info(f"dry run: would {action}", jobs=names, event_id=r.event_id)
                     self._count(action, ActionOutcome.DRY_RUN, None)
                 else:
-                    await self._act(
-                        action, names, slurm.cancel(ids) if action == "cancel" else slurm.requeue(ids)
-                    )
+                    call = slurm.cancel(ids) if action == SchedulerAction.CANCEL else slurm.requeue(ids)
+                    await self._act(action, names, call, jobs=names, event_id=r.event_id)
             elif not plan.refused:
                 self._would(r.event_id, f"no running job on {node} to {action}")
             self.reclaims.pop(0)
