@@ -375,3 +375,38 @@ class SimFault(StrEnum):
     EMPTY = "empty"
     HUGE = "huge"  # a body over any sane limit
     DROP = "drop"  # the connection closed without an answer
+
+
+class SchedulerKind(StrEnum):
+    """``[scheduler] kind``: which cluster scheduler the agent tells about its node."""
+
+    NONE = "none"
+    SLURM = "slurm"
+    AUTO = "auto"  # Slurm when scontrol is on PATH and slurmd runs on this node
+
+
+class OnReclaim(StrEnum):
+    """``[scheduler] on_reclaim``: what happens to the node's running jobs when the checkpoint ends."""
+
+    REQUEUE = "requeue"
+    NONE = "none"
+    CANCEL = "cancel"
+
+
+class SchedulerAction(StrEnum):
+    """``training_node_scheduler_actions_total{action}``."""
+
+    DRAIN = "drain"
+    RESUME = "resume"
+    REQUEUE = "requeue"
+    CANCEL = "cancel"
+
+
+class ActionOutcome(StrEnum):
+    """``training_node_scheduler_actions_total{outcome}``."""
+
+    OK = "ok"
+    FAILED = "failed"  # scontrol failed, timed out or slurmctld did not answer (retried)
+    DRY_RUN = "dry-run"  # said, not done ([scheduler] dry_run or a drill)
+    REFUSED = "refused"  # a job that is not requeueable, left alone
+    FOREIGN = "foreign"  # the node carries a drain the agent did not set: left untouched

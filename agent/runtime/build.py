@@ -18,6 +18,7 @@ from agent.faults.gpu import GpuHealth
 from agent.ledger.component import LedgerComponent
 from agent.preemption.watcher import PreemptionWatcher
 from agent.runtime.context import Context
+from agent.scheduler.component import SchedulerComponent
 from agent.snapshot import NodeSnapshot
 from agent.sources import Collector
 from agent.sources import registry as sources
@@ -66,6 +67,8 @@ def build_components(ctx: Context) -> list[Component]:
         ledger = LedgerComponent(ctx, classifier.published if classifier else None)
         components.append(ledger)
     components.append(PreemptionWatcher(ctx))
+    # always built: it serves the health check; it talks to Slurm only with [scheduler] kind set
+    components.append(SchedulerComponent(ctx))
     if ctx.cfg.gpu.enabled:
         components.append(GpuHealth(ctx))
     if ctx.cfg.alerts.webhooks:

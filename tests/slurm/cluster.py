@@ -6,7 +6,8 @@ the node and cluster names derive from the pid and a counter, so two runs side b
 collide. `/etc/slurm` is never read (SLURM_CONF points at the private config; the plugstack is an
 empty private file).
 
-Use it as a context manager, or through the `slurm_cluster` fixture in tests/slurm/conftest.py:
+Use it as a context manager, or as the `slurm_cluster` pytest fixture (`from cluster import
+slurm_cluster` in a test module; tests/slurm/ must be on sys.path, as pytest puts it for its own files):
 
     with SlurmCluster(tmp_path) as c:                 # tmp_path gets a copy of the daemons' logs
         c.run("sbatch", "--wrap", "sleep 1")          # any client, with SLURM_CONF set
@@ -28,7 +29,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -326,3 +327,34 @@ class SlurmCluster:
                     os.kill(int(p.name), signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+def need_slurm() -> None:
+    """Skip (in CI: fail) with the reason when a real Slurm cannot run here."""
+    import pytest
+
+    reason = skip_reason()
+    if reason is None:
+        return
+    # as tests/conftest.py's _unavailable: CI installs everything and runs as root
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must provide this: {reason}")
+    pytest.skip(reason)
+
+
+def _fixture() -> object:
+    import pytest
+
+    @pytest.fixture
+    def slurm_cluster(tmp_path: Path) -> Iterator[SlurmCluster]:
+        """A started one-node cluster (node ``c.node``, idle), torn down with its jobs after the
+        test; the daemons' logs are copied to ``tmp_path/slurm-logs``. Use it with
+        ``from cluster import slurm_cluster`` in the test module (tests/slurm on sys.path)."""
+        need_slurm()
+        with SlurmCluster(tmp_path) as c:
+            yield c
+
+    return slurm_cluster
+
+
+slurm_cluster = _fixture()

@@ -3,10 +3,10 @@ output; a requeueable job is requeued by slurmctld; slurmctld stopped and starte
 
 from __future__ import annotations
 
-from cluster import SlurmCluster
+from cluster import SlurmCluster, slurm_cluster  # noqa: F401  (the fixture)
 
 
-def test_cluster_runs_a_batch_job_and_requeues(slurm_cluster: SlurmCluster) -> None:
+def test_cluster_runs_a_batch_job_and_requeues(slurm_cluster: SlurmCluster) -> None:  # noqa: F811
     c = slurm_cluster
     assert c.node_state() == "idle"
     done = c.sbatch("--wrap", "echo hello from $SLURM_JOB_ID", "-o", "out-%j.txt")

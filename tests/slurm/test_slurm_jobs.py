@@ -18,12 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cluster import SlurmCluster
+from cluster import SlurmCluster, slurm_cluster  # noqa: F401  (the fixture)
+from conftest import REPO
 
 from agent.devtools.fake_nvml import FakeNvml, library_dir
-
-# tests/conftest.py's helpers cannot be imported by name here: tests/slurm/conftest.py takes the name
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _report(agent, *args: str) -> subprocess.CompletedProcess[str]:
@@ -37,7 +35,9 @@ def _report(agent, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_slurm_job_is_named_on_its_gpu_in_status_metrics_and_the_ledger(
-    slurm_cluster: SlurmCluster, agent_factory, tmp_path: Path
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    agent_factory,
+    tmp_path: Path,
 ) -> None:
     c = slurm_cluster
     pid_file, bare_file = c.dir / "job.pid", c.dir / "bare.pid"

@@ -23,7 +23,7 @@ def _build(ctx: BuildContext) -> Collector | None:
     return JobCollector(
         ctx.cfg.agent.procfs,
         ctx.training_pids,
-        Scontrol(c.scontrol, c.timeout, c.refresh, c.max_jobs, c.node_name),
+        Scontrol(c.scontrol, c.timeout, c.refresh, c.max_jobs, c.node_name or ctx.cfg.scheduler.node_name),
     )
 
 
