@@ -107,7 +107,13 @@ def _agent(tmp: Path, c: SlurmCluster, sim: MetadataSimProcess, job: Job, fake: 
     }
     env = {**c.env, "LD_LIBRARY_PATH": str(library_dir()), "FAKE_NVML_STATE": str(fake.path)}
     (tmp / "agent").mkdir()
-    return AgentProcess(tmp / "agent", cfg, env).start()
+    agent = AgentProcess(tmp / "agent", cfg, env).start(wait=False)
+    try:
+        agent.wait_ready(90)  # generous: beside stress-ng and a loaded suite, a start can take long
+    except BaseException:
+        agent.kill9()
+        raise
+    return agent
 
 
 def _updates(c: SlurmCluster) -> int:
@@ -180,7 +186,7 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         # a restart that lost its state_dir still knows the drain is its own (the reason says so)
         assert agent.stop(15) == 0
         shutil.rmtree(agent.state_dir)
-        agent.start()
+        agent.start(wait=False).wait_ready(90)
         agent.wait_for(lambda: agent.status()["scheduler"]["owner"] == "agent", 20, what="read back")
         fake.set(1, lost=False)
         agent.wait_for(lambda: "DRAIN" not in c.show_node(), 20, what="the gpu drain lifted")
