@@ -123,10 +123,11 @@ class SlurmCluster:
     def stop(self) -> None:
         """Cancel every job, wait for them to go, then stop the daemons and any stray job."""
         if "slurmctld" in self._procs and self._procs["slurmctld"].poll() is None:
-            self.run("scancel", "--full", "-M", self.cluster, check=False, timeout=10)
-            self.run("scancel", f"--nodelist={self.node}", check=False, timeout=10)
             try:
-                self.wait_until(lambda: not self.jobs(), 20, "jobs gone")
+                ids = [str(j) for j in self.jobs()]  # pending ones too (a requeued job waits 120 s)
+                if ids:
+                    self.run("scancel", *ids, check=False, timeout=10)
+                self.wait_until(lambda: not self.jobs(), 30, "jobs gone")
             except (TimeoutError, subprocess.SubprocessError):
                 pass
         for name in ("slurmd", "slurmctld", "munged"):

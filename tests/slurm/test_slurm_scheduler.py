@@ -7,8 +7,8 @@ the file costs one cluster start and one agent start:
   A. spot notice -> the node is drained with the agent's reason within 2 s -> the trainer
      checkpoints and acks -> slurmctld has requeued the job -> the notice is cancelled, the health
      gate holds -> the drain is lifted -> the requeued job runs again from its checkpoint's step;
-  B. a lost fake GPU drains the node with the fault in the reason (health-check says so); its return
-     plus the gate lifts the drain;
+  B. a lost fake GPU drains the node with the fault in the reason (health-check says so); the agent
+     restarts without its state_dir and still owns the drain; the GPU's return plus the gate lifts it;
   C. slurmctld stopped during a notice: the checkpoint is still requested at once; the drain is set
      once slurmctld is back;
   D. an operator's drain, on another node and on this one, is never lifted or changed;
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -106,7 +107,13 @@ def _agent(tmp: Path, c: SlurmCluster, sim: MetadataSimProcess, job: Job, fake: 
     }
     env = {**c.env, "LD_LIBRARY_PATH": str(library_dir()), "FAKE_NVML_STATE": str(fake.path)}
     (tmp / "agent").mkdir()
-    return AgentProcess(tmp / "agent", cfg, env).start()
+    agent = AgentProcess(tmp / "agent", cfg, env).start(wait=False)
+    try:
+        agent.wait_ready(90)  # generous: beside stress-ng and a loaded suite, a start can take long
+    except BaseException:
+        agent.kill9()
+        raise
+    return agent
 
 
 def _updates(c: SlurmCluster) -> int:
@@ -176,6 +183,11 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         agent.wait_for(lambda: re.fullmatch(r"tna: gpu 1 .*lost", c.node_reason()), 10, what="gpu drain")
         h = _health(agent)
         assert h.returncode == 1 and "GPU 1 missing" in h.stderr
+        # a restart that lost its state_dir still knows the drain is its own (the reason says so)
+        assert agent.stop(15) == 0
+        shutil.rmtree(agent.state_dir)
+        agent.start(wait=False).wait_ready(90)
+        agent.wait_for(lambda: agent.status()["scheduler"]["owner"] == "agent", 20, what="read back")
         fake.set(1, lost=False)
         agent.wait_for(lambda: "DRAIN" not in c.show_node(), 20, what="the gpu drain lifted")
         assert _health(agent).returncode == 0
