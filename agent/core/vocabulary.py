@@ -339,20 +339,6 @@ class Bucket(StrEnum):
     STARTUP = "startup"
 
 
-class Scheduler(StrEnum):
-    """The workload manager a job on the node belongs to (``training_node_job_info{scheduler}``)."""
-
-    SLURM = "slurm"
-
-
-class JobSource(StrEnum):
-    """Where a training process's job was read (in the order they are tried)."""
-
-    CGROUP = "cgroup"  # /proc/<pid>/cgroup: slurmstepd's job_<id>/step_<id> path
-    ENVIRON = "environ"  # /proc/<pid>/environ: SLURM_JOB_ID (readable as root or as its user)
-    LISTPIDS = "listpids"  # scontrol listpids: slurmd's own list of its jobs' processes
-
-
 class SimEventState(StrEnum):
     """Where an event in the metadata simulator stands (its control API's ``state``)."""
 

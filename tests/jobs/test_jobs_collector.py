@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from conftest import wait_until
 
-from agent.core.vocabulary import JobSource, Scheduler
+from agent.core.vocabulary import SchedulerKind
 from agent.sources.jobs.collector import JobCollector
+from agent.sources.jobs.part import JobSource
 from agent.sources.jobs.scontrol import Scontrol
 
 SLURM_ENV = {
@@ -56,7 +57,7 @@ def test_a_process_is_placed_from_its_environment_when_scontrol_is_missing(train
     try:
         part, took = _timed(c)
         assert took < 1.0
-        assert part.scheduler == Scheduler.SLURM  # a process in a job says there is a scheduler
+        assert part.scheduler == SchedulerKind.SLURM  # a process in a job says there is a scheduler
         assert part.pids == {trainer.pid: "4127"}
         (job,) = part.jobs
         assert job.source == JobSource.ENVIRON

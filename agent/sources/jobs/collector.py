@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from agent.core.fsread import read_attr, read_optional
-from agent.core.vocabulary import JobSource, Scheduler
+from agent.core.vocabulary import SchedulerKind
 from agent.sources.jobs.parse import ProcJob, job_from_environ, job_from_proc_cgroup
-from agent.sources.jobs.part import JobIdentity, JobPart
+from agent.sources.jobs.part import JobIdentity, JobPart, JobSource
 from agent.sources.jobs.scontrol import Scontrol
 from agent.sources.processes.procpid import parse_pid_stat
 
@@ -109,7 +109,7 @@ class JobCollector:
         for _pid, (pj, source) in sorted(placed.items()):
             if pj.job_id not in jobs:
                 jobs[pj.job_id] = self._identity(pj, source)
-        sched = Scheduler.SLURM if (jobs or self._installed) else None
+        sched = SchedulerKind.SLURM if (jobs or self._installed) else None
         return JobPart(
             jobs=tuple(jobs.values()),
             pids={pid: pj.job_id for pid, (pj, _) in placed.items()},
@@ -123,7 +123,7 @@ class JobCollector:
         shown = self.scontrol.shown(pj.job_id)
         return JobIdentity(
             job_id=pj.job_id,
-            scheduler=Scheduler.SLURM,
+            scheduler=SchedulerKind.SLURM,
             name=shown.name if shown and shown.name else pj.name,
             user=shown.user if shown and shown.user else pj.user or _user(pj.uid),
             array_job_id=(shown.array_job_id if shown else None) or pj.array_job_id,

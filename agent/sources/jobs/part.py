@@ -7,10 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
-from agent.core.vocabulary import Bucket, JobSource, Scheduler
+from agent.core.vocabulary import Bucket, SchedulerKind
 
 NO_JOB = str(Bucket.NO_JOB)  # the ledger's key for GPU-seconds of no scheduler job
+
+
+class JobSource(StrEnum):
+    """Where a training process's job was read, in the order they are tried (the status's
+    ``source``). The source's own word, as the GPU source's ``ClockReason``."""
+
+    CGROUP = "cgroup"  # /proc/<pid>/cgroup: slurmstepd's job_<id>/step_<id> path
+    ENVIRON = "environ"  # /proc/<pid>/environ: SLURM_JOB_ID (readable as root or as its user)
+    LISTPIDS = "listpids"  # scontrol listpids: slurmd's own list of its jobs' processes
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +30,7 @@ class JobIdentity:
     user are None until ``scontrol show job`` (or, failing it, the job's environment) said them."""
 
     job_id: str
-    scheduler: Scheduler = Scheduler.SLURM
+    scheduler: SchedulerKind = SchedulerKind.SLURM
     name: str | None = None
     user: str | None = None
     array_job_id: str | None = None
@@ -68,7 +78,7 @@ class JobIdentity:
 class JobPart:
     jobs: tuple[JobIdentity, ...] = ()  # each job once, by job id
     pids: Mapping[int, str] = field(default_factory=dict)  # training process -> its job's id
-    scheduler: Scheduler | None = None  # None: no scheduler on this node and no process in a job
+    scheduler: SchedulerKind | None = None  # None: no scheduler on this node and no process in a job
     problem: str | None = None  # why names or users are missing (scontrol failing), else None
     lookups_failed_total: int = 0
     malformed_lines_total: int = 0  # since the agent started
