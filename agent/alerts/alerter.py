@@ -44,6 +44,7 @@ from agent.core.events import (
     GpuFaultEvent,
     InstanceIdentityEvent,
     PreemptionEvent,
+    SchedulerEvent,
     VerdictEvent,
 )
 from agent.core.zones import zone
@@ -61,6 +62,7 @@ EVENT_TYPES = (
     CollectorFailingEvent,
     AgentLifecycleEvent,
     GoodputDigestEvent,
+    SchedulerEvent,
 )
 
 

@@ -245,6 +245,7 @@ class AlertKind(StrEnum):
     COLLECTOR_FAILING = "collector_failing"
     AGENT = "agent"
     GOODPUT = "goodput"
+    SCHEDULER = "scheduler"
 
 
 class ChannelType(StrEnum):
@@ -363,25 +364,20 @@ class SimFault(StrEnum):
     DROP = "drop"  # the connection closed without an answer
 
 
+# [scheduler]: kind, on_reclaim, and training_node_scheduler_actions_total{action, outcome}
 class SchedulerKind(StrEnum):
-    """``[scheduler] kind``: which cluster scheduler the agent tells about its node."""
-
     NONE = "none"
     SLURM = "slurm"
     AUTO = "auto"  # Slurm when scontrol is on PATH and slurmd runs on this node
 
 
 class OnReclaim(StrEnum):
-    """``[scheduler] on_reclaim``: what happens to the node's running jobs when the checkpoint ends."""
-
     REQUEUE = "requeue"
     NONE = "none"
     CANCEL = "cancel"
 
 
 class SchedulerAction(StrEnum):
-    """``training_node_scheduler_actions_total{action}``."""
-
     DRAIN = "drain"
     RESUME = "resume"
     REQUEUE = "requeue"
@@ -389,10 +385,15 @@ class SchedulerAction(StrEnum):
 
 
 class ActionOutcome(StrEnum):
-    """``training_node_scheduler_actions_total{outcome}``."""
-
     OK = "ok"
     FAILED = "failed"  # scontrol failed, timed out or slurmctld did not answer (retried)
     DRY_RUN = "dry-run"  # said, not done ([scheduler] dry_run or a drill)
     REFUSED = "refused"  # a job that is not requeueable, left alone
     FOREIGN = "foreign"  # the node carries a drain the agent did not set: left untouched
+
+
+class SchedulerProblem(StrEnum):
+    """``SchedulerEvent.problem``: what an operator must hear from the scheduler action."""
+
+    NOT_REQUEUEABLE = "not-requeueable"  # jobs that end with the node: named, left alone
+    FAILING = "failing"  # Slurm does not do what the agent asks (scontrol missing, slow, failing)

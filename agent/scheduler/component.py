@@ -20,14 +20,29 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from agent.core.backoff import Backoff
 from agent.core.component import HasMetrics, HasRoutes, HasStatus, Route
-from agent.core.events import CheckpointEvent, CollectorFailingEvent, GpuFaultEvent, PreemptionEvent
-from agent.core.vocabulary import ActionOutcome, CheckpointPhase, GpuFault, SchedulerAction, SchedulerKind
+from agent.core.events import (
+    CheckpointEvent,
+    CollectorFailingEvent,
+    GpuFaultEvent,
+    PreemptionEvent,
+    SchedulerEvent,
+)
+from agent.core.vocabulary import (
+    ActionOutcome,
+    CheckpointPhase,
+    GpuFault,
+    OnReclaim,
+    SchedulerAction,
+    SchedulerKind,
+    SchedulerProblem,
+)
 from agent.runtime.context import Context
 from agent.scheduler import policy
+from agent.scheduler import status as scheduler_status
 from agent.scheduler.control import routes
 from agent.scheduler.policy import Cause, GateInputs, Step
 from agent.scheduler.slurm import NodeInfo, Scontrol, SlurmError, slurmd_node_name
@@ -213,11 +228,13 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
                     self._backoff.reset()
                     if self.error is not None:
                         log.info("slurm answers again", node=self.node_name)
+                        self._alert(SchedulerProblem.FAILING, self.error, cleared=True)
                     self.error = None
                 except SlurmError as e:
                     wait = min(wait, self._backoff.next())
                     if self.error is None:  # once per outage, not once per retry
                         log.error("slurm action failed; retrying", node=self.node_name, error=str(e))
+                        self._alert(SchedulerProblem.FAILING, str(e))
                     self.error = str(e)
             self.changed.set()
             self.changed = asyncio.Event()
@@ -229,7 +246,7 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
                 pass
 
     async def reconcile(self, slurm: Scontrol, node: str) -> None:
-        await self._reclaims(slurm, node)
+        # the drain first: a job requeued off a node that still takes jobs could start there again
         wanted = policy.standing(self.causes, time.time())
         try:
             self.node = info = await slurm.node(node)
@@ -255,6 +272,7 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
             await self._act(SchedulerAction.DRAIN, d.reason, slurm.drain(node, d.reason), reason=d.reason)
         elif d.step == Step.RESUME:
             await self._act(SchedulerAction.RESUME, info.reason, slurm.resume(node), reason=info.reason)
+        await self._reclaims(slurm, node)
 
     async def _reclaims(self, slurm: Scontrol, node: str) -> None:
         """Requeue (or cancel) the node's running jobs for each episode that ended."""
@@ -264,14 +282,22 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
                 log.error("jobs not requeued before the deadline passed", event_id=r.event_id)
                 self.reclaims.pop(0)
                 continue
-            jobs = await slurm.jobs_on(node)
+            cancel = self.cfg.on_reclaim == OnReclaim.CANCEL
+            action = SchedulerAction.CANCEL if cancel else SchedulerAction.REQUEUE
+            try:
+                jobs = await slurm.jobs_on(node)
+            except SlurmError:
+                self._count(action, ActionOutcome.FAILED, None)
+                raise
             plan = policy.reclaim_plan(jobs, self.cfg.on_reclaim)
-            action = SchedulerAction.CANCEL if self.cfg.on_reclaim == "cancel" else SchedulerAction.REQUEUE
             for j in plan.refused:
                 words = policy.job_words(j)
                 log.warning("job is not requeueable: left alone; it ends with the node", job=words)
                 self._would(r.event_id, f"left alone: {words} (not requeueable)")
                 self._count(action, ActionOutcome.REFUSED, None)
+            if plan.refused and not r.dry:
+                named = tuple(policy.job_words(j) for j in plan.refused)
+                self._alert(SchedulerProblem.NOT_REQUEUEABLE, "", jobs=named, event_id=r.event_id)
             ids = [j.job_id for j in plan.act]
             if ids:
                 names = ", ".join(policy.job_words(j) for j in plan.act)
@@ -309,6 +335,11 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
             self._said.add(f"count/{once}")
         self.actions[(action, outcome)] += 1
 
+    def _alert(self, problem: SchedulerProblem, detail: str, **fields: Any) -> None:
+        self.ctx.bus.publish(
+            SchedulerEvent(problem=problem, node=self.node_name or "", detail=detail, **fields)
+        )
+
     def _once(self, key: str, message: str, **fields: Any) -> None:
         if key not in self._said:
             self._said.add(key)
@@ -327,51 +358,7 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
         return routes(self)
 
     def status(self) -> dict[str, Any]:
-        info = self.node
-        owner = "none"
-        if info is not None and info.drained:
-            owner = "agent" if policy.owns(info.reason) else "foreign"
-        wanted = policy.standing(self.causes, time.time())
-        lines = []
-        if self.slurm is None:
-            lines.append(f"scheduler: {self.error or 'none'}")
-        else:
-            lines.append(f"slurm node {self.node_name}: {self._state_words(info, owner)}")
-            lines += [f"  wants drained: {c.reason}" for c in wanted]
-            if self.decision.step == Step.WAIT:
-                lines.append(f"  drain stays: {self.decision.reason}")
-            if self.error:
-                lines.append(f"  slurm failing: {self.error}")
-        return {
-            "kind": "slurm" if self.slurm is not None else "none",
-            "node": self.node_name,
-            "dry_run": self.cfg.dry_run,
-            "state": info.state if info else None,
-            "drained": bool(info and info.drained),
-            "reason": info.reason if info else None,
-            "owner": owner,
-            "causes": [c.reason for c in wanted],
-            "decision": {"step": str(self.decision.step), "why": self.decision.reason},
-            "health": self.health() or "healthy",
-            "error": self.error,
-            "actions": {f"{a}/{o}": n for (a, o), n in sorted(self.actions.items())},
-            "lines": lines,
-        }
-
-    @staticmethod
-    def _state_words(info: NodeInfo | None, owner: str) -> str:
-        if info is None:
-            return "not read yet"
-        if not info.drained:
-            return info.state.lower()
-        return f"drained by {'this agent' if owner == 'agent' else 'someone else'}: {info.reason}"
+        return scheduler_status.status(self)
 
     def metrics(self) -> Iterable[Metric]:
-        fam = CounterMetricFamily(
-            "training_node_scheduler_actions",
-            "Changes asked of the cluster's scheduler (drain, resume, requeue, cancel), by outcome",
-            labels=["action", "outcome"],
-        )
-        for (action, outcome), n in sorted(self.actions.items()):
-            fam.add_metric([action, outcome], n)
-        yield fam
+        return scheduler_status.metrics(self)

@@ -124,3 +124,29 @@ def test_health_gate() -> None:
     bad = GateInputs(frozenset(), frozenset(), None, frozenset({"gpu"}))
     assert policy.gate(bad, 1000, 120) == "collectors failing: gpu"
     assert policy.gate(GateInputs(frozenset(), None, None, frozenset(), gpu_enabled=False), 0, 1) is None
+
+
+def test_the_alert_names_the_jobs_that_cannot_be_requeued_and_slurm_failing_once() -> None:
+    from agent.alerts.facts import facts
+    from agent.alerts.render import render
+    from agent.alerts.scene import Scene
+    from agent.core.events import SchedulerEvent
+    from agent.core.vocabulary import Language, SchedulerProblem
+    from agent.devtools.alert_examples import GPUS, NODE, NOW
+
+    ev = SchedulerEvent(
+        SchedulerProblem.NOT_REQUEUEABLE, "cn-17", jobs=("job 4127 `llama-7b` (alice)",), event_id="e-1"
+    )
+    f = facts(ev)
+    assert f is not None and f.kind == "scheduler" and f.severity == "critical" and not f.sustained
+    msg = render(ev, f, Scene(NODE, GPUS, UTC, NOW), Language.EN)
+    assert msg.title == "1 job(s) on gpu-node-17 cannot be requeued: they end with the node"
+    assert ("Jobs", "job 4127 `llama-7b` (alice)") in msg.fields
+    assert ("alertname", "TrainingNodeScheduler") in msg.labels
+    failing = SchedulerEvent(SchedulerProblem.FAILING, "cn-17", detail="scontrol took longer than 10s")
+    back = SchedulerEvent(SchedulerProblem.FAILING, "cn-17", cleared=True)
+    ff, fb = facts(failing), facts(back)
+    assert ff is not None and fb is not None
+    assert ff.fingerprint == fb.fingerprint and ff.sustained and fb.resolved  # one alert per outage
+    zh = render(failing, ff, Scene(NODE, GPUS, UTC, NOW), Language.ZH_CN)
+    assert "Slurm" in zh.title and "gpu-node-17" in zh.title

@@ -5,7 +5,8 @@ tna_client trainer (agent/devtools/demo_trainer.py).
 One cluster and one agent go through the phases in order (each a separate claim of issue 21), so
 the file costs one cluster start and one agent start:
   A. spot notice -> the node is drained with the agent's reason within 2 s -> the trainer
-     checkpoints and acks -> slurmctld has requeued the job -> the notice is cancelled, the health
+     checkpoints and acks -> slurmctld has requeued the job (a --no-requeue job beside it is named
+     in the log and the alert event, and left running) -> the notice is cancelled, the health
      gate holds -> the drain is lifted -> the requeued job runs again from its checkpoint's step;
   B. a lost fake GPU drains the node with the fault in the reason (health-check says so); the agent
      restarts without its state_dir and still owns the drain; the GPU's return plus the gate lifts it;
@@ -142,7 +143,8 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
     other_before = c.show_node(other)
     fake = FakeNvml(tmp_path / "nvml.json", gpus=2)
     job = Job(c, tmp_path)
-    c.wait_until(lambda: c.jobs().get(job.id) == "RUNNING", 30, "job running")
+    pinned = c.sbatch("--no-requeue", "-J", "eval", "-o", "/dev/null", "--wrap", "sleep 600")
+    c.wait_until(lambda: c.jobs().get(job.id) == c.jobs().get(pinned) == "RUNNING", 30, "jobs running")
     agent = _agent(tmp_path, c, sim, job, fake)
     try:
         wait_until(lambda: job.events("started"), 30, what="trainer started")
@@ -165,6 +167,14 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         agent.wait_for(lambda: job.restarts() == 1, 20, what="the job requeued")
         assert c.jobs()[job.id] in ("PENDING", "COMPLETING")  # the node is drained: it waits
         assert _metric(agent, "requeue", "ok") == 1 and _metric(agent, "drain", "ok") == 1
+        # the --no-requeue job is left alone, named in the log and in the alert event
+        assert c.jobs()[pinned] == "RUNNING" and c.job_field(pinned, "Restarts") == "0"
+        assert _metric(agent, "requeue", "refused") == 1
+        named = f"job {pinned} `eval` (root)"
+        assert any(ln.get("job") == named for ln in agent.log_lines())
+        [alert] = [e for e in agent.log_lines() if e.get("type") == "scheduler"]
+        assert alert["problem"] == "not-requeueable" and alert["jobs"] == [named]
+        c.run("scancel", str(pinned))
         # the notice is cancelled and the gate holds: the drain is lifted, the job runs again
         t1 = time.monotonic()
         sim.control("/cancel", {"id": notice["id"]})
