@@ -24,7 +24,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "reasons": ("Reasons", "依据"),
     "detail": ("Detail", "详情"),
     "trainer": ("Trainer", "训练进程"),
-    "jobs": ("Jobs", "作业"),
+    "jobs_on_node": ("Jobs on the node", "节点上的作业"),
     "job_lose": ("will lose {hours} GPU-h", "将损失 {hours} GPU 时"),
     "took": ("Took", "耗时"),
     "error": ("Error", "错误"),

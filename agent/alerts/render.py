@@ -70,7 +70,7 @@ def render(event: Event, f: Facts, scene: Scene, lang: str) -> Message:
         return msg
     return replace(
         msg,
-        fields=(*msg.fields, (t("jobs", lang), "; ".join(job_lines(scene.jobs, lang)))),
+        fields=(*msg.fields, (t("jobs_on_node", lang), "; ".join(job_lines(scene.jobs, lang)))),
         labels=(*msg.labels, ("job_id", ",".join(j.job_id for j, _ in scene.jobs))),
     )
 

@@ -75,7 +75,7 @@ def test_every_alert_names_the_jobs_and_what_they_would_lose(lang: str, word: st
         f = facts(ev)
         assert f is not None
         msg = render(ev, f, sc, lang)
-        field = dict(msg.fields)["作业" if lang == "zh-CN" else "Jobs"]
+        field = dict(msg.fields)["节点上的作业" if lang == "zh-CN" else "Jobs on the node"]
         assert field == f"job 4127 `llama-7b` (alice) {word}; job 4200 `eval` (bob)"
         assert dict(msg.labels)["job_id"] == "4127,4200"
     plain = render(events[0], facts(events[0]), Scene(node, (), ZoneInfo("UTC"), NOW), lang)  # type: ignore[arg-type]
