@@ -30,7 +30,7 @@ from agent.alerts.delivery import Delivery
 from agent.alerts.facts import Facts, facts
 from agent.alerts.message import Message, Node
 from agent.alerts.render import reminder, render
-from agent.alerts.scene import Scene, gpu_inventory
+from agent.alerts.scene import Scene, gpu_inventory, job_inventory
 from agent.alerts.services.base import Channel
 from agent.alerts.spool import Spool
 from agent.core.aio import wait_within
@@ -44,6 +44,7 @@ from agent.core.events import (
     GpuFaultEvent,
     InstanceIdentityEvent,
     PreemptionEvent,
+    SchedulerEvent,
     VerdictEvent,
 )
 from agent.core.zones import zone
@@ -61,6 +62,7 @@ EVENT_TYPES = (
     CollectorFailingEvent,
     AgentLifecycleEvent,
     GoodputDigestEvent,
+    SchedulerEvent,
 )
 
 
@@ -82,8 +84,14 @@ class Held:
 class Alerter(HasMetrics, HasStatus):
     name = "alerts"
 
-    def __init__(self, ctx: Context, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        clock: Callable[[], float] = time.monotonic,
+        job_losses: Callable[[], dict[str, float]] | None = None,
+    ) -> None:
         self.ctx = ctx
+        self.job_losses = job_losses  # the ledger's view: what a reclaim now would cost each job
         self.section = ctx.cfg.alerts
         self.tz = zone(self.section.timezone)
         self._clock = clock
@@ -158,7 +166,14 @@ class Alerter(HasMetrics, HasStatus):
             zone=ident.zone if ident else None,
             provider=ident.provider if ident else None,
         )
-        return Scene(node, gpu_inventory(self.ctx.latest()), self.tz, datetime.now(UTC), os.getpid())
+        snap = self.ctx.latest()
+        try:
+            losses = self.job_losses() if self.job_losses else None
+        except Exception:  # the ledger's view failing must not cost the alert
+            log.exception("cannot read the jobs' losses from the ledger")
+            losses = None
+        jobs = job_inventory(snap, losses)
+        return Scene(node, gpu_inventory(snap), self.tz, datetime.now(UTC), os.getpid(), jobs)
 
     def handle(self, event: Event) -> None:
         if self._closed:

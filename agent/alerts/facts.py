@@ -16,9 +16,17 @@ from agent.core.events import (
     GoodputDigestEvent,
     GpuFaultEvent,
     PreemptionEvent,
+    SchedulerEvent,
     VerdictEvent,
 )
-from agent.core.vocabulary import CHECKPOINT_FAILURES, QUIET_VERDICTS, AlertKind, GpuFault, Severity
+from agent.core.vocabulary import (
+    CHECKPOINT_FAILURES,
+    QUIET_VERDICTS,
+    AlertKind,
+    GpuFault,
+    SchedulerProblem,
+    Severity,
+)
 
 # Xids that mean the hardware or driver is in trouble, not the application (13, 31, 43 and 45 are
 # usually the program's own fault)
@@ -71,6 +79,12 @@ def facts(event: Event) -> Facts | None:
         return Facts(
             f"collector/{event.collector}", AlertKind.COLLECTOR_FAILING, Severity.WARNING, event.cleared, True
         )
+    if isinstance(event, SchedulerEvent):
+        if event.problem == SchedulerProblem.FAILING:
+            key = f"scheduler/{event.node}/{event.problem}"
+            return Facts(key, AlertKind.SCHEDULER, Severity.WARNING, event.cleared, True)
+        key = f"scheduler/{event.node}/{event.problem}/{event.event_id}"
+        return Facts(key, AlertKind.SCHEDULER, Severity.CRITICAL, False, False)
     if isinstance(event, GoodputDigestEvent):
         return Facts(f"goodput/{event.until:%Y%m%dT%H%M%S}", AlertKind.GOODPUT, Severity.INFO, False, False)
     if isinstance(event, AgentLifecycleEvent):

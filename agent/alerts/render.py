@@ -14,7 +14,7 @@ from agent.alerts import i18n
 from agent.alerts.facts import Facts
 from agent.alerts.i18n import t
 from agent.alerts.message import Message
-from agent.alerts.scene import Scene, describe_gpus, ranges, when
+from agent.alerts.scene import Scene, describe_gpus, job_lines, ranges, when
 from agent.core.events import (
     AgentLifecycleEvent,
     CheckpointEvent,
@@ -23,9 +23,10 @@ from agent.core.events import (
     GoodputDigestEvent,
     GpuFaultEvent,
     PreemptionEvent,
+    SchedulerEvent,
     VerdictEvent,
 )
-from agent.core.vocabulary import SEVERITIES, AlertKind, CheckpointPhase, Severity
+from agent.core.vocabulary import SEVERITIES, AlertKind, CheckpointPhase, SchedulerProblem, Severity
 
 ALERTNAMES: dict[str, str] = {
     AlertKind.PREEMPTION: "TrainingNodePreemption",
@@ -35,6 +36,7 @@ ALERTNAMES: dict[str, str] = {
     AlertKind.COLLECTOR_FAILING: "TrainingNodeCollectorFailing",
     AlertKind.AGENT: "TrainingNodeAgent",
     AlertKind.GOODPUT: "TrainingNodeGoodput",
+    AlertKind.SCHEDULER: "TrainingNodeScheduler",
 }
 MARKS = {Severity.CRITICAL: "🔴", Severity.WARNING: "🟠", Severity.INFO: "🔵", "resolved": "✅"}
 
@@ -61,6 +63,19 @@ def _labels(scene: Scene, f: Facts, **extra: object) -> tuple[tuple[str, str], .
 
 
 def render(event: Event, f: Facts, scene: Scene, lang: str) -> Message:
+    """The message for one event; every one of them names the jobs on the node (and what a reclaim
+    would cost each) in a field of its own, and their ids in the ``job_id`` label."""
+    msg = _render(event, f, scene, lang)
+    if not scene.jobs:
+        return msg
+    return replace(
+        msg,
+        fields=(*msg.fields, (t("jobs_on_node", lang), "; ".join(job_lines(scene.jobs, lang)))),
+        labels=(*msg.labels, ("job_id", ",".join(j.job_id for j, _ in scene.jobs))),
+    )
+
+
+def _render(event: Event, f: Facts, scene: Scene, lang: str) -> Message:
     host = scene.node.hostname
     node_field = (t("node", lang), scene.node.describe())
     common = {
@@ -175,6 +190,8 @@ def render(event: Event, f: Facts, scene: Scene, lang: str) -> Message:
             starts_at=event.at,
             **common,  # type: ignore[arg-type]
         )
+    if isinstance(event, SchedulerEvent):
+        return _scheduler(event, f, scene, lang, node_field, common)
     if isinstance(event, CollectorFailingEvent):
         if event.cleared:
             title = t("resolved", lang) + t("t.collector_cleared", lang, name=event.collector, host=host)
@@ -306,4 +323,36 @@ def digest(messages: list[Message], lang: str, tz: tzinfo, now: datetime) -> Mes
         footer=f"training-node-agent · {t('digest_count', lang, n=n)} · {when(now, tz)}",
         priority=any(m.priority for m in flat),
         items=tuple(flat),
+    )
+
+
+def _scheduler(
+    event: SchedulerEvent,
+    f: Facts,
+    scene: Scene,
+    lang: str,
+    node_field: tuple[str, str],
+    common: dict[str, object],
+) -> Message:
+    host = scene.node.hostname
+    if event.problem == SchedulerProblem.FAILING:
+        key = "t.scheduler.failing_cleared" if event.cleared else "t.scheduler.failing"
+    else:
+        key = f"t.scheduler.{event.problem}"
+        key = key if key in i18n.TEXT else "t.scheduler.other"
+    title = t(key, lang, count=len(event.jobs), problem=event.problem, host=host)
+    fields = [node_field]
+    if event.jobs:
+        fields.append((t("jobs", lang), "; ".join(event.jobs)))
+    if event.detail:
+        fields.append((t("detail", lang), event.detail))
+    if event.event_id:
+        fields.append((t("event_id", lang), event.event_id))
+    return Message(
+        title=(t("resolved", lang) if event.cleared else "") + title,
+        at=event.at,
+        fields=tuple(fields),
+        labels=_labels(scene, f, problem=event.problem, slurm_node=event.node),
+        starts_at=event.at,
+        **common,  # type: ignore[arg-type]
     )

@@ -10,6 +10,7 @@ from agent.alerts.i18n import t
 from agent.alerts.message import Node
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import GpuPart
+from agent.sources.jobs.part import JobIdentity, JobPart
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,8 @@ class Scene:
     tz: tzinfo
     now: datetime
     pid: int | None = None  # the agent's own process, named in its start/stop alerts
+    # the scheduler jobs on the node, each with the GPU-seconds a reclaim now would lose (None: unknown)
+    jobs: tuple[tuple[JobIdentity, float | None], ...] = ()
 
 
 def gpu_inventory(snap: NodeSnapshot) -> tuple[GpuInfo, ...]:
@@ -35,6 +38,26 @@ def gpu_inventory(snap: NodeSnapshot) -> tuple[GpuInfo, ...]:
     if gpu is None:
         return ()
     return tuple(GpuInfo(g.index, g.model, g.uuid) for g in gpu.gpus)
+
+
+def job_inventory(
+    snap: NodeSnapshot, losses: dict[str, float] | None
+) -> tuple[tuple[JobIdentity, float | None], ...]:
+    part = snap.part(JobPart)
+    if part is None:
+        return ()
+    return tuple((j, losses.get(j.key) if losses is not None else None) for j in part.jobs)
+
+
+def job_lines(jobs: tuple[tuple[JobIdentity, float | None], ...], lang: str) -> list[str]:
+    """``job 4127 `llama-7b` (alice) will lose 8.0 GPU-h``, one per job on the node."""
+    out = []
+    for job, lose in jobs:
+        line = job.describe()
+        if lose:
+            line += " " + t("job_lose", lang, hours=f"{lose / 3600:.1f}")
+        out.append(line)
+    return out
 
 
 def when(dt: datetime, tz: tzinfo) -> str:

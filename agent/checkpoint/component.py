@@ -37,8 +37,21 @@ from agent.core.component import HasMetrics, HasPids, HasRoutes, HasStatus, Rout
 from agent.core.events import PreemptionEvent
 from agent.core.vocabulary import UNSIGNALABLE, CheckpointPhase, EpisodeState
 from agent.runtime.context import Context
+from agent.snapshot import NodeSnapshot
+from agent.sources.jobs.part import JobPart
 
 log = structlog.get_logger("checkpoint")
+
+
+def jobs_on_node(snap: NodeSnapshot) -> list[dict[str, Any]]:
+    """The jobs source's record of the node's jobs, each with its training processes."""
+    part = snap.part(JobPart)
+    if part is None:
+        return []
+    return [
+        {**j.as_dict(), "pids": sorted(p for p, job in part.pids.items() if job == j.job_id)}
+        for j in part.jobs
+    ]
 
 
 def _dt(ts: float) -> datetime:
@@ -168,6 +181,7 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
             escalate_at=p.escalate_at.timestamp() if p.escalate_at else None,
             drill=ev.drill,
             dry_run=self.tcfg.dry_run or ev.event_id in self._force_dry,
+            jobs=jobs_on_node(self.ctx.latest()),
         )
         self.episode_log.episodes[ep.event_id] = ep
         self.episode_log.save()

@@ -50,6 +50,8 @@ class Episode:
     channels: dict[str, str] = field(default_factory=dict)  # "file" -> path, "http" -> "200" | error
     problems: list[str] = field(default_factory=list)
     late_ack: bool = False
+    # the scheduler jobs on the node when the notice came (JobIdentity.as_dict() and their pids)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def open(self) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 from agent.checkpoint.episodelog import Episode
 from agent.core.vocabulary import DeliveryOutcome, DrillVerdict, EpisodeState
 from agent.preemption import registry
+from agent.sources.jobs.status import describe as describe_job
 
 TIGHT_RATIO = 0.2  # less headroom than this share of the notice is called tight
 
@@ -45,6 +46,7 @@ def build_report(ep: Episode, detection_seconds: float, provider: str = "") -> d
         "received_at": ep.received_at,  # the notice
         "requested_at": ep.requested_at,  # the request file written, the signals sent right after
         "targets": ep.deliveries,
+        "jobs": ep.jobs,
         "channels": ep.channels,
         "problems": ep.problems,
         "ack": ep.ack,
@@ -102,13 +104,18 @@ def render_report(rep: dict[str, Any], color: bool = False) -> str:
         f"notice: {rep['deadline_seconds']:.0f} s to the deadline" + (" — DRY RUN" if rep["dry_run"] else "")
     )
     targets = rep.get("targets") or []
+    for j in rep.get("jobs") or []:
+        pids = f": pids {', '.join(map(str, j['pids']))}" if j.get("pids") else ""
+        out.append(f"{describe_job(j)}{pids}")
     out.append(f"targets found: {len(targets)}")
+    job_of = {p: j for j in rep.get("jobs") or [] for p in j.get("pids") or []}
     for t in targets:
         ok = t["outcome"] in (DeliveryOutcome.SIGNALLED, DeliveryOutcome.DRY_RUN)
         mark = paint("✓", "32") if ok else paint("✗", "31")
         how = f"{t['signal']} {t['outcome']}"
         detail = f" — {t['detail']}" if t.get("detail") else ""
-        out.append(f"  {mark} pid {t['pid']} ({t['comm']}) via {t['source']}: {how}{detail}")
+        job = f" in job {job_of[t['pid']]['job_id']}" if t.get("pid") in job_of else ""
+        out.append(f"  {mark} pid {t['pid']} ({t['comm']}){job} via {t['source']}: {how}{detail}")
     for name, value in (rep.get("channels") or {}).items():
         out.append(f"  • {name}: {value}")
     for p in rep.get("problems") or []:

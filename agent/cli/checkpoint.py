@@ -75,12 +75,15 @@ def cmd_drill(args: argparse.Namespace) -> int:
         print(f"training-node-agent: drill failed: {_error(body)}", file=sys.stderr)
         return 1
     ledger = _goodput(args)
+    scheduler = _scheduler_would(args, str(body.get("event_id", "")))
     if args.json:
-        print(json.dumps({**body, "goodput": ledger}, indent=2))
+        print(json.dumps({**body, "goodput": ledger, "scheduler": scheduler}, indent=2))
     else:
         print(render_report(body, color=sys.stdout.isatty()))
         if ledger:
             print("\n".join(drill_lines(ledger)))
+        for line in scheduler:
+            print(f"scheduler (dry run): {line}")
     return EXIT_WOULD_LOSE_WORK if body["verdict"] == DrillVerdict.WOULD_LOSE_WORK else 0
 
 
@@ -94,6 +97,21 @@ def _goodput(args: argparse.Namespace) -> dict[str, Any] | None:
     except ConnectionError:
         return None
     return body if code == 200 and isinstance(body, dict) else None
+
+
+def _scheduler_would(args: argparse.Namespace, event_id: str) -> list[str]:
+    """What the scheduler action would have done for the drill (it only says, never does)."""
+    from urllib.parse import quote
+
+    from agent.runtime.control import control_request
+
+    path = f"/scheduler/would?event_id={quote(event_id)}&wait=5"
+    try:
+        code, body = asyncio.run(control_request(control_socket_path(args), "GET", path, timeout=10))
+    except ConnectionError:
+        return []
+    lines = body.get("lines") if code == 200 and isinstance(body, dict) else None
+    return [str(x) for x in lines] if isinstance(lines, list) else []
 
 
 def drill_lines(g: dict[str, Any]) -> list[str]:

@@ -211,6 +211,7 @@ PLUGINS: dict[str, str] = {
     "metadata-sim": "agent.cli.preemption",
     "drill": "agent.cli.checkpoint",
     "ack": "agent.cli.checkpoint",
+    "health-check": "agent.cli.health",
     "test-alert": "agent.cli.alerts",
     "report": "agent.cli.report",
     "hash-password": "agent.cli.webconfig",

@@ -1,5 +1,6 @@
-"""``training-node-agent report [--since 24h]``: the goodput ledger of the running agent as a table,
-a bar per bucket, the money per bucket, goodput, the top remedy and the cadence advice."""
+"""``training-node-agent report [--since 24h] [--by job]``: the goodput ledger of the running agent as
+a table, a bar per bucket, the money per bucket, goodput, the top remedy and the cadence advice;
+with ``--by job``, the GPU-hours, buckets and money of each scheduler job (``no job`` for the rest)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,15 @@ def _add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--since", type=_duration, default=86400.0, help='the period, e.g. "1h", "7d" (default "24h")'
     )
+    p.add_argument(
+        "--by", choices=["job"], default=None, help="also split the GPU-hours and money by scheduler job"
+    )
     p.add_argument("--json", action="store_true", help="print the raw JSON")
 
 
-def render(g: dict[str, Any]) -> str:
+def render(g: dict[str, Any], by: str | None = None) -> str:
     from agent.ledger.cadence import human
+    from agent.ledger.jobs import lines as job_lines
     from agent.ledger.summary import table
 
     out = [f"goodput ledger: the last {human(g['window_seconds'])} (since {g['since']}), {g['gpus']} GPU(s)"]
@@ -62,6 +67,12 @@ def render(g: dict[str, Any]) -> str:
             out.append(
                 f"{what} {r['event_id']}: final checkpoint missed, {verb} {human(r['lost_seconds'])} of work"
             )
+            for job, lost in (r.get("jobs") or {}).items():
+                if lost > 0:
+                    out.append(f"  job {job}: {verb} {lost / 3600:.3f} GPU-h")
+    if by == "job":
+        out.append("")
+        out += job_lines(g.get("jobs") or [])
     return "\n".join(out)
 
 
@@ -78,7 +89,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         error = body.get("error", body) if isinstance(body, dict) else body
         print(f"training-node-agent: report failed: {error}", file=sys.stderr)
         return 1
-    print(json.dumps(body, indent=2) if args.json else render(body))
+    print(json.dumps(body, indent=2) if args.json else render(body, args.by))
     return 0
 
 

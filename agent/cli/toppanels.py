@@ -16,6 +16,7 @@ from agent.classifier.families import CAPACITIES
 from agent.cli.topparts import View, bar, bytes_rate, countdown, pct, section, sparkline
 from agent.config.classifier import ClassifierSection
 from agent.core.vocabulary import SIGNAL_READY, HandlerState
+from agent.sources.jobs.status import describe as describe_job
 
 HISTORY = 60  # one sample a second: the last minute
 
@@ -112,9 +113,20 @@ def trainer(st: dict[str, Any], view: View) -> list[Text]:
     procs = summarized.get("training_processes") or []
     ck = section(st, "checkpoint")
     out = [Text("trainer", style="bold")]
+    jobs = summarized.get("jobs") or []
+    job_of = {pid: j for j in jobs for pid in j.get("pids") or []}
+    lose = (section(st, "goodput").get("would_lose_gpu_seconds_by_job") or {}) if jobs else {}
+    for j in jobs:
+        t = Text(f"  {describe_job(j)}", style="bold")
+        if j.get("step"):
+            t.append(f" step {j['step']}", style="dim")
+        if lose.get(j["job_id"]):
+            t.append(f"  a reclaim now loses {lose[j['job_id']] / 3600:.1f} GPU-h", style="yellow")
+        out.append(t)
     for p in procs:
         cores, allowed = p.get("cpu_cores"), p.get("allowed_cores")
-        t = Text(f"  pid {p['pid']} {p.get('comm') or '?'}  {p.get('descendants', 0)} workers  cpu ")
+        job = f" job {job_of[p['pid']]['job_id']}" if p["pid"] in job_of else ""
+        t = Text(f"  pid {p['pid']} {p.get('comm') or '?'}{job}  {p.get('descendants', 0)} workers  cpu ")
         t.append_text(bar(cores / allowed if cores is not None and allowed else None, 6, "cyan"))
         t.append(f" {_num(cores)}/{_num(allowed)} cores")
         if p.get("read_bytes_per_second"):

@@ -18,8 +18,10 @@ from agent.config.core import AgentSection, HttpSection
 from agent.config.cost import CostSection
 from agent.config.goodput import GoodputSection
 from agent.config.gpu import GpuSection
+from agent.config.jobs import JobsSection
 from agent.config.network import NetworkSection
 from agent.config.preemption import PreemptionSection
+from agent.config.scheduler import SchedulerSection
 from agent.config.storage import StorageSection
 from agent.config.trainer import TrainerSection
 from agent.config.types import Secret, StrictModel
@@ -39,6 +41,8 @@ class Config(StrictModel):
     alerts: AlertsSection = Field(default_factory=AlertsSection)
     goodput: GoodputSection = Field(default_factory=GoodputSection)
     cost: CostSection = Field(default_factory=CostSection)
+    jobs: JobsSection = Field(default_factory=JobsSection)
+    scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
 
 
 class ConfigError(Exception):

@@ -134,6 +134,21 @@ class GpuFaultEvent(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class SchedulerEvent(Event):
+    """The scheduler action needs an operator: jobs that cannot be requeued, or Slurm failing
+    (``cleared`` when it answers again). Once per reclaim, once per outage."""
+
+    kind_name: ClassVar[str] = "scheduler"
+    problem: str  # a SchedulerProblem
+    node: str  # the Slurm node name
+    detail: str = ""
+    jobs: tuple[str, ...] = ()  # "job 4127 `llama-7b` (alice)"
+    event_id: str = ""  # the notice's, for a reclaim
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    cleared: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class CollectorFailingEvent(Event):
     kind_name: ClassVar[str] = "collector_failing"
     collector: str

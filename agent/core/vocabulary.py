@@ -245,6 +245,7 @@ class AlertKind(StrEnum):
     COLLECTOR_FAILING = "collector_failing"
     AGENT = "agent"
     GOODPUT = "goodput"
+    SCHEDULER = "scheduler"
 
 
 class ChannelType(StrEnum):
@@ -361,3 +362,38 @@ class SimFault(StrEnum):
     EMPTY = "empty"
     HUGE = "huge"  # a body over any sane limit
     DROP = "drop"  # the connection closed without an answer
+
+
+# [scheduler]: kind, on_reclaim, and training_node_scheduler_actions_total{action, outcome}
+class SchedulerKind(StrEnum):
+    NONE = "none"
+    SLURM = "slurm"
+    AUTO = "auto"  # Slurm when scontrol is on PATH and slurmd runs on this node
+
+
+class OnReclaim(StrEnum):
+    REQUEUE = "requeue"
+    NONE = "none"
+    CANCEL = "cancel"
+
+
+class SchedulerAction(StrEnum):
+    DRAIN = "drain"
+    RESUME = "resume"
+    REQUEUE = "requeue"
+    CANCEL = "cancel"
+
+
+class ActionOutcome(StrEnum):
+    OK = "ok"
+    FAILED = "failed"  # scontrol failed, timed out or slurmctld did not answer (retried)
+    DRY_RUN = "dry-run"  # said, not done ([scheduler] dry_run or a drill)
+    REFUSED = "refused"  # a job that is not requeueable, left alone
+    FOREIGN = "foreign"  # the node carries a drain the agent did not set: left untouched
+
+
+class SchedulerProblem(StrEnum):
+    """``SchedulerEvent.problem``: what an operator must hear from the scheduler action."""
+
+    NOT_REQUEUEABLE = "not-requeueable"  # jobs that end with the node: named, left alone
+    FAILING = "failing"  # Slurm does not do what the agent asks (scontrol missing, slow, failing)

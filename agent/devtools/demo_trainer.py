@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ignore-requests", action="store_true", help="take the signal, do nothing (tests)")
     p.add_argument("--events", default=None, help="append JSON lines: signal, checkpoint, ack")
     p.add_argument("--prefix", default="[trainer] ")
+    p.add_argument(
+        "--resume", action="store_true", help="start after the newest checkpoint in --checkpoint-dir"
+    )
     args = p.parse_args(argv)
 
     events = _Events(args.events)
@@ -67,7 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     say(f"rank {rank} started, pid {os.getpid()}; checkpoints go to {args.checkpoint_dir}")
     say(f"requests are read from {guard.request_file} (via {guard.located.via})")
     loss = 2.5
-    for step in range(1, args.steps + 1):
+    first = 1
+    if args.resume:
+        last = _newest(args.checkpoint_dir)
+        if last is not None:
+            first = last[0] + 1
+            events.write("resumed", step=last[0], path=last[1])
+            say(f"resumed from step {last[0]} ({last[1]})")
+    for step in range(first, args.steps + 1):
         time.sleep(args.step_seconds)
         loss = 0.1 + 2.4 * math.exp(-step / 150)
         if step % args.print_every == 0:
@@ -110,6 +120,19 @@ def _save(directory: str, step: int, loss: float, seconds: float) -> str:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return path
+
+
+def _newest(directory: str) -> tuple[int, str] | None:
+    """The newest checkpoint _save wrote: (step, path), or None."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.startswith("step-") and n.endswith(".ckpt.json"))
+    except OSError:
+        return None
+    if not names:
+        return None
+    path = os.path.join(directory, names[-1])
+    with open(path) as f:
+        return int(json.load(f)["step"]), path
 
 
 def _left(seconds: float | None) -> str:

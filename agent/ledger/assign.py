@@ -2,7 +2,9 @@
 pressures and the ledger's own state in, seconds per bucket out.
 
 Every GPU is counted for the whole tick, in exactly one bucket or split between buckets by shares
-that sum to one, so the buckets always add up to GPUs x elapsed time.
+that sum to one, so the buckets always add up to GPUs x elapsed time. Each GPU's seconds are also
+booked to the job on it (``Tick.jobs``, ``no-job`` where there is none), so the jobs' seconds add
+up to the same total (:func:`assign_jobs`).
 
 A GPU is *working*, *spinning*, *starved* or in *between* by the classifier's own rule (SM activity
 from GPM, else power above idle relative to the limit; ``utilization.gpu`` alone is never work). The
@@ -15,7 +17,7 @@ GPUs spin, and ``sync-wait`` otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
@@ -23,6 +25,7 @@ from typing import NamedTuple
 from agent.classifier.published import NO_PRESSURES, GpuClass, Pressures, Published
 from agent.core.vocabulary import Bucket
 
+NO_JOB = str(Bucket.NO_JOB)  # the job key of GPU-seconds of no scheduler job (jobs.part.NO_JOB)
 BUCKETS: tuple[Bucket, ...] = tuple(Bucket)
 INDEX: dict[Bucket, int] = {b: i for i, b in enumerate(BUCKETS)}
 N = len(BUCKETS)
@@ -72,6 +75,8 @@ class Tick:
     pressures: Pressures = NO_PRESSURES
     checkpointing: bool = False  # a checkpoint request is open
     startup: bool = False  # a job appeared and has not done productive work yet
+    # the scheduler job on each GPU (its key, ``NO_JOB`` where none), one per ``gpus``; empty: none
+    jobs: tuple[str, ...] = ()
 
 
 _STATE = {
@@ -109,13 +114,43 @@ def assign(tick: Tick, states: Sequence[GpuState]) -> list[float]:
     leaves 4 paid for and unused); when NVML lists no process at all (containers hide them) the
     node's training processes count for every GPU."""
     out = [0.0] * N
+    _assign(tick, states, lambda _i, _none: out)
+    return out
+
+
+def assign_jobs(tick: Tick, states: Sequence[GpuState]) -> tuple[list[float], dict[str, list[float]]]:
+    """:func:`assign`, and the same seconds by scheduler job: each GPU's seconds to the job on it
+    (``tick.jobs``), ``NO_JOB`` where there is none, and wherever the GPU's seconds are booked as
+    ``no-job`` (the ledger saw no process on it, whatever the scheduler said). The jobs' vectors add
+    up to the total, bucket by bucket."""
+    by_job: dict[str, list[float]] = {}
+    jobs = tick.jobs
+
+    def of(i: int, idle: bool) -> list[float]:
+        key = jobs[i] if i < len(jobs) and not idle else NO_JOB
+        v = by_job.get(key)
+        if v is None:
+            v = by_job[key] = [0.0] * N
+        return v
+
+    _assign(tick, states, of)
+    total = [0.0] * N
+    for v in by_job.values():
+        for i, x in enumerate(v):
+            total[i] += x
+    return total, by_job
+
+
+def _assign(tick: Tick, states: Sequence[GpuState], vector: Callable[[int, bool], list[float]]) -> None:
     s = tick.seconds
     if s <= 0 or not tick.gpus:
-        return out
+        return
     per_gpu = any(g.busy for g in tick.gpus)
     job, checkpointing, startup = tick.job, tick.checkpointing, tick.startup
-    for g, state in zip(tick.gpus, states, strict=True):
-        if not (g.busy if per_gpu else job):
+    for i, (g, state) in enumerate(zip(tick.gpus, states, strict=True)):
+        unused = not (g.busy if per_gpu else job)
+        out = vector(i, unused)
+        if unused:
             b = _NO_JOB
         elif checkpointing:
             b = _CHECKPOINT
@@ -129,7 +164,6 @@ def assign(tick: Tick, states: Sequence[GpuState]) -> list[float]:
             _waiting(state, tick.pressures, out, s)
             continue
         out[b] += s
-    return out
 
 
 def any_working(states: Sequence[GpuState]) -> bool:

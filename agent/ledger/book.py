@@ -8,6 +8,10 @@ to the settled totals once and never change again. The exported counters are the
 they only ever grow) and the unsettled slots are a gauge beside them; both together always add up
 to every second the ledger was given.
 
+Each slot also keeps its seconds and money by scheduler job (``no-job`` where none): every move
+between buckets moves each job's share, so the jobs' vectors always add up to the slot's, and the
+work lost at a reclaim is charged to the jobs that had done it.
+
 Pure: the clock comes in with every call.
 """
 
@@ -22,7 +26,9 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from agent.ledger.assign import BUCKETS, INDEX, Bucket, N
+from agent.ledger.assign import BUCKETS, INDEX, NO_JOB, Bucket, N
+
+MAX_JOB_KEY = 64
 
 
 @dataclass(slots=True)
@@ -30,15 +36,34 @@ class Slot:
     start: float  # wall time, a multiple of the resolution
     seconds: list[float] = field(default_factory=lambda: [0.0] * N)
     cost: list[float] = field(default_factory=lambda: [0.0] * N)
+    # job key -> (seconds, cost) per bucket; they add up to ``seconds`` and ``cost``
+    jobs: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)
 
     def to_json(self) -> list[Any]:
-        return [self.start, [round(x, 6) for x in self.seconds], [round(x, 9) for x in self.cost]]
+        return [
+            self.start,
+            [round(x, 6) for x in self.seconds],
+            [round(x, 9) for x in self.cost],
+            {k: [[round(x, 6) for x in a], [round(x, 9) for x in b]] for k, (a, b) in self.jobs.items()},
+        ]
 
     @classmethod
     def from_json(cls, v: Any) -> Slot:
-        if not (isinstance(v, list) and len(v) == 3):
-            raise ValueError(f"a slot is [start, seconds, cost], got {str(v)[:60]}")
-        return cls(_number(v[0], "slot start"), _vector(v[1]), _vector(v[2]))
+        if not (isinstance(v, list) and len(v) in (3, 4)):
+            raise ValueError(f"a slot is [start, seconds, cost, jobs], got {str(v)[:60]}")
+        slot = cls(_number(v[0], "slot start"), _vector(v[1]), _vector(v[2]))
+        if len(v) == 3:  # written before the ledger knew jobs: all of it no job's
+            slot.jobs = {NO_JOB: (list(slot.seconds), list(slot.cost))}
+            return slot
+        if not isinstance(v[3], dict):
+            raise ValueError("a slot's jobs are not a table")
+        for k, pair in v[3].items():
+            if not isinstance(k, str) or not k or len(k) > MAX_JOB_KEY:
+                raise ValueError(f"a job key is not a short string: {str(k)[:80]!r}")
+            if not (isinstance(pair, list) and len(pair) == 2):
+                raise ValueError("a job's entry is [seconds, cost]")
+            slot.jobs[k] = (_vector(pair[0]), _vector(pair[1]))
+        return slot
 
 
 def _number(v: Any, what: str) -> float:
@@ -77,9 +102,18 @@ class Book:
 
     # --- input -------------------------------------------------------------------------------------
 
-    def record(self, wall: float, seconds: list[float], cost: list[float] | None) -> None:
-        """One tick at ``wall`` (``cost`` None: unpriced). It goes to the slot holding that time,
-        never to a settled slot (a clock stepped back lands in the oldest unsettled one)."""
+    def record(
+        self,
+        wall: float,
+        seconds: list[float],
+        cost: list[float] | None,
+        jobs: dict[str, list[float]] | None = None,
+        gpu_price: float | None = None,
+    ) -> None:
+        """One tick at ``wall`` (``cost`` None: unpriced), with its seconds by job (``jobs``, which
+        add up to ``seconds``; None: all of it ``no-job``) priced at ``gpu_price`` a GPU-second. It
+        goes to the slot holding that time, never to a settled slot (a clock stepped back lands in
+        the oldest unsettled one)."""
         start = math.floor(wall / self.resolution) * self.resolution
         if self.settled:
             start = max(start, self.slots[self.settled - 1].start + self.resolution)
@@ -87,6 +121,15 @@ class Book:
         add(slot.seconds, seconds)
         if cost is not None:
             add(slot.cost, cost)
+        for key, v in (jobs if jobs is not None else {NO_JOB: seconds}).items():
+            entry = slot.jobs.get(key)
+            if entry is None:
+                entry = slot.jobs[key] = ([0.0] * N, [0.0] * N)
+            add(entry[0], v)
+            if cost is not None:
+                # the job's share of the tick's money: its GPU-seconds at the tick's price
+                price = gpu_price if gpu_price is not None else _price(seconds, cost)
+                add(entry[1], (x * price for x in v))
 
     def _slot(self, start: float) -> Slot:
         i = len(self.slots)
@@ -116,11 +159,18 @@ class Book:
         self.settle_until(math.inf)
 
     def move(
-        self, sources: Iterable[Bucket], to: Bucket, t0: float, t1: float, limit: float = math.inf
+        self,
+        sources: Iterable[Bucket],
+        to: Bucket,
+        t0: float,
+        t1: float,
+        limit: float = math.inf,
+        by_job: dict[str, float] | None = None,
     ) -> tuple[float, float]:
         """Move up to ``limit`` GPU-seconds counted between ``t0`` and ``t1`` from ``sources`` to
-        ``to`` (a slot partly inside gives its share). Returns (moved, what would have moved but sat
-        in settled slots)."""
+        ``to`` (a slot partly inside gives its share), each job's part of a bucket in proportion
+        (``by_job`` adds up what each job gave). Returns (moved, what would have moved but sat in
+        settled slots)."""
         moved = stuck = 0.0
         src = [INDEX[b] for b in sources]
         dst = INDEX[to]
@@ -143,6 +193,16 @@ class Book:
                 s.seconds[dst] += take
                 s.cost[dst] += money
                 moved += take
+                for key, (js, jc) in s.jobs.items():
+                    if js[j] <= 0:
+                        continue
+                    give, pay = js[j] * frac, jc[j] * frac
+                    js[j] -= give
+                    jc[j] -= pay
+                    js[dst] += give
+                    jc[dst] += pay
+                    if by_job is not None:
+                        by_job[key] = by_job.get(key, 0.0) + give
         return moved, stuck
 
     # --- views -------------------------------------------------------------------------------------
@@ -175,6 +235,18 @@ class Book:
             add(cost, s.cost)
             first = min(first, s.start)
         return seconds, cost, first
+
+    def jobs_since(self, t0: float) -> dict[str, tuple[list[float], list[float]]]:
+        """Seconds and money per bucket of each job in the slots from ``t0`` on (whole slots)."""
+        out: dict[str, tuple[list[float], list[float]]] = {}
+        for s in self.recent(t0):
+            for key, (js, jc) in s.jobs.items():
+                entry = out.get(key)
+                if entry is None:
+                    entry = out[key] = ([0.0] * N, [0.0] * N)
+                add(entry[0], js)
+                add(entry[1], jc)
+        return out
 
     def everything(self) -> tuple[list[float], list[float]]:
         """Settled totals plus the unsettled slots: every second recorded, as it is known now."""
@@ -239,6 +311,11 @@ def _named(d: Any) -> list[float]:
     if unknown:
         raise ValueError(f"unknown bucket {sorted(unknown)[0]!r}")
     return _vector([d.get(b, 0.0) for b in BUCKETS])
+
+
+def _price(seconds: list[float], cost: list[float]) -> float:
+    total = sum(seconds)
+    return sum(cost) / total if total > 0 else 0.0
 
 
 def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:

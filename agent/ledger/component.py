@@ -30,13 +30,16 @@ from agent.core.events import (
 from agent.core.vocabulary import CheckpointPhase, Market, NoticeKind, Setting
 from agent.core.zones import zone
 from agent.ledger import cadence, saved, store
+from agent.ledger import jobs as by_jobs
 from agent.ledger import metrics as ledger_metrics
-from agent.ledger.assign import BUCKETS, GpuReading, gpu_state
+from agent.ledger.assign import BUCKETS, NO_JOB, GpuReading, gpu_state
 from agent.ledger.book import Book
 from agent.ledger.summary import lines, summarize
 from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import GpuPart
+from agent.sources.jobs.gpus import gpu_jobs
+from agent.sources.jobs.part import JobIdentity, JobPart
 from agent.sources.processes.part import ProcessPart
 
 log = structlog.get_logger("ledger")
@@ -63,6 +66,15 @@ def readings(snap: NodeSnapshot) -> tuple[GpuReading, ...]:
         )
         for g in gpu.gpus
     )
+
+
+def job_keys(snap: NodeSnapshot) -> tuple[tuple[str, ...], tuple[JobIdentity, ...]]:
+    """The job key on each GPU, in ``readings`` order (``no-job`` where none), and the jobs."""
+    gpu, part = snap.part(GpuPart), snap.part(JobPart)
+    if gpu is None or part is None or not part.jobs:
+        return (), ()
+    on = gpu_jobs(gpu, part)
+    return tuple(on[g.index].key if g.index in on else NO_JOB for g in gpu.gpus), part.jobs
 
 
 def next_digest(now: float, at: str, timezone: str) -> float:
@@ -99,6 +111,7 @@ class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
         self._saved_at = time.monotonic()
         self._digest_due = self._next_digest(time.time())
         self.bad_reports = 0
+        self._jobs_seen: tuple[JobIdentity, ...] = ()
         ctx.snapshot_listeners.append(self.on_snapshot)
 
     # --- input -------------------------------------------------------------------------------------
@@ -142,7 +155,11 @@ class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
         n = len(gpus) or self.ledger.gpus
         gpu_price = hourly / 3600.0 / n if hourly and n else None
         seconds = snap.monotonic - prev
-        self.ledger.tick(snap.timestamp, seconds, gpus, states, job, view.pressures, gpu_price)
+        keys, jobs = job_keys(snap)
+        if jobs != self._jobs_seen:
+            self._jobs_seen = jobs
+            self.ledger.name_jobs([j.as_dict() for j in jobs])
+        self.ledger.tick(snap.timestamp, seconds, gpus, states, job, view.pressures, gpu_price, keys)
         if hourly and on_demand and self.market == Market.SPOT and gpus:
             self.ledger.saving += max(0.0, on_demand - hourly) * seconds / 3600.0
 
@@ -281,12 +298,25 @@ class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
                 "spot_saving": round(self.ledger.saving, 4),
             }
         s = summarize(seconds, cost if priced else None, since, now, self.cost_cfg.currency, extra)
+        s["jobs"] = by_jobs.by_job(
+            self.ledger.book.jobs_since(now - window),
+            self.ledger.job_names,
+            self.cost_cfg.currency if priced else None,
+        )
         advice = self.ledger.advice(now, self.cfg.mtbi, self.cfg.sparse_factor)
         cost_known, _ = self.ledger.checkpoint_cost()
         why = "no checkpoint time measured yet" if cost_known is None else "no interruption rate known yet"
         s["cadence"] = advice.as_dict() if advice else None
         s["cadence_lines"] = cadence.lines(advice, why)
         return s
+
+    def job_losses(self) -> dict[str, float]:
+        """GPU-seconds of work each job would lose to a reclaim now (since its last durable
+        checkpoint): the alerts' view of the ledger, handed to them by the daemon (``build.py``)."""
+        if not self.ledger.job:
+            return {}
+        lose = self.ledger.would_lose_by_job(time.time())
+        return {k: v for k, v in lose.items() if k != NO_JOB and v > 0}
 
     def reclaim_line(self, now: float) -> str | None:
         if not self.ledger.reclaims:
@@ -307,7 +337,10 @@ class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
         s = self.summary(now, window or self.cfg.window)
         led = self.ledger
         everything, _ = led.book.everything()
-        s["lines"] = lines(s, s["cadence_lines"], self.reclaim_line(now))
+        s["lines"] = [
+            *lines(s, s["cadence_lines"], self.reclaim_line(now)),
+            *by_jobs.loss_lines(self.job_losses(), led.job_names),
+        ]
         s.update(
             {
                 "totals": {str(b): round(v, 3) for b, v in zip(BUCKETS, everything, strict=True)},
@@ -322,6 +355,11 @@ class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
                 else datetime.fromtimestamp(led.last_durable).astimezone().isoformat(),
                 "last_step": led.last_step,
                 "would_lose_seconds": round(led.would_lose(now) / max(1, led.gpus), 3) if led.job else 0.0,
+                "would_lose_gpu_seconds_by_job": {
+                    k: round(v, 3) for k, v in led.would_lose_by_job(now).items() if k != NO_JOB
+                }
+                if led.job
+                else {},
                 "interruptions": led.interruptions,
                 "reclaims": [r.as_dict() for r in led.reclaims],
                 "unmovable_gpu_seconds": round(led.book.unmovable, 3),

@@ -23,7 +23,7 @@ from agent.ledger.assign import (
     Pressures,
     Tick,
     any_working,
-    assign,
+    assign_jobs,
 )
 from agent.ledger.book import Book
 from agent.ledger.cadence import Advice, advise
@@ -32,6 +32,7 @@ from agent.ledger.saved import Saved
 REQUEST_START = (CheckpointPhase.REQUESTED,)
 REQUEST_END = (CheckpointPhase.COMPLETED, CheckpointPhase.MISSED, CheckpointPhase.CANCELED)
 KEEP_SAVES = 20
+KEEP_JOBS = 256  # the names of this many jobs are kept for the report (the oldest go first)
 OPEN_MAX = 1800.0  # a request without a deadline stays open this long at most
 GRACE = 60.0
 SAME_SAVE_SECONDS = 2.0  # reports this close together are one checkpoint seen by several ranks
@@ -50,6 +51,7 @@ class Reclaim:
     since_durable: float | None  # seconds from the last durable checkpoint to the reclaim
     gpus: int
     stuck_gpu_seconds: float = 0.0  # lost work older than settle: left where it was counted
+    jobs: dict[str, float] = field(default_factory=dict)  # job key -> its lost GPU-seconds
 
     @property
     def lost_seconds(self) -> float:
@@ -67,6 +69,7 @@ class Reclaim:
             "since_durable_seconds": None if self.since_durable is None else round(self.since_durable, 3),
             "gpus": self.gpus,
             "stuck_gpu_seconds": round(self.stuck_gpu_seconds, 3),
+            "jobs": {k: round(v, 3) for k, v in self.jobs.items()},
         }
 
 
@@ -88,6 +91,8 @@ class Ledger:
     ticks: int = 0
     spot_seen: bool = False  # the metadata service announced a spot notice on this node
     saving: float = 0.0  # money saved on spot against on-demand
+    # job key -> {"name", "user", ...} as the jobs source last said it, newest last, KEEP_JOBS at most
+    job_names: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # --- input -------------------------------------------------------------------------------------
 
@@ -100,8 +105,10 @@ class Ledger:
         job: bool,
         pressures: Pressures,
         gpu_price: float | None,
+        jobs: Sequence[str] = (),
     ) -> list[float]:
-        """One snapshot's interval. Returns the seconds per bucket it was booked as."""
+        """One snapshot's interval, ``jobs`` the job key on each GPU (empty: no job on any). Returns
+        the seconds per bucket it was booked as."""
         job = job or any(g.busy for g in gpus)
         if self.open_requests:
             self.open_requests = {k: until for k, until in self.open_requests.items() if until > wall}
@@ -123,13 +130,15 @@ class Ledger:
             pressures=pressures,
             checkpointing=bool(self.open_requests),
             startup=self.startup,
+            jobs=tuple(jobs),
         )
-        booked = assign(t, states)
+        booked, by_job = assign_jobs(t, states)
         if self.startup and any_working(states):
             self.startup = False
         self.observed += max(0.0, seconds) if gpus else 0.0
         cost = [x * gpu_price for x in booked] if gpu_price else None
-        self.book.record(wall - max(0.0, seconds) / 2, booked, cost)  # the slot holding its middle
+        # the slot holding its middle
+        self.book.record(wall - max(0.0, seconds) / 2, booked, cost, by_job, gpu_price if cost else None)
         self.book.settle_until(wall)
         return booked
 
@@ -163,15 +172,40 @@ class Ledger:
             start = self.last_durable if self.last_durable is not None else self.job_since
             since = None if start is None else at - start
             t0 = start if start is not None else -math.inf
+            by_job: dict[str, float] = {}
             if drill:
-                lost = self._productive_between(t0, at)
+                by_job = self.productive_by_job(t0, at)
+                lost = sum(by_job.values())
                 stuck = 0.0
             else:
-                lost, stuck = self.book.move((Bucket.PRODUCTIVE,), Bucket.LOST, t0, at)
+                lost, stuck = self.book.move((Bucket.PRODUCTIVE,), Bucket.LOST, t0, at, by_job=by_job)
                 self.book.unmovable += stuck
-            r = Reclaim(event_id, at, drill, CheckpointPhase.MISSED, lost, since, self.gpus, stuck)
+            r = Reclaim(event_id, at, drill, CheckpointPhase.MISSED, lost, since, self.gpus, stuck, by_job)
         self.reclaims.append(r)
         return r
+
+    def productive_by_job(self, t0: float, t1: float) -> dict[str, float]:
+        """Productive GPU-seconds of each job between ``t0`` and ``t1`` (a slot partly inside gives
+        its share): what a reclaim at ``t1`` would take from each."""
+        res = self.book.resolution
+        i = INDEX[Bucket.PRODUCTIVE]
+        out: dict[str, float] = {}
+        for s in self.book.recent(t0):
+            share = max(0.0, min(s.start + res, t1) - max(s.start, t0)) / res
+            for key, (js, _) in s.jobs.items():
+                if js[i] > 0 and share > 0:
+                    out[key] = out.get(key, 0.0) + share * js[i]
+        return out
+
+    def name_jobs(self, jobs: Sequence[dict[str, Any]]) -> None:
+        """Remember what the jobs seen this tick are called (the report names them after they ended)."""
+        for j in jobs:
+            key = str(j.get("job_id"))
+            if self.job_names.get(key) != j:
+                self.job_names.pop(key, None)
+                self.job_names[key] = dict(j)
+        while len(self.job_names) > KEEP_JOBS:
+            del self.job_names[next(iter(self.job_names))]
 
     def _productive_between(self, t0: float, t1: float) -> float:
         res = self.book.resolution
@@ -244,6 +278,11 @@ class Ledger:
         start = self.last_durable if self.last_durable is not None else self.job_since
         return self._productive_between(start if start is not None else -math.inf, now)
 
+    def would_lose_by_job(self, now: float) -> dict[str, float]:
+        """:meth:`would_lose`, by job."""
+        start = self.last_durable if self.last_durable is not None else self.job_since
+        return self.productive_by_job(start if start is not None else -math.inf, now)
+
     # --- persistence -------------------------------------------------------------------------------
 
     def to_json(self, book: bool = True) -> dict[str, Any]:
@@ -264,4 +303,5 @@ class Ledger:
             "open_requests": dict(self.open_requests),
             "spot_seen": self.spot_seen,
             "saving": self.saving,
+            "job_names": self.job_names,
         }

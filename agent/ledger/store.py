@@ -83,6 +83,7 @@ def from_json(data: Any, book: Book) -> Ledger:
                 since_durable=_opt_number(r, "since_durable_seconds"),
                 gpus=int(_number(r, "gpus")),
                 stuck_gpu_seconds=_number(r, "stuck_gpu_seconds"),
+                jobs=_jobs_lost(r.get("jobs", {})),
             )
         )
     opened = data.get("open_requests", {})
@@ -92,9 +93,19 @@ def from_json(data: Any, book: Book) -> Ledger:
     ledger.open_requests = {str(k): _number(opened, k) for k in opened}
     ledger.spot_seen = bool(data.get("spot_seen"))
     ledger.saving = _number(data, "saving") if "saving" in data else 0.0
+    names = data.get("job_names", {})
+    if not isinstance(names, dict) or not all(isinstance(v, dict) for v in names.values()):
+        raise ValueError("job_names is not a table of tables")
+    ledger.job_names = {str(k): {str(a): b for a, b in v.items()} for k, v in names.items()}
     # a job seen before the restart is the same job: no startup, no new job_since
     ledger.ticks = 1
     return ledger
+
+
+def _jobs_lost(d: Any) -> dict[str, float]:
+    if not isinstance(d, dict):
+        raise ValueError("a reclaim's jobs are not a table")
+    return {str(k): _number(d, k) for k in d}
 
 
 def load(state_dir: Path, book: Book) -> Ledger:

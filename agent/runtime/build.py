@@ -18,6 +18,7 @@ from agent.faults.gpu import GpuHealth
 from agent.ledger.component import LedgerComponent
 from agent.preemption.watcher import PreemptionWatcher
 from agent.runtime.context import Context
+from agent.scheduler.component import SchedulerComponent
 from agent.snapshot import NodeSnapshot
 from agent.sources import Collector
 from agent.sources import registry as sources
@@ -60,15 +61,20 @@ def build_components(ctx: Context) -> list[Component]:
     if ctx.cfg.classifier.enabled:
         classifier = ClassifierComponent(ctx)
         components.append(classifier)
+    ledger = None
     if ctx.cfg.goodput.enabled:
         # after the classifier: each snapshot is booked with the pressures of the window it closes
-        components.append(LedgerComponent(ctx, classifier.published if classifier else None))
+        ledger = LedgerComponent(ctx, classifier.published if classifier else None)
+        components.append(ledger)
     components.append(PreemptionWatcher(ctx))
+    # always built: it serves the health check; it talks to Slurm only with [scheduler] kind set
+    components.append(SchedulerComponent(ctx))
     if ctx.cfg.gpu.enabled:
         components.append(GpuHealth(ctx))
     if ctx.cfg.alerts.webhooks:
         # imported only when a channel is configured: most of its weight (sqlite3, rendering) is memory
         from agent.alerts.alerter import Alerter
 
-        components.append(Alerter(ctx))
+        # the ledger's losses by job: every alert says what a reclaim would cost each job on the node
+        components.append(Alerter(ctx, job_losses=ledger.job_losses if ledger else None))
     return components

@@ -1,5 +1,8 @@
 """The conservation law: for any sequence of snapshots and events, the buckets (settled plus
-unsettled) add up to GPUs x elapsed time within one sample, and settled counters never go down."""
+unsettled) add up to GPUs x elapsed time within one sample, and settled counters never go down.
+It holds per job too: the jobs' GPU-seconds plus ``no-job``'s equal GPUs x time, bucket by bucket
+in every slot, and each job keeps exactly the GPU-seconds it was given (the late facts, a periodic
+save or the work lost at a reclaim, move seconds between a job's buckets, never between jobs)."""
 
 from __future__ import annotations
 
@@ -10,18 +13,22 @@ from hypothesis import strategies as st
 from ledger_synth import CFG, gpu
 
 from agent.classifier.published import unclassified
-from agent.ledger.assign import N, Pressures, gpu_state
+from agent.ledger.assign import INDEX, NO_JOB, Bucket, N, Pressures, gpu_state
 from agent.ledger.book import Book
 from agent.ledger.saved import Saved
 from agent.ledger.state import Ledger
 
 STATE_NAMES = ["working", "spinning", "starved", "between", "down"]
+JOBS = ["4127", "4128", NO_JOB]
+NO_JOB_BUCKET = INDEX[Bucket.NO_JOB]
 
 pressure = st.floats(0, 1)
 tick = st.tuples(
     st.just("tick"),
     st.floats(0.001, 30.0),  # seconds since the previous snapshot
-    st.lists(st.tuples(st.sampled_from(STATE_NAMES), st.booleans()), min_size=0, max_size=8),
+    st.lists(
+        st.tuples(st.sampled_from(STATE_NAMES), st.booleans(), st.sampled_from(JOBS)), min_size=0, max_size=8
+    ),
     st.booleans(),  # job
     st.builds(Pressures, pressure, pressure, pressure, pressure),
     st.one_of(st.none(), st.floats(0.0001, 1.0)),  # price per GPU-second
@@ -48,20 +55,29 @@ def test_buckets_sum_to_gpus_times_elapsed_time(steps, resolution) -> None:
     wall = 1_700_000_000.0
     given_seconds = 0.0
     previous_settled = [0.0] * N
+    given_jobs: dict[str, float] = {}
     for s in steps:
         if s[0] == "tick":
             _, dt, gpus_spec, job, p, price, jitter = s
             mono += dt
             wall += dt + jitter
-            gpus = [gpu(i, name, busy) for i, (name, busy) in enumerate(gpus_spec)]
+            gpus = [gpu(i, name, busy) for i, (name, busy, _) in enumerate(gpus_spec)]
+            keys = [key for _, _, key in gpus_spec]
             states = [gpu_state(g, unclassified(CFG)) for g in gpus]
-            booked = led.tick(wall, dt, gpus, states, job, p, price)
+            booked = led.tick(wall, dt, gpus, states, job, p, price, keys)
             assert all(x >= -1e-9 for x in booked)
             assert math.isclose(sum(booked), dt * len(gpus), rel_tol=1e-9, abs_tol=1e-9)
             given_seconds += dt * len(gpus)
+            # a GPU booked as no-job (no process of its own, or none on the node) is no job's
+            per_gpu = any(busy for _, busy, _ in gpus_spec)
+            for _, busy, key in gpus_spec:
+                used = busy if per_gpu else job
+                given_jobs[key if used else NO_JOB] = given_jobs.get(key if used else NO_JOB, 0.0) + dt
         elif s[0] == "checkpoint":
             _, phase, eid, drill, when = s
-            led.checkpoint(phase, eid, wall + when, drill, 5.0)
+            r = led.checkpoint(phase, eid, wall + when, drill, 5.0)
+            if r is not None:
+                assert math.isclose(sum(r.jobs.values()), r.lost_gpu_seconds, rel_tol=1e-9, abs_tol=1e-6)
         elif s[0] == "saved":
             _, when, seconds = s
             led.saved(Saved(time=wall + when, seconds=seconds, step=1, path=None, pid=1))
@@ -73,8 +89,27 @@ def test_buckets_sum_to_gpus_times_elapsed_time(steps, resolution) -> None:
         assert all(x >= -1e-9 for x in money), money
         assert all(b >= a - 1e-9 for a, b in zip(previous_settled, led.book.seconds, strict=True))
         previous_settled = list(led.book.seconds)
+        _jobs_add_up(led, given_jobs)
     led.book.settle_all()
     assert math.isclose(sum(led.book.seconds), given_seconds, rel_tol=1e-9, abs_tol=1e-6)
+
+
+def _jobs_add_up(led: Ledger, given_jobs: dict[str, float]) -> None:
+    for slot in led.book.slots:
+        for i in range(N):
+            assert math.isclose(
+                sum(js[i] for js, _ in slot.jobs.values()), slot.seconds[i], rel_tol=1e-9, abs_tol=1e-6
+            )
+            assert math.isclose(
+                sum(jc[i] for _, jc in slot.jobs.values()), slot.cost[i], rel_tol=1e-9, abs_tol=1e-6
+            )
+        assert all(x >= -1e-6 for js, _ in slot.jobs.values() for x in js)
+        # only no-job holds no-job's bucket
+        assert all(js[NO_JOB_BUCKET] == 0 for k, (js, _) in slot.jobs.items() if k != NO_JOB)
+    booked = {k: sum(v[0]) for k, v in led.book.jobs_since(-math.inf).items()}
+    for key, seconds in given_jobs.items():
+        assert math.isclose(booked.get(key, 0.0), seconds, rel_tol=1e-9, abs_tol=1e-6), key
+    assert set(booked) <= set(given_jobs) | {NO_JOB}
 
 
 @settings(max_examples=100, deadline=None)

@@ -1,0 +1,49 @@
+"""[scheduler]: what the cluster's scheduler (Slurm) is told about this node, and when."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from agent.config.types import Duration, StrictModel
+from agent.core.vocabulary import NoticeKind, OnReclaim, SchedulerKind
+
+# Xids that mean the GPU cannot run the next job (79 fell off the bus, 48 a double-bit ECC error,
+# 74 NVLink, 95 uncontained ECC); the program's own Xids (13, 31, 43, 45) never drain a node
+DEFAULT_DRAIN_XIDS = [79, 48, 74, 95]
+
+
+class SchedulerSection(StrictModel):
+    kind: SchedulerKind = Field(SchedulerKind.NONE, description="none, slurm, or auto (slurm if slurmd runs)")
+    node_name: str = Field(
+        "", description="this node's Slurm NodeName; empty = the one `slurmd -C` reports (never the hostname)"
+    )
+    drain_on_notices: list[str] = Field(
+        default_factory=lambda: [
+            "spot-*",
+            NoticeKind.PREEMPT,
+            NoticeKind.TERMINATION,
+            "maintenance-*",
+            "rebalance-*",
+        ],
+        description="notice kinds (shell patterns) that drain the node",
+    )
+    drain_on_lost_gpu: bool = Field(True, description="a GPU that fell off the bus drains the node")
+    drain_on_xids: list[int] = Field(
+        default_factory=lambda: list(DEFAULT_DRAIN_XIDS), description="Xid errors that drain the node"
+    )
+    drain_on_row_remap_failure: bool = Field(True, description="a failed row remap drains the node")
+    on_reclaim: OnReclaim = Field(
+        OnReclaim.REQUEUE, description="the node's running jobs when the checkpoint episode ends"
+    )
+    dry_run: bool = Field(False, description="log and report what would be done; change nothing in Slurm")
+    resume_after: Duration = Field(
+        "2m", ge=0, description="the health gate must hold this long before the agent lifts its own drain"
+    )
+    notice_expiry: Duration = Field(
+        "10m", gt=0, description="a notice still standing this long past its deadline was no reclaim"
+    )
+    command_timeout: Duration = Field("10s", gt=0, le=300, description="one scontrol call's limit")
+    poll_interval: Duration = Field("2s", gt=0, le=300, description="how often the node's state is read")
+    retry_max: Duration = Field(
+        "30s", gt=0, description="the longest wait between retries of a failed action"
+    )

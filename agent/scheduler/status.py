@@ -1,0 +1,68 @@
+"""The scheduler action's faces: its section of the status JSON (and lines for `status`), its metric."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import CounterMetricFamily, Metric
+
+from agent.scheduler import policy
+from agent.scheduler.policy import Step
+from agent.scheduler.slurm import NodeInfo
+
+if TYPE_CHECKING:
+    from agent.scheduler.component import SchedulerComponent
+
+
+def status(c: SchedulerComponent) -> dict[str, Any]:
+    info = c.node
+    owner = "none"
+    if info is not None and info.drained:
+        owner = "agent" if policy.owns(info.reason) else "foreign"
+    wanted = policy.standing(c.causes, time.time())
+    lines = []
+    if c.slurm is None:
+        lines.append(f"scheduler: {c.error or 'none'}")
+    else:
+        lines.append(f"slurm node {c.node_name}: {_state_words(info, owner)}")
+        lines += [f"  wants drained: {cause.reason}" for cause in wanted]
+        if c.decision.step == Step.WAIT:
+            lines.append(f"  drain stays: {c.decision.reason}")
+        if c.error:
+            lines.append(f"  slurm failing: {c.error}")
+    return {
+        "kind": "slurm" if c.slurm is not None else "none",
+        "node": c.node_name,
+        "dry_run": c.cfg.dry_run,
+        "state": info.state if info else None,
+        "drained": bool(info and info.drained),
+        "reason": info.reason if info else None,
+        "owner": owner,
+        "causes": [cause.reason for cause in wanted],
+        "decision": {"step": str(c.decision.step), "why": c.decision.reason},
+        "health": c.health() or "healthy",
+        "error": c.error,
+        "actions": {f"{a}/{o}": n for (a, o), n in sorted(c.actions.items())},
+        "lines": lines,
+    }
+
+
+def _state_words(info: NodeInfo | None, owner: str) -> str:
+    if info is None:
+        return "not read yet"
+    if not info.drained:
+        return info.state.lower()
+    return f"drained by {'this agent' if owner == 'agent' else 'someone else'}: {info.reason}"
+
+
+def metrics(c: SchedulerComponent) -> Iterable[Metric]:
+    fam = CounterMetricFamily(
+        "training_node_scheduler_actions",
+        "Changes asked of the cluster's scheduler (drain, resume, requeue, cancel), by outcome",
+        labels=["action", "outcome"],
+    )
+    for (action, outcome), n in sorted(c.actions.items()):
+        fam.add_metric([action, outcome], n)
+    yield fam

@@ -1,0 +1,1 @@
+"""The jobs source: which scheduler job (Slurm) each training process, and so each GPU, belongs to."""

@@ -1,0 +1,42 @@
+"""The jobs source: which scheduler job each training process (and so each GPU) belongs to.
+
+A source rather than a part of its own: like the other sources it reads the node (``/proc``, and
+``scontrol`` through its own worker thread) and hands the sampler a frozen part each tick, so the
+ledger books a tick's GPU-seconds by the jobs of that very snapshot, and the exporter, status,
+``top`` and the alerts read the same record."""
+
+from __future__ import annotations
+
+from agent.sources import Collector
+from agent.sources.jobs import metrics, status
+from agent.sources.jobs.part import JobPart
+from agent.sources.registry import BuildContext, Source, register
+
+
+def _build(ctx: BuildContext) -> Collector | None:
+    from agent.sources.jobs.collector import JobCollector
+    from agent.sources.jobs.scontrol import Scontrol
+
+    c = ctx.cfg.jobs
+    if not c.enabled:
+        return None
+    return JobCollector(
+        ctx.cfg.agent.procfs,
+        ctx.training_pids,
+        Scontrol(c.scontrol, c.timeout, c.refresh, c.max_jobs, c.node_name or ctx.cfg.scheduler.node_name),
+    )
+
+
+SOURCE = register(
+    Source(
+        name="jobs",
+        part_type=JobPart,
+        build=_build,
+        config_section="jobs",
+        metrics=lambda cfg: metrics.render if cfg.jobs.enabled else None,
+        status=status.summary,
+        status_lines=status.lines,
+        tcp_view=status.TCP_VIEW,
+        order=55,
+    )
+)
