@@ -254,9 +254,11 @@ def test_dry_run_changes_nothing_in_slurm(slurm_cluster, sim, tmp_path):  # noqa
     fake = FakeNvml(tmp_path / "nvml.json", gpus=1)
     job = Job(c, tmp_path)
     c.wait_until(lambda: c.jobs().get(job.id) == "RUNNING", 30, "job running")
-    agent = _agent(tmp_path, c, sim, job, fake, dry_run=True)
+    # kind auto: scontrol is on PATH and a slurmd runs here, so Slurm it is
+    agent = _agent(tmp_path, c, sim, job, fake, dry_run=True, kind="auto")
     try:
         agent.wait_for(lambda: agent.status()["checkpoint"]["targets"], 20, what="the trainer found")
+        assert agent.status()["scheduler"]["kind"] == "slurm"
         before = _updates(c)
         sim.control("/notice", {"kind": "spot-termination", "seconds": 120})
         wait_until(lambda: job.events("ack"), 20, what="the trainer's ack")
