@@ -158,6 +158,7 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         wait_until(lambda: c.node_reason().startswith("tna: spot-termination at "), 10, 0.05, "drain")
         drained_in = time.monotonic() - t0
         assert drained_in <= 2.0, f"sinfo -R showed the reason {drained_in:.2f}s after the notice"
+        print(f"figure: sinfo -R showed the agent's reason {drained_in:.2f}s after the notice")
         assert re.fullmatch(r"tna: spot-termination at \d\d:\d\d:\d\dZ", c.node_reason())
         assert "DRAIN" in c.show_node()
         h = _health(agent)
@@ -210,6 +211,7 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         wait_until(lambda: len(job.events("signal")) > signals, 10, 0.05, "the checkpoint request")
         requested_in = time.monotonic() - t2
         assert requested_in < 3.0, f"the checkpoint request took {requested_in:.2f}s with slurmctld down"
+        print(f"figure: checkpoint request {requested_in:.2f}s after the notice, slurmctld down")
         agent.wait_for(lambda: agent.status()["scheduler"]["error"], 20, what="the failure seen")
         wait_until(lambda: len(job.events("ack")) == 2, 20, what="the second ack")
         c.start_ctld()
