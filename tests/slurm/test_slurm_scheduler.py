@@ -19,6 +19,7 @@ The dry-run agent is the second test.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -127,6 +128,15 @@ def _health(agent: AgentProcess) -> subprocess.CompletedProcess[str]:
     return run_cli("health-check", "--control-socket", agent.control_socket, timeout=15)
 
 
+def _logged(agent: AgentProcess) -> list[dict]:
+    """Every JSON line of the agent's log, across its restarts (log_lines keeps only the tail)."""
+    out = []
+    for line in agent.log_path.read_text(errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            out.append(json.loads(line))
+    return out
+
+
 def _metric(agent: AgentProcess, action: str, outcome: str) -> float:
     m = re.search(
         rf'^training_node_scheduler_actions_total\{{action="{action}",outcome="{outcome}"\}} (\S+)$',
@@ -172,8 +182,8 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         assert c.jobs()[pinned] == "RUNNING" and c.job_field(pinned, "Restarts") == "0"
         assert _metric(agent, "requeue", "refused") == 1
         named = f"job {pinned} `eval` (root)"
-        assert any(ln.get("job") == named for ln in agent.log_lines())
-        [alert] = [e for e in agent.log_lines() if e.get("type") == "scheduler"]
+        assert any(ln.get("job") == named for ln in _logged(agent))
+        [alert] = [e for e in _logged(agent) if e.get("type") == "scheduler"]
         assert alert["problem"] == "not-requeueable" and alert["jobs"] == [named]
         c.run("scancel", str(pinned))
         # the notice is cancelled and the gate holds: the drain is lifted, the job runs again
@@ -217,6 +227,9 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         c.start_ctld()
         agent.wait_for(lambda: c.node_reason().startswith("tna: spot-termination"), 30, what="late drain")
         assert _metric(agent, "drain", "failed") >= 1
+        # alerted once for the outage (however many retries), and once when Slurm answered again
+        failing = [e for e in _logged(agent) if e.get("type") == "scheduler" and e["problem"] == "failing"]
+        assert [e["cleared"] for e in failing] == [False, True], failing
         sim.control("/cancel", {"id": notice2["id"]})
         agent.wait_for(lambda: "DRAIN" not in c.show_node(), 30, what="the drain lifted again")
 
@@ -268,7 +281,7 @@ def test_dry_run_changes_nothing_in_slurm(slurm_cluster, sim, tmp_path):  # noqa
         assert _metric(agent, "drain", "dry-run") == 1 and _metric(agent, "drain", "ok") == 0
         assert "DRAIN" not in c.show_node() and job.restarts() == 0 and _updates(c) == before
         assert c.jobs()[job.id] == "RUNNING"
-        said = [ln for ln in agent.log_lines() if str(ln.get("event", "")).startswith("dry run")]
+        said = [ln for ln in _logged(agent) if str(ln.get("event", "")).startswith("dry run")]
         assert any("would drain" in ln["event"] for ln in said), said
     finally:
         agent.stop(15)
