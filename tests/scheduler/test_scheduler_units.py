@@ -72,8 +72,10 @@ def test_causes_name_the_notice_and_its_deadline_and_the_fault() -> None:
     lost = GpuFaultEvent(GpuFault.LOST, 3, "GPU-abc", "H100")
     assert policy.fault_cause(lost, cfg) == Cause("gpu/3/lost", "tna: gpu 3 (GPU-abc) lost")
     assert policy.fault_cause(GpuFaultEvent(GpuFault.XID, 1, "u", "m", xid=13), cfg) is None
-    x79 = policy.fault_cause(GpuFaultEvent(GpuFault.XID, 1, "u", "m", xid=79), cfg)
-    assert x79 is not None and x79.reason == "tna: xid 79 on gpu 1 (u)" and x79.expires_at is not None
+    xid = GpuFaultEvent(GpuFault.XID, 1, "u", "m", xid=79)
+    x79 = policy.fault_cause(xid, cfg)
+    assert x79 is not None and x79.reason == "tna: xid 79 on gpu 1 (u)"
+    assert x79.expires_at == xid.at.timestamp() + 120  # stands resume_after, then the gate holds
     remap = GpuFaultEvent(GpuFault.ECC, 2, "u", "m", detail="row remapping failed: the GPU needs service")
     assert policy.fault_cause(remap, cfg) is not None
     assert policy.fault_cause(lost, SchedulerSection(drain_on_lost_gpu=False)) is None

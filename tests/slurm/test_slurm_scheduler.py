@@ -10,6 +10,7 @@ the file costs one cluster start and one agent start:
      gate holds -> the drain is lifted -> the requeued job runs again from its checkpoint's step;
   B. a lost fake GPU drains the node with the fault in the reason (health-check says so); the agent
      restarts without its state_dir and still owns the drain; the GPU's return plus the gate lifts it;
+     an Xid 79 drains, and the drain goes once no Xid came for the hold time;
   C. slurmctld stopped during a notice: the checkpoint is still requested at once; the drain is set
      once slurmctld is back;
   D. an operator's drain, on another node and on this one, is never lifted or changed;
@@ -212,6 +213,12 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         fake.set(1, lost=False)
         agent.wait_for(lambda: "DRAIN" not in c.show_node(), 20, what="the gpu drain lifted")
         assert _health(agent).returncode == 0
+        # a fatal Xid drains at once; with no other in the hold time, the drain goes by itself
+        fake.add_xid(0, 79)
+        agent.wait_for(lambda: c.node_reason().startswith("tna: xid 79 on gpu 0"), 10, what="xid drain")
+        t3 = time.monotonic()
+        agent.wait_for(lambda: "DRAIN" not in c.show_node(), 30, what="the xid drain lifted")
+        assert time.monotonic() - t3 >= RESUME_AFTER  # the Xid's hold, then the gate's
 
         # C. slurmctld down during a notice: the checkpoint is requested at once, the drain waits
         c.stop_ctld()
