@@ -155,6 +155,8 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
             self.wake.set()
 
     def on_event(self, ev: object) -> None:
+        now = time.time()  # expired causes go (a notice passed notice_expiry, an old Xid)
+        self.causes = {k: c for k, c in self.causes.items() if c.expires_at is None or c.expires_at > now}
         if isinstance(ev, PreemptionEvent):
             cause = policy.notice_cause(ev, self.cfg)
             if cause is None:
@@ -222,7 +224,9 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
     async def _reconcile_loop(self) -> None:
         while True:
             wait = self.cfg.poll_interval
-            if self.slurm is not None and self.node_name is not None:
+            if self.slurm is None:
+                self.reclaims.clear()  # no scheduler: nothing to requeue, nothing to keep
+            elif self.node_name is not None:
                 try:
                     await self.reconcile(self.slurm, self.node_name)
                     self._backoff.reset()

@@ -54,13 +54,17 @@ def notice_cause(ev: PreemptionEvent, cfg: SchedulerSection) -> Cause | None:
 def fault_cause(ev: GpuFaultEvent, cfg: SchedulerSection) -> Cause | None:
     """The cause a GPU fault stands for (also for its ``cleared`` event: the key to drop), or None.
 
-    An Xid has no clearing event: its cause ends at once and the health gate (no Xid for
-    ``resume_after``) keeps the drain until the GPU has been quiet that long."""
+    An Xid has no clearing event: its cause stands for ``resume_after`` (a few polls at least, so
+    the drain is set), then the health gate (no Xid for ``resume_after``) holds the drain until the
+    GPU has been quiet that long."""
     who = f"gpu {ev.gpu}" + (f" ({ev.uuid})" if ev.uuid else "")
     if ev.fault == GpuFault.LOST and cfg.drain_on_lost_gpu:
         return Cause(f"gpu/{ev.gpu}/lost", _reason(f"{who} lost"))
     if ev.fault == GpuFault.XID and ev.xid in cfg.drain_on_xids:
-        return Cause(f"gpu/{ev.gpu}/xid/{ev.xid}", _reason(f"xid {ev.xid} on {who}"), ev.at.timestamp())
+        stands = max(cfg.resume_after, 3 * cfg.poll_interval)
+        return Cause(
+            f"gpu/{ev.gpu}/xid/{ev.xid}", _reason(f"xid {ev.xid} on {who}"), ev.at.timestamp() + stands
+        )
     if ev.fault == GpuFault.ECC and ev.detail.startswith(ROW_REMAP) and cfg.drain_on_row_remap_failure:
         return Cause(f"gpu/{ev.gpu}/row-remap", _reason(f"row remap failed on {who}"))
     return None

@@ -24,7 +24,8 @@ def status(c: SchedulerComponent) -> dict[str, Any]:
     wanted = policy.standing(c.causes, time.time())
     lines = []
     if c.slurm is None:
-        lines.append(f"scheduler: {c.error or 'none'}")
+        if c.error:  # kind none says nothing; a Slurm that could not be set up says why
+            lines.append(f"scheduler: {c.error}")
     else:
         lines.append(f"slurm node {c.node_name}: {_state_words(info, owner)}")
         lines += [f"  wants drained: {cause.reason}" for cause in wanted]

@@ -40,6 +40,8 @@ def test_parse_jobs_name_with_spaces_requeue_flag_and_node() -> None:
 
 
 def test_parse_slurmd_c_and_errors() -> None:
+    real = (DATA / "slurmd-C.txt").read_text()  # `slurmd -C` on this box (Debian's slurm-wlm 22.05)
+    assert parse_slurmd_c(real) == real.split()[0].removeprefix("NodeName=")
     assert parse_slurmd_c("NodeName=cn-17 CPUs=96 Boards=1\nUpTime=3-01:02:03\n") == "cn-17"
     assert parse_slurmd_c("garbage") is None
     try:
@@ -70,8 +72,10 @@ def test_causes_name_the_notice_and_its_deadline_and_the_fault() -> None:
     lost = GpuFaultEvent(GpuFault.LOST, 3, "GPU-abc", "H100")
     assert policy.fault_cause(lost, cfg) == Cause("gpu/3/lost", "tna: gpu 3 (GPU-abc) lost")
     assert policy.fault_cause(GpuFaultEvent(GpuFault.XID, 1, "u", "m", xid=13), cfg) is None
-    x79 = policy.fault_cause(GpuFaultEvent(GpuFault.XID, 1, "u", "m", xid=79), cfg)
-    assert x79 is not None and x79.reason == "tna: xid 79 on gpu 1 (u)" and x79.expires_at is not None
+    xid = GpuFaultEvent(GpuFault.XID, 1, "u", "m", xid=79)
+    x79 = policy.fault_cause(xid, cfg)
+    assert x79 is not None and x79.reason == "tna: xid 79 on gpu 1 (u)"
+    assert x79.expires_at == xid.at.timestamp() + 120  # stands resume_after, then the gate holds
     remap = GpuFaultEvent(GpuFault.ECC, 2, "u", "m", detail="row remapping failed: the GPU needs service")
     assert policy.fault_cause(remap, cfg) is not None
     assert policy.fault_cause(lost, SchedulerSection(drain_on_lost_gpu=False)) is None
@@ -150,3 +154,16 @@ def test_the_alert_names_the_jobs_that_cannot_be_requeued_and_slurm_failing_once
     assert ff.fingerprint == fb.fingerprint and ff.sustained and fb.resolved  # one alert per outage
     zh = render(failing, ff, Scene(NODE, GPUS, UTC, NOW), Language.ZH_CN)
     assert "Slurm" in zh.title and "gpu-node-17" in zh.title
+
+
+def test_auto_finds_slurmd_by_its_process_name(tmp_path: Path) -> None:
+    from agent.scheduler.component import slurmd_runs
+
+    for pid, comm in ((1, "systemd"), (40, "slurmstepd"), (41, "python3")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_text(comm + "\n")
+    (tmp_path / "self").mkdir()
+    assert not slurmd_runs(str(tmp_path))
+    (tmp_path / "77").mkdir()
+    (tmp_path / "77" / "comm").write_text("slurmd\n")
+    assert slurmd_runs(str(tmp_path))

@@ -10,6 +10,7 @@ the file costs one cluster start and one agent start:
      gate holds -> the drain is lifted -> the requeued job runs again from its checkpoint's step;
   B. a lost fake GPU drains the node with the fault in the reason (health-check says so); the agent
      restarts without its state_dir and still owns the drain; the GPU's return plus the gate lifts it;
+     an Xid 79 drains, and the drain goes once no Xid came for the hold time;
   C. slurmctld stopped during a notice: the checkpoint is still requested at once; the drain is set
      once slurmctld is back;
   D. an operator's drain, on another node and on this one, is never lifted or changed;
@@ -19,6 +20,7 @@ The dry-run agent is the second test.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -127,6 +129,15 @@ def _health(agent: AgentProcess) -> subprocess.CompletedProcess[str]:
     return run_cli("health-check", "--control-socket", agent.control_socket, timeout=15)
 
 
+def _logged(agent: AgentProcess) -> list[dict]:
+    """Every JSON line of the agent's log, across its restarts (log_lines keeps only the tail)."""
+    out = []
+    for line in agent.log_path.read_text(errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            out.append(json.loads(line))
+    return out
+
+
 def _metric(agent: AgentProcess, action: str, outcome: str) -> float:
     m = re.search(
         rf'^training_node_scheduler_actions_total\{{action="{action}",outcome="{outcome}"\}} (\S+)$',
@@ -158,6 +169,7 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         wait_until(lambda: c.node_reason().startswith("tna: spot-termination at "), 10, 0.05, "drain")
         drained_in = time.monotonic() - t0
         assert drained_in <= 2.0, f"sinfo -R showed the reason {drained_in:.2f}s after the notice"
+        print(f"figure: sinfo -R showed the agent's reason {drained_in:.2f}s after the notice")
         assert re.fullmatch(r"tna: spot-termination at \d\d:\d\d:\d\dZ", c.node_reason())
         assert "DRAIN" in c.show_node()
         h = _health(agent)
@@ -171,8 +183,8 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         assert c.jobs()[pinned] == "RUNNING" and c.job_field(pinned, "Restarts") == "0"
         assert _metric(agent, "requeue", "refused") == 1
         named = f"job {pinned} `eval` (root)"
-        assert any(ln.get("job") == named for ln in agent.log_lines())
-        [alert] = [e for e in agent.log_lines() if e.get("type") == "scheduler"]
+        assert any(ln.get("job") == named for ln in _logged(agent))
+        [alert] = [e for e in _logged(agent) if e.get("type") == "scheduler"]
         assert alert["problem"] == "not-requeueable" and alert["jobs"] == [named]
         c.run("scancel", str(pinned))
         # the notice is cancelled and the gate holds: the drain is lifted, the job runs again
@@ -201,6 +213,12 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         fake.set(1, lost=False)
         agent.wait_for(lambda: "DRAIN" not in c.show_node(), 20, what="the gpu drain lifted")
         assert _health(agent).returncode == 0
+        # a fatal Xid drains at once; with no other in the hold time, the drain goes by itself
+        fake.add_xid(0, 79)
+        agent.wait_for(lambda: c.node_reason().startswith("tna: xid 79 on gpu 0"), 10, what="xid drain")
+        t3 = time.monotonic()
+        agent.wait_for(lambda: "DRAIN" not in c.show_node(), 30, what="the xid drain lifted")
+        assert time.monotonic() - t3 >= RESUME_AFTER  # the Xid's hold, then the gate's
 
         # C. slurmctld down during a notice: the checkpoint is requested at once, the drain waits
         c.stop_ctld()
@@ -210,11 +228,15 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         wait_until(lambda: len(job.events("signal")) > signals, 10, 0.05, "the checkpoint request")
         requested_in = time.monotonic() - t2
         assert requested_in < 3.0, f"the checkpoint request took {requested_in:.2f}s with slurmctld down"
+        print(f"figure: checkpoint request {requested_in:.2f}s after the notice, slurmctld down")
         agent.wait_for(lambda: agent.status()["scheduler"]["error"], 20, what="the failure seen")
         wait_until(lambda: len(job.events("ack")) == 2, 20, what="the second ack")
         c.start_ctld()
         agent.wait_for(lambda: c.node_reason().startswith("tna: spot-termination"), 30, what="late drain")
         assert _metric(agent, "drain", "failed") >= 1
+        # alerted once for the outage (however many retries), and once when Slurm answered again
+        failing = [e for e in _logged(agent) if e.get("type") == "scheduler" and e["problem"] == "failing"]
+        assert [e["cleared"] for e in failing] == [False, True], failing
         sim.control("/cancel", {"id": notice2["id"]})
         agent.wait_for(lambda: "DRAIN" not in c.show_node(), 30, what="the drain lifted again")
 
@@ -254,9 +276,11 @@ def test_dry_run_changes_nothing_in_slurm(slurm_cluster, sim, tmp_path):  # noqa
     fake = FakeNvml(tmp_path / "nvml.json", gpus=1)
     job = Job(c, tmp_path)
     c.wait_until(lambda: c.jobs().get(job.id) == "RUNNING", 30, "job running")
-    agent = _agent(tmp_path, c, sim, job, fake, dry_run=True)
+    # kind auto: scontrol is on PATH and a slurmd runs here, so Slurm it is
+    agent = _agent(tmp_path, c, sim, job, fake, dry_run=True, kind="auto")
     try:
         agent.wait_for(lambda: agent.status()["checkpoint"]["targets"], 20, what="the trainer found")
+        assert agent.status()["scheduler"]["kind"] == "slurm"
         before = _updates(c)
         sim.control("/notice", {"kind": "spot-termination", "seconds": 120})
         wait_until(lambda: job.events("ack"), 20, what="the trainer's ack")
@@ -264,7 +288,7 @@ def test_dry_run_changes_nothing_in_slurm(slurm_cluster, sim, tmp_path):  # noqa
         assert _metric(agent, "drain", "dry-run") == 1 and _metric(agent, "drain", "ok") == 0
         assert "DRAIN" not in c.show_node() and job.restarts() == 0 and _updates(c) == before
         assert c.jobs()[job.id] == "RUNNING"
-        said = [ln for ln in agent.log_lines() if str(ln.get("event", "")).startswith("dry run")]
+        said = [ln for ln in _logged(agent) if str(ln.get("event", "")).startswith("dry run")]
         assert any("would drain" in ln["event"] for ln in said), said
     finally:
         agent.stop(15)
