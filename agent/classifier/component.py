@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.classifier import baselines as store
 from agent.classifier.baselines import Baselines
+from agent.classifier.cause import cause
 from agent.classifier.engine import Engine, Evaluation
 from agent.classifier.features import Features
 from agent.classifier.published import Published, published
@@ -187,6 +188,16 @@ class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
                 score.add_metric([cls], scores[cls])
         yield state
         yield score
+        # the verdict and its top reason as words, for the fleet rules that name a job's straggler;
+        # one series, absent before the first verdict
+        info = GaugeMetricFamily(
+            "training_node_verdict_info",
+            "The verdict in force and its top reason in one stable word (value 1).",
+            labels=["class", "reason"],
+        )
+        if e.current is not None:
+            info.add_metric([e.current.verdict, cause(e.current)], 1.0)
+        yield info
         changes = CounterMetricFamily(
             "training_node_bottleneck_changes", "Times the bottleneck verdict changed class."
         )

@@ -22,6 +22,7 @@ from agent.snapshot import NodeSnapshot
 from agent.sources import Collector
 from agent.sources import registry as sources
 from agent.sources.gpu.part import GpuPart
+from agent.steps.component import StepsComponent
 
 EMPTY = NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0)  # before the first tick
 
@@ -64,6 +65,8 @@ def build_components(ctx: Context) -> list[Component]:
         # after the classifier: each snapshot is booked with the pressures of the window it closes
         components.append(LedgerComponent(ctx, classifier.published if classifier else None))
     components.append(PreemptionWatcher(ctx))
+    # the trainers' step figures; a Slurm mapping of pids to jobs plugs in as its job_of
+    components.append(StepsComponent(ctx))
     if ctx.cfg.gpu.enabled:
         components.append(GpuHealth(ctx))
     if ctx.cfg.alerts.webhooks:
