@@ -126,7 +126,9 @@ class Node:
             return (self.dir / "agent.log").read_text(errors="replace")[-6000:]
         return ""
 
-    def start_trainer(self, master: Node, rdzv_port: int, job: str, stop_file: Path) -> None:
+    def start_trainer(
+        self, master: Node, rdzv_port: int, job: str, stop_file: Path, elems: int = 4096
+    ) -> None:
         assert self.data is not None and self.cgroup is not None
         torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
         cmd = ["ip", "netns", "exec", self.ns, torchrun, "--nnodes", "2", "--nproc-per-node", "1"]
@@ -143,7 +145,7 @@ class Node:
             "--gpu-state",
             str(self.gpus.path),
         ]
-        cmd += ["--data-size", str(self.data.size), "--stop-file", str(stop_file)]
+        cmd += ["--data-size", str(self.data.size), "--stop-file", str(stop_file), "--elems", str(elems)]
         env = {
             **os.environ,
             "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'client'}",
