@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
@@ -42,8 +42,9 @@ def ago(seconds: float) -> str:
 class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
     name = "classifier"
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, peer: Callable[[], str | None] | None = None) -> None:
         self.cfg = ctx.cfg.classifier
+        self.peer = peer  # the fleet's word on who sets the job's pace ([fleet], agent/fleet/peer.py)
         self.state_dir = ctx.state_dir
         self.bus = ctx.bus
         self.engine = Engine(self.cfg, store.load(ctx.state_dir))
@@ -112,6 +113,17 @@ class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
             self._published_of = (features, baselines)
         return p
 
+    def _reasons(self) -> list[str]:
+        """The verdict's reasons; a sync-wait one adds whom it waits for, where the fleet says."""
+        cur = self.engine.current
+        if cur is None:
+            return []
+        out = list(cur.reasons)
+        note = self.peer() if self.peer is not None and cur.verdict == Verdict.SYNC_WAIT else None
+        if note:
+            out.insert(2, note)
+        return out
+
     def verdict_line(self) -> str:
         e = self.engine
         cur = e.current
@@ -119,7 +131,10 @@ class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
             return "verdict pending"
         held = e.last.held if e.last else None
         text = f"{cur.label} for {ago(time.monotonic() - (e.since_mono or time.monotonic()))}"
-        if cur.verdict not in (Verdict.IDLE, Verdict.MIXED) and len(cur.reasons) > 1:
+        note = self.peer() if self.peer is not None and cur.verdict == Verdict.SYNC_WAIT else None
+        if note:
+            text += f": {note}"
+        elif cur.verdict not in (Verdict.IDLE, Verdict.MIXED) and len(cur.reasons) > 1:
             text += f": {cur.reasons[1]}"
         return text + (f" ({held})" if held else "")
 
@@ -132,7 +147,7 @@ class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
             "sub_reason": cur.sub_reason if cur else None,
             "since": e.since_wall,
             "since_seconds": round(time.monotonic() - e.since_mono, 1) if e.since_mono else None,
-            "reasons": list(cur.reasons) if cur else [],
+            "reasons": self._reasons(),
             "hint": cur.hint if cur else "",
             "health": list(cur.health) if cur else [],
             "scores": dict(last.vote.scores) if last else {},
@@ -160,7 +175,7 @@ class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
         lines = [f"verdict: {cur.label.upper()} for {ago(st['since_seconds'] or 0)}"]
         if st["held"]:
             lines[0] += f"  (held: {st['held']})"
-        lines += [f"  - {r}" for r in cur.reasons]
+        lines += [f"  - {r}" for r in self._reasons()]
         lines.append(f"hint: {cur.hint}")
         for h in cur.health:
             lines.append(f"GPU health: {h}")

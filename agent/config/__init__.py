@@ -16,6 +16,7 @@ from agent.config.alerts import AlertsSection
 from agent.config.classifier import ClassifierSection
 from agent.config.core import AgentSection, HttpSection
 from agent.config.cost import CostSection
+from agent.config.fleet import FleetSection
 from agent.config.goodput import GoodputSection
 from agent.config.gpu import GpuSection
 from agent.config.network import NetworkSection
@@ -39,6 +40,7 @@ class Config(StrictModel):
     alerts: AlertsSection = Field(default_factory=AlertsSection)
     goodput: GoodputSection = Field(default_factory=GoodputSection)
     cost: CostSection = Field(default_factory=CostSection)
+    fleet: FleetSection = Field(default_factory=FleetSection)
 
 
 class ConfigError(Exception):

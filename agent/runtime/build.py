@@ -15,6 +15,7 @@ from agent.config import Config
 from agent.core.component import Component
 from agent.exporter import malformed as malformed_metrics
 from agent.faults.gpu import GpuHealth
+from agent.fleet.peer import FleetPeer
 from agent.ledger.component import LedgerComponent
 from agent.preemption.watcher import PreemptionWatcher
 from agent.runtime.context import Context
@@ -57,16 +58,23 @@ def build_renderers(cfg: Config) -> list[Any]:
 
 def build_components(ctx: Context) -> list[Component]:
     components: list[Component] = [CheckpointComponent(ctx)]
+    # the trainers' step figures; a Slurm mapping of pids to jobs plugs in as its job_of
+    steps = StepsComponent(ctx)
+    fleet = None
+    if ctx.cfg.fleet.prometheus_url:
+        # who sets the job's pace, from the fleet's rules: asked for the job the trainers name
+        fleet = FleetPeer(ctx, lambda: steps.figures.job if steps.figures else None)
     classifier = None
     if ctx.cfg.classifier.enabled:
-        classifier = ClassifierComponent(ctx)
+        classifier = ClassifierComponent(ctx, fleet.peer_note if fleet else None)
         components.append(classifier)
     if ctx.cfg.goodput.enabled:
         # after the classifier: each snapshot is booked with the pressures of the window it closes
         components.append(LedgerComponent(ctx, classifier.published if classifier else None))
     components.append(PreemptionWatcher(ctx))
-    # the trainers' step figures; a Slurm mapping of pids to jobs plugs in as its job_of
-    components.append(StepsComponent(ctx))
+    components.append(steps)
+    if fleet is not None:
+        components.append(fleet)
     if ctx.cfg.gpu.enabled:
         components.append(GpuHealth(ctx))
     if ctx.cfg.alerts.webhooks:

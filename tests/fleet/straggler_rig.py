@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conftest import REPO, free_port, write_toml
+from conftest import REPO, free_port, unix_get, write_toml
 
 from agent.devtools.fake_nvml import library_dir
 from lab.blockdev import DataSource, make_data
@@ -83,7 +83,7 @@ class Node:
         self.cgroup = TrainerCgroup(f"tna-straggler-{self.tag}-{self.index}", self.data.device, UNTHROTTLED)
         self.cgroup.create()
 
-    def start_agent(self) -> None:
+    def start_agent(self, prometheus_url: str = "") -> None:
         cfg = {
             "agent": {
                 "interval": "200ms",
@@ -100,6 +100,8 @@ class Node:
             "classifier": CLASSIFIER,
             "cost": {"currency": "CNY", "instance_hour_price": 36.0},
         }
+        if prometheus_url:
+            cfg["fleet"] = {"prometheus_url": prometheus_url, "poll": "1s", "timeout": "2s"}
         path = write_toml(self.dir / "agent.toml", cfg)
         env = {
             **os.environ,
@@ -115,6 +117,11 @@ class Node:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+
+    def status(self) -> dict[str, Any]:
+        code, body = unix_get(str(self.dir / "run" / "control.sock"), "/status")
+        assert code == 200, body
+        return json.loads(body)
 
     def metrics(self) -> str:
         assert self.agent is not None and self.agent.poll() is None, self.log()
@@ -214,11 +221,12 @@ class Fabric:
         self.tag = str(pid % 100000)
         self.octet = 100 + pid % 100
         self.bridge = f"tnb{self.tag}"
+        self.host_ip = f"198.18.{self.octet}.1"
         self.nodes = [Node(i, self.tag, self.octet, work) for i in range(count)]
 
     def up(self) -> Fabric:
         sh("ip", "link", "add", self.bridge, "type", "bridge")
-        sh("ip", "addr", "add", f"198.18.{self.octet}.1/24", "dev", self.bridge)
+        sh("ip", "addr", "add", f"{self.host_ip}/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
         for n in self.nodes:
             n.up(self.bridge)

@@ -5,7 +5,8 @@ configs/prometheus's scrape config and rules (TrainingJobStraggler's ``for`` cut
 Alertmanager routes with configs/prometheus/alertmanager.yml to the project's test chat service.
 
 One node's reads are throttled through a real cgroup: TrainingJobStraggler names it with data/storage
-within 2 minutes and the chat gets one message for the job; lifting the throttle resolves it. The job
+within 2 minutes and the chat gets one message for the job; the waiting node's own sync-wait verdict
+names it too (``[fleet] prometheus_url``); lifting the throttle resolves it. The job
 has no training_job tag in the inventory: its name comes from the trainers (torchrun's rendezvous id).
 """
 
@@ -89,13 +90,17 @@ def rig(tmp_path: Path) -> Iterator[tuple[Fabric, PrometheusServer, Any, Transcr
         receiver = chat.add("receiver")
         try:
             fabric.up()
-            for n in fabric.nodes:
-                n.start_agent()
+            prom_port = free_port()
+            # node-a, the one that will wait, asks the fleet's Prometheus whom it waits for ([fleet])
+            fabric.nodes[0].start_agent(f"http://{fabric.host_ip}:{prom_port}")
+            fabric.nodes[1].start_agent()
             for n in fabric.nodes:
                 wait_until(lambda n=n: _ok(n), 30, 0.2, f"{n.name}'s agent serving", n.log)
             log(f"agents up: {', '.join(f'{n.name} {n.url}' for n in fabric.nodes)}")
             am = Alertmanager(tmp_path, receiver.url)
-            prom = PrometheusServer(tmp_path, fabric.targets(None), am, log, rules=fast_rules(tmp_path))
+            prom = PrometheusServer(
+                tmp_path, fabric.targets(None), am, log, fast_rules(tmp_path), fabric.host_ip, prom_port
+            )
             stop_file = tmp_path / "stop"
             port = free_port()
             for n in fabric.nodes:
@@ -161,6 +166,15 @@ def test_the_throttled_node_is_named_with_data_storage_and_resolves(rig) -> None
     assert body["groupLabels"] == {"alertname": "TrainingJobStraggler", "training_job": JOB}
     assert b.name in text and "data/storage" in text and "1 other node(s)" in text
     assert len(firing_messages()) == 1  # one message for the job, not one per node
+
+    # the waiting node's own verdict names its peer, from the rule's result ([fleet] prometheus_url)
+    def a_names_b() -> list[str]:
+        c = a.status()["classifier"]
+        return [r for r in c["reasons"] if "pace is set by" in r] if c["verdict"] == "sync-wait" else []
+
+    (why,) = wait_until(a_names_b, 30, 0.5, "node-a's sync-wait naming node-b", detail)
+    log(f"{a.name}'s verdict: sync-wait, {why}")
+    assert why == "the job's pace is set by node-b (data/storage)"
 
     b.throttle(UNTHROTTLED)  # lifted
     log(f"{b.name}: throttle lifted")
