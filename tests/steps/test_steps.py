@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, wait_until
+from conftest import REPO, run_cli, wait_until
 from tna_client import PreemptionGuard
 from tna_client.steps import job_from_env, period_from, quantile, summarize
 
@@ -151,6 +151,8 @@ def test_the_daemon_exports_the_trainers_steps_and_says_when_they_are_missing(ag
     st = agent.status()["steps"]
     assert st["missing"] and "step figures missing" in st["lines"][0]
     assert "training_node_train_step_reporters 0.0" in agent.metrics()
+    shown = run_cli("status", "--control-socket", agent.control_socket)
+    assert "[steps]" in shown.stdout and "step figures missing" in shown.stdout, shown.stdout + shown.stderr
     record = tmp_path / "agent" / "run" / "agent.json"
     assert json.loads(record.read_text())["step_report"] == 1.0
     env = {
