@@ -8,6 +8,12 @@ One node's reads are throttled through a real cgroup: TrainingJobStraggler names
 within 2 minutes and the chat gets one message for the job; the waiting node's own sync-wait verdict
 names it too (``[fleet] prometheus_url``); lifting the throttle resolves it. The job
 has no training_job tag in the inventory: its name comes from the trainers (torchrun's rendezvous id).
+
+Not here yet: the same with one node's link capped by tc. Tried on this rig (a 1 MiB all-reduce, the
+second node's veth capped at 20 Mbit/s both ways, before and after each node moved bulk data over its
+own link to learn its ceiling): both agents say sync-wait, the capped node's included, so no node
+shows a bottleneck of its own for the rule to name, and in a synchronous job the step rates are
+equal. The classifier has to learn to call a capped link in a collective network first.
 """
 
 from __future__ import annotations
