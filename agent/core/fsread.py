@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -67,3 +68,19 @@ def read_optional_stamped(path: str | Path, limit: int = MAX_BYTES) -> tuple[str
         return read_stamped(path, limit)
     except OSError:
         return None, None
+
+
+def read_trainer_file(path: str | Path, limit: int) -> bytes:
+    """A small file another process wrote into a shared folder (a trainer's note or step report):
+    never through a symlink, never a FIFO or device (which could block or stream forever), at most
+    ``limit`` bytes, or a ValueError saying which rule it broke."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return data

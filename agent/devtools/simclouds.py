@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from aiohttp import web
 
-from agent.core.vocabulary import ENDED_SIM_STATES, Cloud, NoticeKind, SimEventState
+from agent.core.vocabulary import Cloud, NoticeKind
+from agent.devtools.simwords import ENDED_SIM_STATES, SimEventState
 from agent.preemption import registry
 from agent.preemption.clouds import alibaba, aws, azure, gcp, tencent
 from agent.preemption.provider import TokenScheme

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agent.core.vocabulary import SimEventState, SimFault
+from agent.devtools.simwords import SimEventState, SimFault
 
 FAULT_KINDS = tuple(SimFault)
 GARBAGE = b"\x89PNG\r\n\x1a\n\x00\xff\xfe<html><body>{not json\x00" + bytes(range(128, 256))

@@ -14,15 +14,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.core.vocabulary import (
-    ENDED_SIM_STATES,
-    LIVE_SIM_STATES,
-    Cloud,
-    NoticeKind,
-    SimEventState,
-)
+from agent.core.vocabulary import Cloud, NoticeKind
 from agent.devtools.simclouds import CloudSim, simulator_class
 from agent.devtools.simrecords import FAULT_KINDS, Fault, SimEvent, number
+from agent.devtools.simwords import ENDED_SIM_STATES, LIVE_SIM_STATES, SimEventState
 
 LOG_SIZE = 2000
 

@@ -25,10 +25,11 @@ from typing import Any
 
 from aiohttp import web
 
-from agent.core.vocabulary import NoticeKind, SimEventState, SimFault
+from agent.core.vocabulary import NoticeKind
 from agent.devtools.simclouds import as_json
 from agent.devtools.simrecords import GARBAGE, Fault, number
 from agent.devtools.simstate import SimState
+from agent.devtools.simwords import SimEventState, SimFault
 
 
 class Simulator:

@@ -16,7 +16,6 @@ import json
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import structlog
 
+from agent.core.fsread import read_trainer_file
 from agent.core.statefile import set_aside
 
 log = structlog.get_logger("ledger")
@@ -89,16 +89,7 @@ def parse_saved(raw: bytes, now: float) -> Saved:
 
 
 def _read(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
-        data = os.read(fd, MAX_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise ValueError(f"larger than {MAX_BYTES} bytes")
-    return data
+    return read_trainer_file(path, MAX_BYTES)
 
 
 def collect(directory: Path, now: float, kept: set[str]) -> list[Saved]:

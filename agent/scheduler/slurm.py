@@ -4,7 +4,8 @@ timeout on every call) and pure parsers of ``scontrol show node -o`` / ``show jo
 The parsers read one-line output (``-o``): ``Key=Value`` pairs separated by spaces. Two values may
 hold spaces themselves: a node's ``Reason`` (always the last key, followed by ``[user@time]``) and a
 job's ``JobName``. A value runs up to the next `` Key=`` whose key looks like one of Slurm's
-(letters, digits, ``:/_``), which real job names almost never contain.
+(a capital, then letters, digits, ``:/_``), which real job names almost never contain; the jobs
+source reads the same lines with the same :func:`~agent.sources.jobs.parse.pairs`.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import shutil
 import unicodedata
 from dataclasses import dataclass
 
+from agent.sources.jobs.parse import pairs
+
 REASON_MAX = 120  # Slurm keeps more, but sinfo -R's column and an alert line do not
-_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=")
 _STAMP = re.compile(r"\s*\[[^\]@]*@[^\]]*\]\s*$")  # the " [root@2026-12-02T05:10:19]" Slurm appends
 
 
@@ -27,16 +29,6 @@ def clean_reason(text: str, limit: int = REASON_MAX) -> str:
     flat = "".join(" " if unicodedata.category(ch).startswith("C") else ch for ch in text)
     flat = " ".join(flat.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def parse_fields(line: str) -> dict[str, str]:
-    """``Key=Value`` pairs of one ``-o`` line; a value may contain spaces (see the module doc)."""
-    marks = list(_KEY.finditer(line))
-    out: dict[str, str] = {}
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(line)
-        out.setdefault(m.group(1), line[m.end() : end].strip())
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +50,7 @@ def parse_node(text: str) -> NodeInfo:
     if line is None:
         raise ValueError("no NodeName= line in scontrol's output")
     head, sep, reason = line.partition(" Reason=")
-    f = parse_fields(head)
+    f = pairs(head)
     state, *flags = f.get("State", "UNKNOWN").split("+")
     return NodeInfo(
         name=f.get("NodeName", ""),
@@ -85,7 +77,7 @@ def parse_jobs(text: str) -> list[JobInfo]:
     for line in text.splitlines():
         if not line.startswith("JobId="):
             continue
-        f = parse_fields(line)
+        f = pairs(line)
         job_id = f.get("JobId", "")
         if f.get("ArrayJobId") and f.get("ArrayTaskId") not in (None, "", "N/A"):
             job_id = f"{f['ArrayJobId']}_{f['ArrayTaskId']}"
@@ -113,7 +105,7 @@ def parse_slurmd_c(text: str) -> str | None:
     """The NodeName of ``slurmd -C`` (``NodeName=cn-17 CPUs=...``)."""
     for line in text.splitlines():
         if line.startswith("NodeName="):
-            return parse_fields(line).get("NodeName") or None
+            return pairs(line).get("NodeName") or None
     return None
 
 

@@ -12,11 +12,11 @@ import json
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.core.fsread import read_trainer_file
 from agent.ledger.saved import parse_time
 
 PATTERN = re.compile(r"^steps-(\d{1,10})\.json$")
@@ -90,16 +90,7 @@ def parse_steps(raw: bytes) -> StepReport:
 
 
 def _read(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
-        data = os.read(fd, MAX_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise ValueError(f"larger than {MAX_BYTES} bytes")
-    return data
+    return read_trainer_file(path, MAX_BYTES)
 
 
 def collect(directory: Path) -> tuple[dict[int, StepReport], dict[str, str]]:

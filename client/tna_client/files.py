@@ -22,14 +22,17 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_json_atomic(directory: str, name: str, data: Any, mode: int = 0o644) -> str:
-    """``directory/name`` holds ``data`` whole or not at all; readers skip names starting with '.'."""
+def write_json_atomic(directory: str, name: str, data: Any, mode: int = 0o644, durable: bool = True) -> str:
+    """``directory/name`` holds ``data`` whole or not at all; readers skip names starting with '.'.
+    ``durable=False`` skips the fsyncs: a report rewritten every few seconds (the step figures) must
+    not become the trainer's disk flushes, and losing the last one in a crash costs nothing."""
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(json.dumps(data).encode())
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.chmod(tmp, mode)
         path = os.path.join(directory, name)
         os.replace(tmp, path)
@@ -39,7 +42,8 @@ def write_json_atomic(directory: str, name: str, data: Any, mode: int = 0o644) -
         except OSError:
             pass
         raise
-    fsync_dir(directory)  # the rename itself must survive a crash too
+    if durable:
+        fsync_dir(directory)  # the rename itself must survive a crash too
     return path
 
 

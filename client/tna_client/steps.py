@@ -17,15 +17,13 @@ torchrun's rendezvous id ``$TORCHELASTIC_RUN_ID`` (the same on every node of a j
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from tna_client.files import rfc3339
+from tna_client.files import rfc3339, write_json_atomic
 
 ENV_STEP_REPORT = "TNA_STEP_REPORT"
 ENV_JOB = "TNA_JOB"
@@ -168,7 +166,7 @@ class StepReporter:
             "time": rfc3339(time.time()),
         }
         try:
-            write_quick(directory, f"steps-{pid}.json", body)
+            write_json_atomic(directory, f"steps-{pid}.json", body, durable=False)
             self.step_error = None
         except OSError as e:
             if self.step_error is None:
@@ -183,20 +181,3 @@ class StepReporter:
                 os.unlink(os.path.join(directory, f"steps-{os.getpid()}.json"))
             except OSError:
                 pass
-
-
-def write_quick(directory: str, name: str, data: Any) -> None:
-    """Whole or not at all, like ``write_json_atomic``, but without fsync: a report every few
-    seconds must not become the trainer's disk flushes."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(json.dumps(data).encode())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, os.path.join(directory, name))
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
