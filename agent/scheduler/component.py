@@ -224,6 +224,9 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
     async def _reconcile_loop(self) -> None:
         while True:
             wait = self.cfg.poll_interval
+            # cleared before acting, not after: a notice or fault that arrives while scontrol is slow
+            # (slurmctld away, a loaded node) wakes the next round at once instead of a poll later
+            self.wake.clear()
             if self.slurm is None:
                 self.reclaims.clear()  # no scheduler: nothing to requeue, nothing to keep
             elif self.node_name is not None:
@@ -242,7 +245,6 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
                     self.error = str(e)
             self.changed.set()
             self.changed = asyncio.Event()
-            self.wake.clear()
             try:
                 async with asyncio.timeout(wait):
                     await self.wake.wait()

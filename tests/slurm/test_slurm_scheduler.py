@@ -231,12 +231,18 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         print(f"figure: checkpoint request {requested_in:.2f}s after the notice, slurmctld down")
         agent.wait_for(lambda: agent.status()["scheduler"]["error"], 20, what="the failure seen")
         wait_until(lambda: len(job.events("ack")) == 2, 20, what="the second ack")
+        # the wanted drain was tried and counted as failed (each try waits out scontrol's timeout)
+        agent.wait_for(lambda: _metric(agent, "drain", "failed") >= 1, 30, what="a failed drain counted")
         c.start_ctld()
         agent.wait_for(lambda: c.node_reason().startswith("tna: spot-termination"), 30, what="late drain")
-        assert _metric(agent, "drain", "failed") >= 1
-        # alerted once for the outage (however many retries), and once when Slurm answered again
-        failing = [e for e in _logged(agent) if e.get("type") == "scheduler" and e["problem"] == "failing"]
-        assert [e["cleared"] for e in failing] == [False, True], failing
+
+        # alerted once for the outage (however many retries), and once when Slurm answered again (said
+        # when the round that set the drain ends, a moment after sinfo shows it)
+        def failing() -> list[dict]:
+            return [e for e in _logged(agent) if e.get("type") == "scheduler" and e["problem"] == "failing"]
+
+        agent.wait_for(lambda: len(failing()) >= 2, 20, what="the outage's end alerted")
+        assert [e["cleared"] for e in failing()] == [False, True], failing()
         sim.control("/cancel", {"id": notice2["id"]})
         agent.wait_for(lambda: "DRAIN" not in c.show_node(), 30, what="the drain lifted again")
 
