@@ -137,9 +137,7 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
         self.episode_log.prune(time.time())
         prepare_dir(self.request_file.parent)
         if self.discovery_file is not None:
-            publish_logged(
-                self.discovery_file, self.request_file, self.identity, self.tcfg.signal, self.tcfg.step_report
-            )
+            publish_logged(self.discovery_file, self.request_file, self.identity, self.tcfg.signal)
 
     # --- notices -----------------------------------------------------------------------------------
 

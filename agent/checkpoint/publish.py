@@ -69,9 +69,7 @@ def _own_dir(directory: Path) -> None:
         )
 
 
-def publish(
-    path: Path, request_file: Path, ident: dict[str, Any], signal_name: str, step_report: float = 5.0
-) -> None:
+def publish(path: Path, request_file: Path, ident: dict[str, Any], signal_name: str) -> None:
     _own_dir(path.parent)
     record = {
         "version": 1,
@@ -79,7 +77,6 @@ def publish(
         "request_file": str(request_file),
         "ack_dir": str(request_file.parent),
         "signal": signal_name,
-        "step_report": step_report,  # how often tna_client hands over its step figures, in seconds
         "agent": ident,
     }
     write_atomic(path, (json.dumps(record, indent=1) + "\n").encode(), 0o644)
@@ -137,15 +134,11 @@ def trainers_line(request_file: Path, trainers: list[dict[str, Any]]) -> str:
 
 
 def publish_logged(
-    discovery_file: Path,
-    request_file: Path,
-    identity: dict[str, Any],
-    signal_name: str,
-    step_report: float = 5.0,
+    discovery_file: Path, request_file: Path, identity: dict[str, Any], signal_name: str
 ) -> None:
     """:func:`publish`, saying where trainers look, or why they cannot find the agent that way."""
     try:
-        publish(discovery_file, request_file, identity, signal_name, step_report)
+        publish(discovery_file, request_file, identity, signal_name)
         log.info("trainers find this agent through", discovery_file=str(discovery_file))
     except OSError as e:
         log.error(

@@ -1,1 +1,0 @@
-"""What the agent learns from the fleet: the node that sets its job's pace (optional)."""
