@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.ledger.assign import BUCKETS, NO_JOB, Bucket
+from agent.ledger.summary import cost_summary
 from agent.sources.jobs.part import JobIdentity
 
 _PRODUCTIVE = BUCKETS.index(Bucket.PRODUCTIVE)
@@ -38,13 +39,7 @@ def by_job(
             "cost": None,
         }
         if currency is not None:
-            spent = sum(cost)
-            entry["cost"] = {
-                "currency": currency,
-                "total": round(spent, 4),
-                "wasted": round(spent - cost[_PRODUCTIVE], 4),
-                "buckets": {str(b): round(c, 4) for b, c in zip(BUCKETS, cost, strict=True)},
-            }
+            entry["cost"] = cost_summary(currency, list(cost))
         out.append(entry)
     out.sort(key=lambda e: (e["job_id"] == NO_JOB, -e["gpu_seconds"], e["job_id"]))
     return out

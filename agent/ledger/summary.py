@@ -34,6 +34,17 @@ REMEDIES: dict[str, str] = {
 }
 
 
+def cost_summary(currency: Any, cost: list[float]) -> dict[str, Any]:
+    """Money by bucket, its total and what was not productive: the node's and each job's alike."""
+    spent = sum(cost)
+    return {
+        "currency": currency,
+        "total": round(spent, 4),
+        "wasted": round(spent - cost[BUCKETS.index(Bucket.PRODUCTIVE)], 4),
+        "buckets": {str(b): round(c, 4) for b, c in zip(BUCKETS, cost, strict=True)},
+    }
+
+
 def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
@@ -66,14 +77,7 @@ def summarize(
         "cost": None,
     }
     if cost is not None:
-        spent = sum(cost)
-        out["cost"] = {
-            "currency": currency,
-            "total": round(spent, 4),
-            "wasted": round(spent - cost[BUCKETS.index(Bucket.PRODUCTIVE)], 4),
-            "buckets": {str(b): round(c, 4) for b, c in zip(BUCKETS, cost, strict=True)},
-            **(extra_cost or {}),
-        }
+        out["cost"] = {**cost_summary(currency, cost), **(extra_cost or {})}
     return out
 
 
