@@ -125,3 +125,52 @@ def test_a_slurm_job_is_named_on_its_gpu_in_status_metrics_and_the_ledger(
         out.stdout
     )
     assert re.search(r"^  no job: \d+\.\d{3} GPU-h", out.stdout, re.M), out.stdout
+
+
+def test_an_array_task_with_spaces_in_its_name_is_its_own_job(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    agent_factory,
+    tmp_path: Path,
+) -> None:
+    """A shape the first test does not draw: an array task (its own job id beside the array's) whose
+    name holds spaces, which the one-line ``scontrol show job -o`` output does not quote."""
+    c = slurm_cluster
+    pid_file = c.dir / "task.pid"
+    parent = c.sbatch(
+        "--array=3-3",
+        "--job-name=fine tune 7b",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        f"echo $$ > {pid_file}; exec sleep 300",
+    )
+    c.wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 30, "the array task running")
+    pid = int(pid_file.read_text())
+    fake = FakeNvml(tmp_path / "nvml.json", gpus=1)
+    fake.set(0, processes=[{"pid": pid, "used_memory_bytes": 1 << 30}], utilization_gpu=97, sm_active=90)
+    agent = agent_factory(
+        {"jobs": {"node_name": c.node, "timeout": "5s"}},
+        env={
+            "SLURM_CONF": str(c.conf),
+            "LD_LIBRARY_PATH": str(library_dir()),
+            "FAKE_NVML_STATE": str(fake.path),
+        },
+    )
+
+    def named():
+        jobs = (agent.status().get("snapshot") or {}).get("jobs") or []
+        return next((j for j in jobs if pid in j["pids"] and j["name"]), None)
+
+    seen = agent.wait_for(named, timeout=30, what="the array task named in the status")
+    assert seen["name"] == "fine tune 7b" and seen["user"] == "root", seen
+    assert seen["array_job_id"] == str(parent) and seen["array_task_id"] == "3", seen
+    # the task's own job id, as slurmctld gives it (for a one-task array it may equal the array's)
+    assert c.job_field(int(seen["job_id"]), "ArrayTaskId") == "3"
+    info = agent.wait_for(
+        lambda: next(
+            (ln for ln in agent.metrics().splitlines() if ln.startswith("training_node_job_info{")), None
+        ),
+        15,
+        what="the info series",
+    )
+    assert 'job_name="fine tune 7b"' in info and f'job_id="{seen["job_id"]}"' in info
