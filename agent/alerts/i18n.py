@@ -101,6 +101,7 @@ BUCKETS: dict[str, tuple[str, str]] = {
     Bucket.PRODUCTIVE: ("productive", "有效计算"),
     Bucket.DATA_STORAGE: ("waiting on storage", "等待存储"),
     Bucket.DATA_CPU: ("waiting on data loading (CPU)", "等待数据加载（CPU）"),
+    Bucket.DATA_NETWORK: ("waiting on data streamed over the network", "等待网络传输的训练数据"),
     Bucket.NETWORK: ("waiting on the network", "等待网络"),
     Bucket.SYNC_WAIT: ("waiting on other ranks", "等待其他节点同步"),
     Bucket.IDLE: ("idle with a job", "有任务但空闲"),

@@ -181,7 +181,7 @@ class Engine:
             window,
             self.baselines,
             cfg,
-            current,
+            None if self.new_job else current,  # a new job's vote owes nothing to the last job's band
             tallies,
             self.sums.means(len(window)),
             self._gpu_window.combine(tallies),

@@ -65,9 +65,11 @@ class Features(NamedTuple):
     cpu_busiest: float | None = None  # the busiest process's cores (ran or waited to run), window mean
     cpu_pegged: float = 0.0  # processes at least at cpu_pegged[0], window mean
     cpu_pegged_level: float | None = None  # their mean cores each
-    # num_workers=0, the training process not pegged over the window: its busy share over the GPUs'
-    # starved share, where that is pegged (it decodes only while they wait)
+    # the busiest input process's busy share over the GPUs' starved share, where that is pegged: per
+    # second of starvation, for the main process (num_workers=0) and for a worker alike
     cpu_decoding: float | None = None
+    # it is busy no longer than the GPUs starve: it works only while they wait (does not run ahead)
+    cpu_synchronous: bool = False
     cpu_workers: int = 0  # data-loader workers (descendants of the training processes)
     cpu_ranks: int = 0  # training processes
     cpu_idle_cores: float | None = None  # allowed cores nothing ran on, window mean
@@ -77,6 +79,8 @@ class Features(NamedTuple):
     traffic: tuple[Traffic, ...] = ()  # the busiest links judged by their traffic, most pressing first
     network_pressure: float = 0.0  # while waiting
     network_pressure_spin: float = 0.0  # while spinning
+    input_pressure: float = 0.0  # input streamed over a link while the GPUs starve (network-input)
+    trainer_nonblock_read: float | None = None  # bytes/s read() gave that no block device fetched
     waiting_gpus: tuple[int, ...] = ()  # GPUs that spent most of the window not working
     health: tuple[str, ...] = ()
 
@@ -135,15 +139,20 @@ def measure(
 
     # --- the trainer's CPU: data-loader workers prefetch, so over the whole window ---
     trainers = list(filter(_NOT_NONE, map(_TRAINERS, window)))
-    cores, allowed, saturation, trainer_read, idle_cores = _trainer_means(trainers)
+    cores, allowed, saturation, trainer_read, idle_cores, nonblock = _trainer_means(trainers)
     top, pegged, pegged_level = _pegged(trainers, cfg.cpu_pegged[0])
     workers = last.trainers.workers if last.trainers else 0
     decoding = None
-    if workers == 0 and top is not None and starved_share > 0 and pegged_level is None:
-        # num_workers=0: the training process decodes a batch only while its GPUs wait for it, and the
-        # whole window's mean hides that (a job starved 75% of the time with its decoder busy 55%)
+    synchronous = False
+    if top is not None and starved_share > 0:
+        # a decoder that works only while its GPUs wait (num_workers=0's training process, the one
+        # worker of a synchronous pool map) is pegged in the samples where it decodes and asleep in
+        # the others: the whole window's mean hides it (starved 75% with the decoder busy 55%), and
+        # so does a count of pegged samples. Per second of starvation it is plain
         share = min(1.0, top / starved_share)
-        decoding = share if share >= cfg.cpu_pegged[0] else None
+        if share >= cfg.cpu_pegged[0]:
+            decoding = share
+            synchronous = top <= starved_share + SYNCHRONOUS_SLACK
     busiest_share = max(top or 0.0, decoding or 0.0)
     # host-wide I/O pressure is the job's only when the job reads: a neighbour's backup, logging or
     # another container's I/O must not make a CPU-bound trainer "storage-bound"
@@ -163,12 +172,19 @@ def measure(
         window,
         list(map(_WAIT, tallies)),
         list(map(_WORK, tallies)),
+        list(map(_STARVE, tallies)),
         net_means,
         net_links,
         baselines,
         cfg,
+        sum(m.nfs_read.values()),
     )
     by_traffic = moved[0].pressure if moved else 0.0
+    # input streamed over a link: as for storage, a decoder that runs all the time is not waiting on it
+    streamed = max(moved, key=_INPUT_PRESSURE, default=None)
+    input_pressure = (
+        streamed.input_pressure * (1.0 - ramp(busiest_share, cfg.cpu_pegged)) if streamed else 0.0
+    )
     net_wait = max([x.pressure for x in links_wait[:1] + cong_wait[:1]] + [by_traffic])
     net_spin = max([x.pressure for x in links_spin[:1] + cong_spin[:1]] + [by_traffic])
 
@@ -209,6 +225,7 @@ def measure(
         cpu_pegged=pegged,
         cpu_pegged_level=pegged_level,
         cpu_decoding=decoding,
+        cpu_synchronous=synchronous,
         cpu_workers=workers,
         cpu_ranks=last.trainers.ranks if last.trainers else 0,
         cpu_idle_cores=idle_cores,
@@ -218,6 +235,8 @@ def measure(
         congestion=cong_wait,
         network_pressure=net_wait,
         network_pressure_spin=net_spin,
+        input_pressure=input_pressure,
+        trainer_nonblock_read=nonblock,
         waiting_gpus=g.waiting,
         health=health(window, g.throttled),
     )
@@ -247,14 +266,21 @@ def _capacities(
 _TRAINERS = attrgetter("trainers")
 _WAIT = attrgetter("wait")
 _WORK = attrgetter("work")
+_STARVE = attrgetter("starve")
+_INPUT_PRESSURE = attrgetter("input_pressure")
+# busy this much longer than the GPUs starve and a decoder still counts as working only while they
+# wait: the sampling smears a decode across the interval in which the step began
+SYNCHRONOUS_SLACK = 0.15
 _NOT_NONE = partial(is_not, None)
-_TRAINER_FIELDS = tuple(map(attrgetter, ("cores", "allowed", "saturation", "read", "idle_cores")))
+_TRAINER_FIELDS = tuple(
+    map(attrgetter, ("cores", "allowed", "saturation", "read", "idle_cores", "nonblock_read"))
+)
 _BUSY = attrgetter("busy")
 
 
 def _trainer_means(trainers: Sequence[Trainers]) -> tuple[float | None, ...]:
-    """Means of the trainers' cores, allowed cores, saturation, read rate and idle cores (each over the
-    samples that have it)."""
+    """Means of the trainers' cores, allowed cores, saturation, read rate, idle cores and non-block
+    read rate (each over the samples that have it)."""
     out: list[float | None] = []
     for get in _TRAINER_FIELDS:
         vals = list(filter(_NOT_NONE, map(get, trainers)))

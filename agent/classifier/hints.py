@@ -26,6 +26,18 @@ HINTS = {
         "Input is CPU-bound while {idle} allowed cores are idle: {who}; raise DataLoader num_workers "
         "(try num_workers={suggest}), set persistent_workers=True and pin_memory=True."
     ),
+    "data/cpu+sync": (
+        "Input is CPU-bound and synchronous: its workers decode only while the GPUs wait; let them run "
+        "ahead (a DataLoader with num_workers and prefetch_factor, or imap/map_async over the pool "
+        "instead of map){more}."
+    ),
+    "data/network-input": (
+        "Input is streamed over the network and the link is at its ceiling: cache the dataset on local "
+        "NVMe (or a RAM cache) after the first epoch; read ahead with more parallel streams and larger "
+        "shards (more DataLoader workers, WebDataset/MosaicML Streaming shards of 100 MB or more); keep "
+        "the bucket in the node's region, or put CPFS/NFS in front of it; for ossfs, s3fs or JuiceFS "
+        "raise their read-ahead and cache."
+    ),
     Verdict.NETWORK: (
         "Gradient sync is network-bound: use eRDMA/RDMA (GPUDirect) instead of TCP; check "
         "NCCL_SOCKET_IFNAME and NCCL_IB_HCA / NCCL_IB_GID_INDEX so NCCL uses the fast NICs; use bigger "
@@ -64,7 +76,13 @@ def suggest_workers(f: Features) -> int:
 
 def hint(verdict: str, sub_reason: str | None, f: Features) -> str:
     if verdict == Verdict.DATA:
-        if sub_reason == DataSubReason.CPU and (f.cpu_idle_cores or 0.0) >= IDLE_CORES:
+        idle = f.cpu_idle_cores or 0.0
+        if sub_reason == DataSubReason.CPU and f.cpu_synchronous and f.cpu_workers > 0:
+            more = ""
+            if idle >= IDLE_CORES:
+                more = f"; {idle:.1f} allowed cores are idle: try num_workers={suggest_workers(f)}"
+            return HINTS["data/cpu+sync"].format(more=more)
+        if sub_reason == DataSubReason.CPU and idle >= IDLE_CORES:
             who = (
                 "the training process decodes every batch itself (num_workers=0)"
                 if f.cpu_workers == 0

@@ -34,6 +34,7 @@ class Pressures:
     cpu: float = 0.0
     network: float = 0.0  # while the GPUs wait
     network_spin: float = 0.0  # while they spin
+    network_input: float = 0.0  # input streamed over the NIC while they starve (data/network-input)
 
 
 NO_PRESSURES = Pressures()
@@ -57,7 +58,9 @@ class Published:
 def pressures(f: Features | None) -> Pressures:
     if f is None:
         return NO_PRESSURES
-    return Pressures(f.storage_pressure, f.cpu_pressure, f.network_pressure, f.network_pressure_spin)
+    return Pressures(
+        f.storage_pressure, f.cpu_pressure, f.network_pressure, f.network_pressure_spin, f.input_pressure
+    )
 
 
 def published(baselines: Baselines, features: Features | None, cfg: ClassifierSection) -> Published:

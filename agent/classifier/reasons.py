@@ -107,6 +107,8 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
         out.append(f"GPUs starved (low utilization, no real work) in {pct(f.starved_share)} of samples")
         if sub_reason == DataSubReason.CPU:
             out += _cpu_text(f)
+        elif sub_reason == DataSubReason.NETWORK_INPUT:
+            out += _streamed_text(f)
         else:
             out += [signal_text(x, "starved") for x in _pressing(f.storage_signals)]
             if f.storage:  # the busiest reader, pressing or not: what the stalls were waiting for
@@ -161,6 +163,36 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
     return tuple(out)
 
 
+def streamed_text(x: Traffic) -> str:
+    """``NIC eth0 moved 6.1 MB/s while the GPUs starved (steady in 96% of that time) = 98% of the
+    ~6.2 MB/s this window's plateau (reported speed 1.25 GB/s: an upper bound)``"""
+    seen = "it has carried at most" if x.ceiling_source == "learned" else "this window's plateau"
+    text = (
+        f"{_KIND[x.kind]} {x.name} moved {rate(x.rate_starved)} while the GPUs starved (steady in "
+        f"{pct(x.steady_starved)} of that time) = {pct(x.input_utilization)} of the ~{rate(x.ceiling)} {seen}"
+    )
+    if x.link:
+        text += f" (reported speed {rate(x.link)}: an upper bound)"
+    return text
+
+
+def _streamed_text(f: Features) -> list[str]:
+    out = []
+    streamed = max(f.traffic, key=lambda x: x.input_pressure, default=None)
+    if streamed is not None:
+        out.append("input streamed over the network: " + streamed_text(streamed))
+    if f.trainer_nonblock_read is not None:
+        out.append(
+            f"training processes read {rate(f.trainer_nonblock_read)} that no disk or NFS served "
+            "(FUSE mounts, the page cache; a socket's recv() is not counted there, the NIC is)"
+        )
+    if f.cpu_busiest is not None:
+        out.append(
+            f"the busiest training process or worker ran (or waited to run) {pct(f.cpu_busiest)} of the time"
+        )
+    return out
+
+
 def _top_signal(f: Features) -> str:
     if f.storage_signals:
         return signal_text(f.storage_signals[0], "starved")
@@ -171,6 +203,7 @@ def _cpu_text(f: Features) -> list[str]:
     if f.cpu_saturation is None and f.cpu_busiest is None:
         return ["trainer CPU not measured"]
     out = []
+    starved = f"while the GPUs starved {pct(f.starved_share)} of the time"
     if f.cpu_workers == 0 and (f.cpu_pegged_level is not None or f.cpu_decoding is not None):
         # pegged over the window, or (cpu_decoding) over the time its GPUs starved
         busy = f.cpu_pegged_level if f.cpu_decoding is None else f.cpu_busiest
@@ -178,15 +211,30 @@ def _cpu_text(f: Features) -> list[str]:
             f"the training process decodes every batch itself (DataLoader num_workers=0): {f.trainer_label} "
             f"busy {pct(busy)} of a core (running or waiting to run)"
         )
-        if f.cpu_decoding is not None:
-            line += f" while the GPUs starved {pct(f.starved_share)} of the time: it decodes while they wait"
+        if f.cpu_synchronous:
+            line += f" {starved}: it decodes while they wait"
         out.append(line)
-    elif f.cpu_pegged_level is not None:
+    elif f.cpu_synchronous:
         out.append(
-            f"{f.cpu_pegged:.0f} of {f.cpu_workers} data-loader workers"
-            f"{f' ({f.cpu_ranks} training processes)' if f.cpu_ranks > 1 else ''} busy "
-            f"{pct(f.cpu_pegged_level)} of a core each (running or waiting to run)"
+            f"the busiest of {f.cpu_workers} input workers busy {pct(f.cpu_busiest)} of a core (running or "
+            f"waiting to run) {starved}: it works only while they wait, the pipeline does not run ahead"
         )
+    elif f.cpu_pegged_level is not None:
+        ranks = f" ({f.cpu_ranks} training processes)" if f.cpu_ranks > 1 else ""
+        runnable = f.cpu_pegged * f.cpu_pegged_level
+        if f.cpu_allowed and runnable > f.cpu_allowed * 1.05:
+            # more runnable workers than cores: each was runnable all along, not on a core of its own
+            out.append(
+                f"{f.cpu_pegged:.0f} of {f.cpu_workers} data-loader workers{ranks} runnable "
+                f"{pct(f.cpu_pegged_level)} of the time each (running or waiting to run), sharing "
+                f"{f.cpu_allowed:.1f} allowed cores"
+                + (f" that were {pct(f.cpu_saturation)} busy" if f.cpu_saturation is not None else "")
+            )
+        else:
+            out.append(
+                f"{f.cpu_pegged:.0f} of {f.cpu_workers} data-loader workers{ranks} busy "
+                f"{pct(f.cpu_pegged_level)} of a core each (running or waiting to run)"
+            )
     if f.cpu_saturation is not None:
         text = (
             f"trainer {f.trainer_label} using {f.cpu_cores or 0:.2f} of {f.cpu_allowed or 0:.2f} allowed "

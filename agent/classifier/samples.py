@@ -106,6 +106,10 @@ class Trainers(NamedTuple):
     workers: int = 0  # descendants of the training processes (data-loader workers), all trees
     ranks: int = 0  # training processes (trees)
     idle_cores: float | None = None  # of the allowed cores, how many nothing ran on
+    # bytes/s read() returned that no block device or NFS fetched (rchar - read_bytes): FUSE mounts
+    # (ossfs, s3fs, JuiceFS), read() on sockets, the page cache. recv() on a socket is not counted
+    # by the kernel at all, so input streamed by an HTTP client does not show here
+    nonblock_read: float | None = None
 
 
 class Sample(NamedTuple):
@@ -176,6 +180,11 @@ def _trainers(snap: NodeSnapshot) -> Trainers | None:
         for p in procs
         if p.pid in pr.process_read or p.pid in pr.process_storage_read
     ]
+    nonblock = [
+        max(0.0, pr.process_read[p.pid] - pr.process_storage_read.get(p.pid, 0.0))
+        for p in procs
+        if p.pid in pr.process_read
+    ]
     total_cores = total_allowed = 0.0
     per_process = 0.0
     measured = False
@@ -213,6 +222,7 @@ def _trainers(snap: NodeSnapshot) -> Trainers | None:
         workers=sum(p.descendants for p in procs),
         ranks=len(procs),
         idle_cores=idle_cores,
+        nonblock_read=sum(nonblock) if nonblock else None,
     )
 
 

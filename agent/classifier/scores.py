@@ -1,8 +1,12 @@
 """Features -> a 0-1 score per class, and the decision rule with its exit band (pure).
 
-- compute   = share of GPU samples doing real work
-- data      = share starved x max(storage pressure, trainer CPU pressure); the larger names the
-              sub-reason
+- compute   = share of GPU samples doing real work, less half the starved share the input pipeline
+              explains: a pipeline at its ceiling that starves the GPUs half the time limits the job
+              (they would work twice as much if it kept up), and a bare working share would tie it.
+              Compute in force holds on its bare working share (the exit band), so a short starved
+              blip inside a compute run outvotes it no sooner than before
+- data      = share starved x max(storage pressure, trainer CPU pressure, input streamed over a
+              link); the largest names the sub-reason
 - network   = (share spinning + share starved that the input pipeline does not explain)
               x network pressure while waiting
 - sync-wait = share spinning x (1 - network pressure while spinning)
@@ -24,6 +28,7 @@ from agent.config.classifier import ClassifierSection
 from agent.core.vocabulary import SCORED_VERDICTS, DataSubReason, Verdict
 
 CLASSES = SCORED_VERDICTS
+EXPLAINED_WEIGHT = 0.5  # how much of the starvation the pipeline explains counts against compute
 
 
 class Scores(NamedTuple):
@@ -31,10 +36,15 @@ class Scores(NamedTuple):
     data_storage: float
     data_cpu: float
     compute_vetoed: bool = False  # the GPUs spun more than they worked
+    data_network: float = 0.0  # input streamed over a link (network-input)
+    working: float = 0.0  # the bare working share: what compute in force holds on
 
     @property
     def sub_reason(self) -> DataSubReason:
-        return DataSubReason.STORAGE if self.data_storage >= self.data_cpu else DataSubReason.CPU
+        # ties go to storage, then CPU (the ledger's data bucket follows the same order)
+        if self.data_storage >= max(self.data_cpu, self.data_network):
+            return DataSubReason.STORAGE
+        return DataSubReason.CPU if self.data_cpu >= self.data_network else DataSubReason.NETWORK_INPUT
 
 
 def score(f: Features) -> Scores:
@@ -45,20 +55,21 @@ def score(f: Features) -> Scores:
         return Scores(zero, 0.0, 0.0, compute_vetoed=True)
     starved = f.starved_share
     spin = f.spin_share
-    pipeline = max(f.storage_pressure, f.cpu_pressure)
+    pipeline = max(f.storage_pressure, f.cpu_pressure, f.input_pressure)
     if f.trainers == 0:
         # no training process: whatever the disks or NICs do, it is not a job waiting on them
-        storage = cpu = network = sync = 0.0
+        storage = cpu = streamed = network = sync = 0.0
         idle = starved
     else:
         storage = starved * f.storage_pressure
         cpu = starved * f.cpu_pressure
+        streamed = starved * f.input_pressure
         network = (spin + starved * (1.0 - pipeline)) * f.network_pressure
         sync = spin * (1.0 - f.network_pressure_spin)
         idle = starved * (1.0 - max(pipeline, f.network_pressure))
     by_class = {
-        Verdict.COMPUTE: f.working_share,
-        Verdict.DATA: max(storage, cpu),
+        Verdict.COMPUTE: max(0.0, f.working_share - EXPLAINED_WEIGHT * max(storage, cpu, streamed)),
+        Verdict.DATA: max(storage, cpu, streamed),
         Verdict.NETWORK: network,
         Verdict.SYNC_WAIT: sync,
         Verdict.IDLE: idle,
@@ -68,6 +79,8 @@ def score(f: Features) -> Scores:
         storage,
         cpu,
         compute_vetoed=f.spin_share > f.working_share,
+        data_network=streamed,
+        working=f.working_share,
     )
 
 
@@ -85,7 +98,7 @@ def decide(scores: Scores, current: str | None, cfg: ClassifierSection) -> str:
     best, top = ranked[0]
     second = ranked[1][1]
     if current in eligible:
-        held = eligible[current]
+        held = scores.working if current == Verdict.COMPUTE else eligible[current]
         if held >= cfg.exit_score and top - held < cfg.margin:
             return current
     if top >= cfg.enter_score and top - second >= cfg.margin:

@@ -39,6 +39,7 @@ class GpuTally(NamedTuple):
     sources: frozenset[str] = frozenset()
     wait: float = 0.0  # share of its GPUs waiting (spinning or starved)
     work: float = 0.0  # share of its GPUs working
+    starve: float = 0.0  # share of its GPUs starved
 
 
 def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
@@ -89,6 +90,7 @@ def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
         frozenset(sources),
         (spinning + starved) / n if n else 0.0,
         working / n if n else 0.0,
+        starved / n if n else 0.0,
     )
 
 

@@ -7,7 +7,11 @@ speed, a link counts as the bottleneck where, per sample:
 
 - **bulk**: the bytes moving while the GPUs wait amount to a real transfer, not a barrier's few KB;
 - **contrast**: the link carries far more while the GPUs wait than while they work (where the window
-  has enough intervals that worked from end to end to tell);
+  has enough intervals that worked from end to end to tell), unless it is at its ceiling even while
+  they work: a step whose phases are shorter than the sample (0.25 s of compute, 0.7 s of exchange)
+  puts the exchange into every interval, and TCP drains its buffers through the compute, so "while
+  they worked" reads the same saturated rate. A link that never idles below its ceiling is what the
+  waits wait on, whichever way the phases fall into the samples (the verdict flipped with that);
 - **steady**: most waiting samples carry at least half the link's plateau, i.e. the transfer runs
   through the waits instead of bursting at their end (a straggler's all-reduce on a fast link
   finishes in milliseconds and leaves the rest of the wait quiet);
@@ -17,6 +21,11 @@ speed, a link counts as the bottleneck where, per sample:
 A sync-wait node on a fast link fails *steady* or *at its ceiling* only when the sampling resolves
 its waits (samples shorter than a wait); sampled slower than the steps, a straggler's bulk
 all-reduce looks like a capped link. docs/classifier.md says so.
+
+**Input over the network** is the same link judged against the *starved* GPUs (not the spinning
+ones: a collective spins, a DataLoader waiting for its next batch starves): the bytes arriving while
+they starve, less what the NFS mounts account for (that is storage), steady and at the link's
+ceiling. A prefetching pipeline streams through the compute too, so no contrast applies there.
 """
 
 from __future__ import annotations
@@ -46,6 +55,14 @@ class Traffic(NamedTuple):
     steady: float  # share of waiting weight in samples at >= half this window's plateau
     link: float | None  # the reported speed, bytes/s
     pressure: float
+    # the same link against the starved GPUs: input streamed over it (object storage, FUSE mounts)
+    rate_starved: float = 0.0  # bytes/s while they starved, less the NFS mounts' reads
+    steady_starved: float = 0.0  # share of the starved weight in samples at >= half the plateau
+    input_pressure: float = 0.0
+
+    @property
+    def input_utilization(self) -> float:
+        return self.rate_starved / self.ceiling if self.ceiling > 0 else 0.0
 
     @property
     def utilization(self) -> float:
@@ -62,25 +79,33 @@ def traffic(
     window: Sequence[Sample],
     wait: Sequence[float],
     work: Sequence[float],
+    starved: Sequence[float],
     means: dict[str, dict[str, float]],
     links: dict[str, dict[str, float]],
     baselines: Baselines,
     cfg: ClassifierSection,
+    nfs: float = 0.0,
 ) -> tuple[Traffic, ...]:
-    """``wait``/``work``: per sample, the share of its GPUs waiting (spinning or starved) / working.
-    ``means``: kind -> link -> mean bytes/s over the window; ``links``: kind -> reported speeds.
-    The busiest links, most pressing first."""
+    """``wait``/``work``/``starved``: per sample, the share of its GPUs waiting (spinning or
+    starved) / working / starved. ``means``: kind -> link -> mean bytes/s over the window;
+    ``links``: kind -> reported speeds; ``nfs``: bytes/s the NFS mounts read, mean over the window.
+    The busiest links, most pressing first (as the waits' bottleneck, then as the input's)."""
     # a sample's traffic is over the interval before it, its GPU state an instant at its end: an
     # interval counts as waiting (working) as far as its GPUs did at both ends, so a compute phase
     # shorter than the sampling interval lends it no traffic of the waits around it
     wait = _lower_of_pairs(wait)
     work = _lower_of_pairs(work)
+    # streamed input runs through the compute as well (the workers prefetch): an interval counts as
+    # starved as far as its GPUs were at either end, so steps shorter than the sample still count
+    starved = _mean_of_pairs(starved)
     window = window[1:]
     total_wait = sum(wait)
-    if total_wait <= 0 or not window:
+    total_starved = sum(starved)
+    if (total_wait <= 0 and total_starved <= 0) or not window:
         return ()
     n = len(window)
-    floor = cfg.network_bulk[0] * total_wait / n  # a mean this low cannot carry bulk through the waits
+    # a mean this low cannot carry bulk through the waits
+    floor = cfg.network_bulk[0] * max(total_wait, total_starved) / n
     candidates = sorted(
         ((rate, kind, name) for kind, rates in means.items() for name, rate in rates.items() if rate > floor),
         reverse=True,
@@ -89,7 +114,7 @@ def traffic(
     out = []
     for _, kind, name in candidates:
         col = _column(window, kind, name)
-        rate_wait = sum(map(mul, col, wait)) / total_wait
+        rate_wait = sum(map(mul, col, wait)) / total_wait if total_wait > 0 else 0.0
         rate_work = None
         if total_work >= MIN_WORK_WEIGHT * n:
             rate_work = sum(map(mul, col, work)) / total_work
@@ -102,18 +127,47 @@ def traffic(
         if link:
             ceiling = min(ceiling, link)
         # the waits' weight in the samples at >= half the plateau
-        steady = sum(compress(wait, map(le, repeat(0.5 * plateau), col))) / total_wait
+        steady = (
+            sum(compress(wait, map(le, repeat(0.5 * plateau), col))) / total_wait if total_wait > 0 else 0.0
+        )
         contrast = 1.0
-        if rate_work is not None:
-            contrast = ramp(rate_wait / rate_work if rate_work > 0 else float("inf"), cfg.network_contrast)
+        if rate_work is not None and ceiling > 0:
+            contrast = max(
+                ramp(rate_wait / rate_work if rate_work > 0 else float("inf"), cfg.network_contrast),
+                ramp(rate_work / ceiling, cfg.network_utilization),  # saturated while they work too
+            )
         pressure = (
             ramp(rate_wait / ceiling if ceiling > 0 else 0.0, cfg.network_utilization)
             * ramp(rate_wait, cfg.network_bulk)
             * ramp(steady, cfg.network_steady)
             * contrast
         )
-        if rate_wait >= cfg.network_bulk[0]:  # less is a barrier's few KB: no evidence either way
-            out.append(Traffic(kind, name, rate_wait, rate_work, ceiling, source, steady, link, pressure))
+        rate_in = steady_in = pressure_in = 0.0
+        if total_starved > 0:
+            rate_in = max(0.0, sum(map(mul, col, starved)) / total_starved - nfs)
+            steady_in = sum(compress(starved, map(le, repeat(0.5 * plateau), col))) / total_starved
+            pressure_in = (
+                ramp(rate_in / ceiling if ceiling > 0 else 0.0, cfg.network_utilization)
+                * ramp(rate_in, cfg.network_bulk)
+                * ramp(steady_in, cfg.network_steady)
+            )
+        if max(rate_wait, rate_in) >= cfg.network_bulk[0]:  # less is a barrier's few KB: no evidence
+            out.append(
+                Traffic(
+                    kind,
+                    name,
+                    rate_wait,
+                    rate_work,
+                    ceiling,
+                    source,
+                    steady,
+                    link,
+                    pressure,
+                    rate_in,
+                    steady_in,
+                    pressure_in,
+                )
+            )
     out.sort(key=lambda x: x.pressure, reverse=True)
     return tuple(out)
 
@@ -132,6 +186,10 @@ def _column(window: Sequence[Sample], kind: str, name: str) -> list[float]:
 
 _KEYS = attrgetter("keys")
 _VALUES = attrgetter("values")
+
+
+def _mean_of_pairs(xs: Sequence[float]) -> list[float]:
+    return [(a + b) * 0.5 for a, b in pairwise(xs)]
 
 
 def _lower_of_pairs(xs: Sequence[float]) -> list[float]:

@@ -41,7 +41,8 @@ def verdict_for(f: Features, s: Scores, verdict: str, sub_reason: str | None = N
     A kept ``data`` verdict keeps its ``sub_reason`` unless this window shows data pressure itself."""
     sub = None
     if verdict == VerdictName.DATA:
-        sub = s.sub_reason if (s.data_storage or s.data_cpu or sub_reason is None) else sub_reason
+        shown = s.data_storage or s.data_cpu or s.data_network
+        sub = s.sub_reason if (shown or sub_reason is None) else sub_reason
     return Verdict(
         verdict=verdict,
         sub_reason=sub,

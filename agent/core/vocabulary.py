@@ -152,6 +152,7 @@ class DataSubReason(StrEnum):
 
     STORAGE = "storage"
     CPU = "cpu"
+    NETWORK_INPUT = "network-input"  # streamed over the NIC (object storage, FUSE mounts): not a collective
 
 
 class GpuFault(StrEnum):
@@ -331,6 +332,7 @@ class Bucket(StrEnum):
     PRODUCTIVE = "productive"
     DATA_STORAGE = "data-storage"
     DATA_CPU = "data-cpu"
+    DATA_NETWORK = "data-network"  # input streamed over the NIC (DataSubReason.NETWORK_INPUT)
     NETWORK = "network"
     SYNC_WAIT = "sync-wait"
     IDLE = "idle"

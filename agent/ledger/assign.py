@@ -10,7 +10,7 @@ A GPU is *working*, *spinning*, *starved* or in *between* by the classifier's ow
 from GPM, else power above idle relative to the limit; ``utilization.gpu`` alone is never work). The
 cause of a wait comes from the classifier's pressures in its latest window, split the way its scores
 split them (see ``agent.classifier.scores``): a starved second is the input pipeline's as far as
-storage or CPU pressure explains it, the network's as far as the network explains the rest, and
+storage, CPU or network-input pressure explains it, the network's as far as the network explains the rest, and
 ``idle`` otherwise; a spinning second is the network's as far as the network is loaded while the
 GPUs spin, and ``sync-wait`` otherwise.
 """
@@ -33,13 +33,15 @@ N = len(BUCKETS)
 _NO_JOB, _CHECKPOINT, _PRODUCTIVE, _STARTUP, _IDLE = (
     INDEX[b] for b in (Bucket.NO_JOB, Bucket.CHECKPOINT, Bucket.PRODUCTIVE, Bucket.STARTUP, Bucket.IDLE)
 )
-_NETWORK, _SYNC_WAIT, _DATA_STORAGE, _DATA_CPU = (
-    INDEX[b] for b in (Bucket.NETWORK, Bucket.SYNC_WAIT, Bucket.DATA_STORAGE, Bucket.DATA_CPU)
+_NETWORK, _SYNC_WAIT, _DATA_STORAGE, _DATA_CPU, _DATA_NETWORK = (
+    INDEX[b]
+    for b in (Bucket.NETWORK, Bucket.SYNC_WAIT, Bucket.DATA_STORAGE, Bucket.DATA_CPU, Bucket.DATA_NETWORK)
 )
 # what a GPU waiting during a periodic save was "doing": these seconds become ``checkpoint``
 WAITING = (
     Bucket.DATA_STORAGE,
     Bucket.DATA_CPU,
+    Bucket.DATA_NETWORK,
     Bucket.NETWORK,
     Bucket.SYNC_WAIT,
     Bucket.IDLE,
@@ -99,8 +101,11 @@ def _waiting(state: GpuState, p: Pressures, out: list[float], seconds: float) ->
         out[_NETWORK] += seconds * net
         out[_SYNC_WAIT] += seconds * (1.0 - net)
         return
-    pipeline = min(1.0, max(0.0, p.storage, p.cpu))
-    data = _DATA_STORAGE if p.storage >= p.cpu else _DATA_CPU
+    pipeline = min(1.0, max(0.0, p.storage, p.cpu, p.network_input))
+    # the same sub-reason as the verdict's (scores.Scores.sub_reason): ties go to storage, then CPU
+    data = _DATA_STORAGE
+    if p.cpu > p.storage or p.network_input > p.storage:
+        data = _DATA_CPU if p.cpu >= p.network_input else _DATA_NETWORK
     net = (1.0 - pipeline) * min(1.0, max(0.0, p.network))
     out[data] += seconds * pipeline
     out[_NETWORK] += seconds * net

@@ -13,6 +13,7 @@ from agent.ledger.cadence import human
 REMEDIES: dict[str, str] = {
     Bucket.DATA_STORAGE: HINTS["data/storage"],
     Bucket.DATA_CPU: HINTS["data/cpu"],
+    Bucket.DATA_NETWORK: HINTS["data/network-input"],
     Bucket.NETWORK: HINTS["network"],
     Bucket.SYNC_WAIT: HINTS["sync-wait"],
     Bucket.IDLE: HINTS["idle/stalled"],

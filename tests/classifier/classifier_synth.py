@@ -61,6 +61,7 @@ class Regime:
     trainer_read: float | None = None  # bytes/s the trainer's tree reads (None: not measured)
     workers: int = 3  # data-loader workers under the trainer
     busy: tuple[float, ...] = ()  # cores each process of the tree ran or waited to run (schedstat)
+    busy_work: tuple[float, ...] | None = None  # ... in the samples where the GPUs work (None: busy)
     host_busy: float = 0.2  # the host's CPU busy share (8 CPUs)
     nic_bursts: int = 0  # >0: traffic only in every n-th waiting sample, at n times the rate
 
@@ -117,7 +118,7 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
         ),
         ProcessRates(
             process_cpu_cores={r.pid: r.cores} if r.trainer else {},
-            process_member_busy={r.pid: r.busy} if r.trainer and r.busy else {},
+            process_member_busy=_member_busy(r, waiting),
             process_read={r.pid: r.trainer_read} if r.trainer and r.trainer_read is not None else {},
         ),
         interval_seconds=1.0,
@@ -136,6 +137,11 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
         processes=procs,
         rates=rates,
     )
+
+
+def _member_busy(r: Regime, waiting: bool) -> dict[int, tuple[float, ...]]:
+    busy = r.busy if waiting or r.busy_work is None else r.busy_work
+    return {r.pid: busy} if r.trainer and busy else {}
 
 
 def fast_cfg(**kw) -> ClassifierSection:
