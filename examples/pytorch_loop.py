@@ -80,6 +80,7 @@ def main() -> int:
         opt.zero_grad()
         loss.backward()
         opt.step()
+        ckpt.guard.step()  # a step boundary for the agent's step figures (a clock read)
         if args.step_seconds:
             time.sleep(args.step_seconds)
         if not ckpt.requested():

@@ -137,7 +137,9 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
         self.episode_log.prune(time.time())
         prepare_dir(self.request_file.parent)
         if self.discovery_file is not None:
-            publish_logged(self.discovery_file, self.request_file, self.identity, self.tcfg.signal)
+            publish_logged(
+                self.discovery_file, self.request_file, self.identity, self.tcfg.signal, self.tcfg.step_report
+            )
 
     # --- notices -----------------------------------------------------------------------------------
 

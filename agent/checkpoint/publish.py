@@ -69,7 +69,9 @@ def _own_dir(directory: Path) -> None:
         )
 
 
-def publish(path: Path, request_file: Path, ident: dict[str, Any], signal_name: str) -> None:
+def publish(
+    path: Path, request_file: Path, ident: dict[str, Any], signal_name: str, step_report: float = 5.0
+) -> None:
     _own_dir(path.parent)
     record = {
         "version": 1,
@@ -77,6 +79,7 @@ def publish(path: Path, request_file: Path, ident: dict[str, Any], signal_name: 
         "request_file": str(request_file),
         "ack_dir": str(request_file.parent),
         "signal": signal_name,
+        "step_report": step_report,  # how often tna_client hands over its step figures, in seconds
         "agent": ident,
     }
     write_atomic(path, (json.dumps(record, indent=1) + "\n").encode(), 0o644)
@@ -134,11 +137,15 @@ def trainers_line(request_file: Path, trainers: list[dict[str, Any]]) -> str:
 
 
 def publish_logged(
-    discovery_file: Path, request_file: Path, identity: dict[str, Any], signal_name: str
+    discovery_file: Path,
+    request_file: Path,
+    identity: dict[str, Any],
+    signal_name: str,
+    step_report: float = 5.0,
 ) -> None:
     """:func:`publish`, saying where trainers look, or why they cannot find the agent that way."""
     try:
-        publish(discovery_file, request_file, identity, signal_name)
+        publish(discovery_file, request_file, identity, signal_name, step_report)
         log.info("trainers find this agent through", discovery_file=str(discovery_file))
     except OSError as e:
         log.error(

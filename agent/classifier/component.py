@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.classifier import baselines as store
 from agent.classifier.baselines import Baselines
+from agent.classifier.cause import cause
 from agent.classifier.engine import Engine, Evaluation
 from agent.classifier.features import Features
 from agent.classifier.published import Published, published
@@ -41,8 +42,9 @@ def ago(seconds: float) -> str:
 class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
     name = "classifier"
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, peer: Callable[[], str | None] | None = None) -> None:
         self.cfg = ctx.cfg.classifier
+        self.peer = peer  # the fleet's word on who sets the job's pace ([fleet], agent/fleet/peer.py)
         self.state_dir = ctx.state_dir
         self.bus = ctx.bus
         self.engine = Engine(self.cfg, store.load(ctx.state_dir))
@@ -111,6 +113,17 @@ class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
             self._published_of = (features, baselines)
         return p
 
+    def _reasons(self) -> list[str]:
+        """The verdict's reasons; a sync-wait one adds whom it waits for, where the fleet says."""
+        cur = self.engine.current
+        if cur is None:
+            return []
+        out = list(cur.reasons)
+        note = self.peer() if self.peer is not None and cur.verdict == Verdict.SYNC_WAIT else None
+        if note:
+            out.insert(2, note)
+        return out
+
     def verdict_line(self) -> str:
         e = self.engine
         cur = e.current
@@ -118,7 +131,10 @@ class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
             return "verdict pending"
         held = e.last.held if e.last else None
         text = f"{cur.label} for {ago(time.monotonic() - (e.since_mono or time.monotonic()))}"
-        if cur.verdict not in (Verdict.IDLE, Verdict.MIXED) and len(cur.reasons) > 1:
+        note = self.peer() if self.peer is not None and cur.verdict == Verdict.SYNC_WAIT else None
+        if note:
+            text += f": {note}"
+        elif cur.verdict not in (Verdict.IDLE, Verdict.MIXED) and len(cur.reasons) > 1:
             text += f": {cur.reasons[1]}"
         return text + (f" ({held})" if held else "")
 
@@ -131,7 +147,7 @@ class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
             "sub_reason": cur.sub_reason if cur else None,
             "since": e.since_wall,
             "since_seconds": round(time.monotonic() - e.since_mono, 1) if e.since_mono else None,
-            "reasons": list(cur.reasons) if cur else [],
+            "reasons": self._reasons(),
             "hint": cur.hint if cur else "",
             "health": list(cur.health) if cur else [],
             "scores": dict(last.vote.scores) if last else {},
@@ -159,7 +175,7 @@ class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
         lines = [f"verdict: {cur.label.upper()} for {ago(st['since_seconds'] or 0)}"]
         if st["held"]:
             lines[0] += f"  (held: {st['held']})"
-        lines += [f"  - {r}" for r in cur.reasons]
+        lines += [f"  - {r}" for r in self._reasons()]
         lines.append(f"hint: {cur.hint}")
         for h in cur.health:
             lines.append(f"GPU health: {h}")
@@ -187,6 +203,16 @@ class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
                 score.add_metric([cls], scores[cls])
         yield state
         yield score
+        # the verdict and its top reason as words, for the fleet rules that name a job's straggler;
+        # one series, absent before the first verdict
+        info = GaugeMetricFamily(
+            "training_node_verdict_info",
+            "The verdict in force and its top reason in one stable word (value 1).",
+            labels=["class", "reason"],
+        )
+        if e.current is not None:
+            info.add_metric([e.current.verdict, cause(e.current)], 1.0)
+        yield info
         changes = CounterMetricFamily(
             "training_node_bottleneck_changes", "Times the bottleneck verdict changed class."
         )

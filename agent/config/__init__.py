@@ -16,6 +16,7 @@ from agent.config.alerts import AlertsSection
 from agent.config.classifier import ClassifierSection
 from agent.config.core import AgentSection, HttpSection
 from agent.config.cost import CostSection
+from agent.config.fleet import FleetSection
 from agent.config.goodput import GoodputSection
 from agent.config.gpu import GpuSection
 from agent.config.jobs import JobsSection
@@ -43,6 +44,7 @@ class Config(StrictModel):
     cost: CostSection = Field(default_factory=CostSection)
     jobs: JobsSection = Field(default_factory=JobsSection)
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
+    fleet: FleetSection = Field(default_factory=FleetSection)
 
 
 class ConfigError(Exception):

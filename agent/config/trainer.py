@@ -98,6 +98,9 @@ class TrainerSection(StrictModel):
     http_url: str = Field("", description="also POST the request to this loopback URL; empty = off")
     http_timeout: Duration = Field("2s", gt=0, le=30)
     discover_interval: Duration = Field("10s", ge=0.5, description="how often the target gauge is refreshed")
+    step_report: Duration = Field(
+        "5s", ge=0.5, le=300, description="how often tna_client hands over its step figures (guard.step())"
+    )
 
     def request_path(self, runtime_dir: Path) -> Path:
         """The request file; its directory is the trainer's channel back (acks, periodic saves)."""

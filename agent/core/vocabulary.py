@@ -155,6 +155,21 @@ class DataSubReason(StrEnum):
     NETWORK_INPUT = "network-input"  # streamed over the NIC (object storage, FUSE mounts): not a collective
 
 
+class VerdictReason(StrEnum):
+    """The top line of a verdict's reasons in one stable word (``training_node_verdict_info``'s
+    ``reason``, the fleet's straggler alert): a few values, so the series do not churn."""
+
+    STORAGE = "storage"  # data: reads at their ceiling
+    CPU = "cpu"  # data: the input pipeline's cores
+    LINK = "link"  # network: a NIC or RDMA port at its ceiling while the GPUs wait
+    CONGESTION = "congestion"  # network: RDMA congestion signals while the GPUs wait
+    PEER = "peer"  # sync-wait: a collective waits for another node
+    GPU = "gpu"  # compute: the GPUs are the limit
+    NO_JOB = "no-job"  # idle: no training process
+    NO_WORK = "no-work"  # idle: a training process, but neither GPUs nor inputs busy
+    UNCLEAR = "unclear"  # mixed: no class clearly won
+
+
 class GpuFault(StrEnum):
     """``GpuFaultEvent.fault``."""
 

@@ -15,6 +15,7 @@ from agent.config import Config
 from agent.core.component import Component
 from agent.exporter import malformed as malformed_metrics
 from agent.faults.gpu import GpuHealth
+from agent.fleet.peer import FleetPeer
 from agent.ledger.component import LedgerComponent
 from agent.preemption.watcher import PreemptionWatcher
 from agent.runtime.context import Context
@@ -23,6 +24,8 @@ from agent.snapshot import NodeSnapshot
 from agent.sources import Collector
 from agent.sources import registry as sources
 from agent.sources.gpu.part import GpuPart
+from agent.sources.jobs.gpus import job_of_pid
+from agent.steps.component import StepsComponent
 
 EMPTY = NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0)  # before the first tick
 
@@ -57,9 +60,16 @@ def build_renderers(cfg: Config) -> list[Any]:
 
 def build_components(ctx: Context) -> list[Component]:
     components: list[Component] = [CheckpointComponent(ctx)]
+    # the trainers' step figures, labelled with the Slurm job the jobs source placed each trainer in
+    # (it wins over what the trainer's environment says)
+    steps = StepsComponent(ctx, lambda pid: job_of_pid(ctx.latest(), pid))
+    fleet = None
+    if ctx.cfg.fleet.prometheus_url:
+        # who sets the job's pace, from the fleet's rules: asked for the job the trainers name
+        fleet = FleetPeer(ctx, lambda: steps.figures.job if steps.figures else None)
     classifier = None
     if ctx.cfg.classifier.enabled:
-        classifier = ClassifierComponent(ctx)
+        classifier = ClassifierComponent(ctx, fleet.peer_note if fleet else None)
         components.append(classifier)
     ledger = None
     if ctx.cfg.goodput.enabled:
@@ -69,6 +79,9 @@ def build_components(ctx: Context) -> list[Component]:
     components.append(PreemptionWatcher(ctx))
     # always built: it serves the health check; it talks to Slurm only with [scheduler] kind set
     components.append(SchedulerComponent(ctx))
+    components.append(steps)
+    if fleet is not None:
+        components.append(fleet)
     if ctx.cfg.gpu.enabled:
         components.append(GpuHealth(ctx))
     if ctx.cfg.alerts.webhooks:

@@ -29,6 +29,7 @@ from typing import Any
 from tna_client.discovery import ENV_REQUEST_FILE, Located, locate
 from tna_client.files import fsync_tree, rfc3339, write_json_atomic
 from tna_client.node import Node, stale_reason
+from tna_client.steps import StepReporter
 
 ENV_SIGNAL = "TNA_CHECKPOINT_SIGNAL"
 ANNOUNCE_RETRY_SECONDS = 1.0
@@ -66,7 +67,7 @@ def signal_number(sig: int | str) -> int:
         raise ValueError(f"unknown signal {sig!r}") from None
 
 
-class PreemptionGuard:
+class PreemptionGuard(StepReporter):
     """Watches for the agent's checkpoint request: a signal handler plus the request file.
 
     ``signal``: the signal the agent sends (``[trainer] signal``); ``None`` installs no handler and
@@ -74,6 +75,7 @@ class PreemptionGuard:
     agent writes requests; by default found by itself (see :mod:`tna_client.discovery`).
     ``chain``: also call the handler that was installed before (Python callables only).
     ``discovery_files``: the places to look for the agent's discovery record (tests).
+    :meth:`step` marks a step boundary for the agent's step figures (:mod:`tna_client.steps`).
     """
 
     def __init__(
@@ -115,6 +117,7 @@ class PreemptionGuard:
         self.seen: dict[str, Any] | None = None  # how and when this process learnt of the request
         self.located = Located(None, "")
         self._discover()
+        self._init_steps(self.located.record)
         if install and self.signum is not None:
             self.install()
 
@@ -151,6 +154,14 @@ class PreemptionGuard:
                 "; ".join(self.located.looked) or "nothing",
                 ENV_REQUEST_FILE,
             )
+
+    def _step_dir(self) -> str | None:
+        if self.request_file is None and self._explicit is None and time.monotonic() >= self._next_discovery:
+            self._discover()  # a loop that only calls step() still finds an agent that came later
+        return os.path.dirname(self.request_file) if self.request_file else None
+
+    def _step_rank(self) -> int:
+        return self.rank
 
     def _announce(self) -> None:
         """Leave a note beside the request file that this process found it, and once it has, how and
@@ -189,6 +200,8 @@ class PreemptionGuard:
             prev = self._previous if self._previous is not None else _signal.SIG_DFL
             _signal.signal(self.signum, prev)
             self._installed = False
+        if os.getpid() == self._pid:
+            self._step_forget()
         if self._marker and os.getpid() == self._pid:
             try:
                 os.unlink(self._marker)

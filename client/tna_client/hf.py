@@ -10,7 +10,8 @@
 On a request every rank agrees on the flag (one all-reduce), the Trainer saves ``checkpoint-<step>``
 right after the step and stops; in ``on_save`` every rank waits at a barrier, then rank 0 flushes the
 checkpoint directory to disk, runs ``on_durable(path)`` if given (an upload), and acks.
-``train(resume_from_checkpoint=...)`` resumes at the acked ``global_step``. Every other save
+``train(resume_from_checkpoint=...)`` resumes at the acked ``global_step``. Each step's end is a
+step boundary for the agent's step figures (:meth:`~tna_client.PreemptionGuard.step`). Every other save
 (``save_steps``) is reported to the agent as it happens.
 
 **JIT checkpoint mode** (``TrainingArguments(enable_jit_checkpoint=True)``, agent ``signal =
@@ -75,6 +76,7 @@ class AgentCheckpointCallback(TrainerCallback):
         self._step_end = time.monotonic()
         if self.guard is None:
             return
+        self.guard.step()  # the step figures for the agent: a clock read, a report every few seconds
         if args.enable_jit_checkpoint:
             self._after_jit(args, state, control)
             return

@@ -11,8 +11,9 @@ On a request every rank agrees on the flag (``reduce_boolean_decision(..., all=F
 it -> all save at the same step), calls ``trainer.save_checkpoint`` (sharded strategies write their
 shard, otherwise rank 0 writes), waits at a barrier; rank 0 flushes the file to disk, runs
 ``on_durable(path)`` if given (an upload), acks, and the run stops. ``fit(ckpt_path=...)`` resumes at
-the acked ``global_step``. Routine saves by ``ModelCheckpoint`` are reported to the agent as they
-happen (:meth:`~tna_client.PreemptionGuard.saved`).
+the acked ``global_step``. Each batch's end is a step boundary for the agent's step figures
+(:meth:`~tna_client.PreemptionGuard.step`). Routine saves by ``ModelCheckpoint`` are reported to the
+agent as they happen (:meth:`~tna_client.PreemptionGuard.saved`).
 
 Agent config: ``signal = "SIGUSR1"``. Under Slurm, Lightning's ``SLURMEnvironment`` also traps SIGUSR1
 for auto-requeue: pass ``plugins=[SLURMEnvironment(auto_requeue=False)]`` or use ``signal = "SIGUSR2"``
@@ -68,6 +69,7 @@ class AgentCheckpoint(Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         assert self.guard is not None
+        self.guard.step()  # the step figures for the agent: a clock read, a report every few seconds
         self._report_routine(trainer)
         if not trainer.strategy.reduce_boolean_decision(self.guard.checkpoint_requested, all=False):
             return

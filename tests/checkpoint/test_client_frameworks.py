@@ -41,6 +41,7 @@ class Case:
     ranks: int = 1  # processes that install the handler
     signal: str = "SIGUSR1"
     save_every: int = 0  # routine saves, each reported to the agent before the drill
+    steps: bool = True  # the callback hands the agent its step figures (guard.step())
 
 
 CASES = {
@@ -48,7 +49,9 @@ CASES = {
     "lightning-ddp": Case("examples/lightning_train.py", "--checkpoint-dir", ("--devices", "2"), ranks=2),
     "hf": Case("examples/hf_train.py", "--output-dir", ("--save-every", "5"), save_every=5),
     "hf-torchrun": Case("examples/hf_train.py", "--output-dir", torchrun=True, ranks=2),
-    "accelerate-torchrun": Case("examples/accelerate_train.py", "--checkpoint-dir", torchrun=True, ranks=2),
+    "accelerate-torchrun": Case(
+        "examples/accelerate_train.py", "--checkpoint-dir", torchrun=True, ranks=2, steps=False
+    ),
     # transformers' JIT checkpoint: its own SIGTERM handler saves, our callback acks that checkpoint
     "hf-jit": Case("examples/hf_train.py", "--output-dir", ("--jit",), signal="SIGTERM"),
 }
@@ -95,7 +98,7 @@ def test_framework_checkpoints_acks_stops_and_resumes(agent_factory, tmp_path, n
     case = CASES[name]
     ckdir = tmp_path / "cpfs" / "run42"
     request = tmp_path / "cp" / "request.json"
-    env = client_env(TNA_CHECKPOINT_REQUEST_FILE=str(request))
+    env = client_env(TNA_CHECKPOINT_REQUEST_FILE=str(request), TNA_STEP_REPORT="1")
     marker = re.escape(str(ckdir))
     agent = agent_factory(
         {
@@ -104,6 +107,7 @@ def test_framework_checkpoints_acks_stops_and_resumes(agent_factory, tmp_path, n
                 "request_file": str(request),
                 "discover_interval": "1s",
                 "signal": case.signal,
+                "step_report": "1s",
             }
         }
     )
@@ -135,6 +139,9 @@ def test_framework_checkpoints_acks_stops_and_resumes(agent_factory, tmp_path, n
                 return any(isinstance(n, int) and n > 0 and n % case.save_every == 0 for n in steps)
 
             wait_until(routine_reported, timeout=120, what="a routine save reported to the agent")
+        if case.steps:  # the callback called guard.step() by itself: the agent has the step figures
+            steps = re.compile(r"^training_node_train_steps_total\{[^}]*\} ([1-9]\d*)", re.M)
+            wait_until(lambda: steps.search(agent.metrics()), timeout=60, what="the step figures")
         res = cli(agent, "drill", "--deadline", "120s", "--json", timeout=150)
         report = json.loads(res.stdout)
         assert report["verdict"] == "safe", (report, log1.read_text())

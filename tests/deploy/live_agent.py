@@ -115,6 +115,12 @@ def live_agent(tmp: Path) -> Iterator[LiveAgent]:
         agent.wait_for(
             lambda: live.metric(r"^training_node_checkpoint_advised_interval_seconds "), what="cadence advice"
         )
+        # ... and its steps (what guard.step() hands over every [trainer] step_report)
+        period = {"count": 10, "sum": 5.0, "p50": 0.5, "p90": 0.52, "p99": 0.6, "max": 0.61}
+        steps = {"kind": "steps", "pid": trainer.pid, "rank": 0, "local_rank": 0, "world_size": 2}
+        steps |= {"job": "llama", "count": 1200, "sum": 600.0, "period": period, "time": saved["time"]}
+        write_atomic(reqdir / f"steps-{trainer.pid}.json", json.dumps(steps).encode())
+        agent.wait_for(lambda: live.metric(r"^training_node_train_steps_total\{"), what="step figures")
         nvml.add_xid(1, 79)
         agent.wait_for(
             lambda: live.metric(r'^training_node_gpu_xid_errors_total\{.*xid="79"'), what="the Xid"

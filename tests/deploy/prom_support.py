@@ -110,6 +110,8 @@ class PrometheusServer:
         alertmanager: Alertmanager,
         log: Transcript,
         rules: Path = PROM / "rules.yml",
+        host: str = "127.0.0.1",
+        port: int | None = None,
     ) -> None:
         binary = need_binary("prometheus", "prometheus")
         config = yaml.safe_load((PROM / "scrape.yml").read_text())
@@ -130,8 +132,8 @@ class PrometheusServer:
         (sd_dir / "gpu-nodes.json").write_text(json.dumps(targets))
         self.config_path = tmp / "prometheus.yml"
         self.config_path.write_text(yaml.safe_dump(config))
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = port or free_port()
+        self.url = f"http://{host}:{self.port}"  # host: where agents in network namespaces reach it
         self.log_path = tmp / "prometheus.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115
         version = subprocess.run([binary, "--version"], capture_output=True, text=True)
@@ -141,7 +143,7 @@ class PrometheusServer:
                 binary,
                 f"--config.file={self.config_path}",
                 f"--storage.tsdb.path={tmp / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
+                f"--web.listen-address={host}:{self.port}",
                 "--web.enable-lifecycle",
             ],
             stdout=self._log,

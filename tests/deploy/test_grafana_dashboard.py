@@ -117,6 +117,8 @@ def test_layout_covers_node_and_fleet_views() -> None:
     assert any("training_job:training_node_goodput:ratio1h" in e for e in exprs.values())
     assert any("instance_type:training_node_goodput:ratio1h" in e for e in exprs.values())
     assert any("training_job:training_node_cost:1d" in e for e in exprs.values())
+    pace = exprs["Job's nodes ranked by pace, with their verdicts"]
+    assert "instance:training_node_unsynced:ratio" in pace and "training_node_verdict_info" in pace
     ids = [p["id"] for p in all_panels(d)]
     assert len(ids) == len(set(ids))
     for p in all_panels(d):

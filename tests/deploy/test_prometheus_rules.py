@@ -47,6 +47,25 @@ def test_long_window_rule_tests_pass(promtool: str) -> None:
     assert "SUCCESS" in r.stdout
 
 
+def test_straggler_rule_tests_pass(promtool: str) -> None:
+    """TrainingJobStraggler: one straggler, a single-node job, two equal stragglers, a node that just
+    joined, a job whose step figures are missing on one node."""
+    r = _promtool(promtool, "test", "rules", "rules_test_straggler.yml")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS" in r.stdout
+
+
+def test_the_straggler_tests_catch_a_node_that_just_joined(promtool: str, tmp_path: Path) -> None:
+    """The tests bind: without the guard for a node whose step figures are new, the just-joined case fails."""
+    shutil.copy(PROM / "rules_test_straggler.yml", tmp_path)
+    rules = (PROM / "rules.yml").read_text()
+    guard = "and on (job, instance) max by (job, instance) (training_node_train_steps_total offset 2m)\n"
+    assert guard in rules
+    (tmp_path / "rules.yml").write_text(rules.replace(guard, "\n"))
+    r = _promtool(promtool, "test", "rules", "rules_test_straggler.yml", cwd=tmp_path)
+    assert r.returncode != 0 and 'instance="j"' in r.stdout + r.stderr
+
+
 def test_goodput_rules_are_tested() -> None:
     """Every goodput, cost and interruption recording rule appears in a unit test, itself or through a
     tested rule built on it."""
@@ -55,7 +74,9 @@ def test_goodput_rules_are_tested() -> None:
     ours = [
         r for r in exprs if any(k in r for k in ("goodput", "cost", "mtbi", "gpu_hours:1d", "gpu_seconds"))
     ]
-    text = (PROM / "rules_test.yml").read_text() + (PROM / "rules_test_long.yml").read_text()
+    text = "".join(
+        (PROM / f).read_text() for f in ("rules_test.yml", "rules_test_long.yml", "rules_test_straggler.yml")
+    )
     covered = {r for r in exprs if f"expr: {r}\n" in text or f"expr: {r}{{" in text}
     while True:
         more = {r for r in exprs if r not in covered and any(r in exprs[c] for c in covered)}
@@ -69,7 +90,11 @@ def test_goodput_rules_are_tested() -> None:
 def test_every_alert_rule_is_shown_firing() -> None:
     """Each alert rule (a name may have several, told apart by their labels) has a unit test where it
     fires, so every alert gets input series."""
-    tests = yaml.safe_load((PROM / "rules_test.yml").read_text())["tests"]
+    tests = [
+        t
+        for f in ("rules_test.yml", "rules_test_straggler.yml")
+        for t in yaml.safe_load((PROM / f).read_text())["tests"]
+    ]
     fired: list[dict[str, str]] = []
     for t in tests:
         for case in t.get("alert_rule_test", []):
@@ -90,6 +115,7 @@ def test_issue_alerts_exist() -> None:
         "GPUFault",
         "AgentDown",
         "JobStraggler",
+        "TrainingJobStraggler",
     } <= names
     by_name = {r["alert"]: r for r in alert_rules()}
     assert by_name["NodeDataBound"]["for"] == "10m" and by_name["NodeNetworkBound"]["for"] == "10m"
@@ -134,3 +160,15 @@ def test_kubernetes_scrape_config_is_valid(promtool: str, tmp_path: Path) -> Non
     relabels = {rc.get("target_label"): rc["source_labels"][0] for rc in job["relabel_configs"]}
     assert relabels["instance_type"] == "__meta_kubernetes_node_label_node_kubernetes_io_instance_type"
     assert relabels["training_job"] == "__meta_kubernetes_node_label_training_job"
+
+
+def test_alertmanager_config_is_valid_and_sends_one_straggler_message_per_job(tmp_path: Path) -> None:
+    amtool = need_binary("amtool", "prometheus-alertmanager")
+    r = subprocess.run(
+        [amtool, "check-config", str(PROM / "alertmanager.yml")], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    # two stragglers of one job and one of another: amtool's route test groups them per job
+    doc = yaml.safe_load((PROM / "alertmanager.yml").read_text())
+    (straggler,) = [x for x in doc["route"]["routes"] if "TrainingJobStraggler" in x["matchers"][0]]
+    assert straggler["group_by"] == ["alertname", "training_job"]

@@ -167,3 +167,23 @@ def test_top_shows_each_job_what_it_would_lose_and_the_job_of_each_process():
     text = "\n".join(t.plain for t in trainer(st, View(120, None)))
     assert "job 4127 `llama-7b` (alice) step 0  a reclaim now loses 8.0 GPU-h" in text
     assert "pid 11 python job 4127" in text
+
+
+def test_the_step_figures_carry_the_job_the_jobs_source_placed_the_trainer_in():
+    from agent.snapshot import NodeSnapshot
+    from agent.sources.jobs.gpus import job_of_pid
+    from agent.steps.figures import node_figures
+    from agent.steps.report import StepReport
+
+    snap = NodeSnapshot(1, 0.0, 0.0, jobs=JobPart(jobs=(LLAMA,), pids={11: "4127"}))
+    assert job_of_pid(snap, 11) == "4127" and job_of_pid(snap, 12) is None
+    assert job_of_pid(NodeSnapshot(1, 0.0, 0.0), 11) is None  # no jobs part this tick
+    # as runtime/build.py hands it over: the placed job wins over the one the trainer's environment names
+    period = {"count": 10.0, "sum": 5.0, "p50": 0.5, "p90": 0.5, "p99": 0.6, "max": 0.6}
+    reports = {
+        pid: StepReport(pid, rank, rank, 2, "torchrun-rdzv-1", 100, 50.0, period, 0.0)
+        for rank, pid in enumerate((11, 12))
+    }
+    figures = node_figures(reports, lambda pid: job_of_pid(snap, pid))
+    assert figures is not None and figures.job == "4127"
+    assert node_figures({12: reports[12]}, lambda pid: job_of_pid(snap, pid)).job == "torchrun-rdzv-1"  # type: ignore[union-attr]

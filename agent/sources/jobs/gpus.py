@@ -38,3 +38,9 @@ def of_snapshot(snap: NodeSnapshot) -> dict[int, JobIdentity]:
 def jobs_of(snap: NodeSnapshot) -> tuple[JobIdentity, ...]:
     part = snap.part(JobPart)
     return part.jobs if part else ()
+
+
+def job_of_pid(snap: NodeSnapshot, pid: int) -> str | None:
+    """The Slurm job id the jobs source placed this training process in, or None."""
+    part = snap.part(JobPart)
+    return part.pids.get(pid) if part else None

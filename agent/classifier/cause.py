@@ -1,0 +1,25 @@
+"""A verdict's top reason in one stable word (``VerdictReason``), for ``training_node_verdict_info``
+and the fleet rules that name a job's straggler with its cause (pure)."""
+
+from __future__ import annotations
+
+from agent.classifier.verdict import Verdict
+from agent.core.vocabulary import DataSubReason, VerdictReason
+from agent.core.vocabulary import Verdict as Name
+
+
+def cause(v: Verdict) -> VerdictReason:
+    f = v.features
+    if v.verdict == Name.DATA:
+        return VerdictReason.CPU if v.sub_reason == DataSubReason.CPU else VerdictReason.STORAGE
+    if v.verdict == Name.NETWORK:
+        link = max([x.pressure for x in f.links_wait] + [x.pressure for x in f.traffic], default=0.0)
+        jam = max((x.pressure for x in f.congestion), default=0.0)
+        return VerdictReason.CONGESTION if jam > link else VerdictReason.LINK
+    if v.verdict == Name.SYNC_WAIT:
+        return VerdictReason.PEER
+    if v.verdict == Name.COMPUTE:
+        return VerdictReason.GPU
+    if v.verdict == Name.IDLE:
+        return VerdictReason.NO_JOB if f.trainers == 0 else VerdictReason.NO_WORK
+    return VerdictReason.UNCLEAR
