@@ -31,11 +31,12 @@ import os
 import random
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lab.gpu import LabGpus, PhaseLog  # run as a script by torchrun: the repo is put on the path
@@ -131,6 +132,24 @@ def batch_for(args: argparse.Namespace) -> int:
     return max(1, round(args.decode_seconds / per))
 
 
+def jittered(mean: int) -> int:
+    """A batch of ``mean`` images or objects, +-40%: a fixed step near the agent's 1 s sample would
+    alias with it (a 1.0 s step sampled every 1 s shows the same phase for tens of samples)."""
+    return max(1, round(mean * random.uniform(0.6, 1.4)))
+
+
+class JitteredBatches(Sampler[list[int]]):
+    def __init__(self, mean: int) -> None:
+        self.mean = mean
+
+    def __iter__(self) -> Iterator[list[int]]:
+        k = 0
+        while True:
+            n = jittered(self.mean)
+            yield list(range(k, k + n))
+            k += n
+
+
 def batches(args: argparse.Namespace):
     if args.mode == "dist":
         while True:
@@ -142,16 +161,20 @@ def batches(args: argparse.Namespace):
         with mp.get_context("fork").Pool(1) as pool:
             k = 0
             while True:
-                (data,) = pool.map(decode_batch, [(args.images, k, args.batch)])
-                k += args.batch
-                yield as_images(data, args.batch)
+                n = jittered(args.batch)
+                (data,) = pool.map(decode_batch, [(args.images, k, n)])
+                k += n
+                yield as_images(data, n)
     if args.mode == "jpeg":
         ds: Dataset = JpegFolder(Path(args.images))
     elif args.mode == "stream":
         ds = StreamedObjects(args.server, args.object_bytes)
     else:
         ds = DirectSamples(args.data, args.data_size, args.sample_bytes)
-    loader = DataLoader(ds, batch_size=args.batch, num_workers=args.workers, shuffle=False)
+    if args.decode_seconds or args.mode == "stream":  # the jobs of issue 23, for 1 s samples
+        loader = DataLoader(ds, batch_sampler=JitteredBatches(args.batch), num_workers=args.workers)
+    else:
+        loader = DataLoader(ds, batch_size=args.batch, num_workers=args.workers, shuffle=False)
     yield from loader
 
 
