@@ -101,6 +101,20 @@ SCENARIOS = {
 }
 
 
+# issue 23: 4 MiB each way a step over a 50 Mbit/s veth that reports 10 Gb/s, the GPUs spinning for
+# ~0.7 s of it and computing for 0.25 s (every 1 s sample holds both), one core busy beside it (as
+# `stress-ng --cpu 1`): for an agent at its defaults, whose verdict must hold run after run
+CAPPED_LINK = Scenario(
+    "capped link 4 MiB, 50 Mbit/s, a busy core beside",
+    (("network", 42),),
+    args={"grad-bytes": 4 << 20, "compute-step": 0.25},
+    link_mbit=50,
+    noise="cpu",
+    family="capped link",
+    defaults=True,
+)
+
+
 class Lab:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir

@@ -33,7 +33,7 @@ from labagent import LabAgent, lab_agent
 
 from agent.classifier.hints import IDLE_CORES
 from lab.draws import HELD_OUT_SEEDS, INPUT_HELD_OUT_SEEDS, INPUT_TUNE_SEEDS, TUNE_SEEDS, draw
-from lab.harness import DEFAULT_CONFIG, SCENARIOS, Lab, from_draw
+from lab.harness import CAPPED_LINK, DEFAULT_CONFIG, SCENARIOS, Lab, from_draw
 from lab.scoring import Result, phase_shares, render
 from lab.torchlab import scenarios as torch_scenarios
 
@@ -170,6 +170,19 @@ def test_lab_real_pytorch(request: pytest.FixtureRequest, name: str) -> None:
             assert "every allowed core is busy" in verdict["hint"], verdict
     if regime == "network":
         assert any("an upper bound" in r for r in verdict["reasons"]), verdict["reasons"]
+
+
+@pytest.mark.parametrize("run", range(int(os.environ.get("TNA_LAB_CAPPED_RUNS", "2"))))
+def test_lab_capped_link_holds(default_session: LabSession, run: int) -> None:
+    """A collective over a capped link is `network` at default settings, and stays so run after run
+    (issue 23: it flipped to sync-wait in one run and was never named in another); make lab runs 5."""
+    name = f"{CAPPED_LINK.name} #{run + 1}"
+    res = default_session.lab.run(CAPPED_LINK, default_session.history)
+    AT_DEFAULTS[name] = res
+    print(f"\n{render([res])}\n" + "\n".join(res.trace))
+    _check_truth(name, "network", res)
+    _check_held(name, res)
+    assert not res.spin_called_compute, (name, res.spin_called_compute)
 
 
 @pytest.mark.parametrize("name", list(DRAWS))
