@@ -1,5 +1,6 @@
-"""The gradient peer's network: another network namespace behind a veth pair, shaped with tc tbf
-in both directions, addresses from 198.18.0.0/15. Created and deleted by the lab."""
+"""The peer's network (the gradient peer, or the object store a streaming job reads): another network
+namespace behind a veth pair, shaped with tc tbf in both directions, addresses from 198.18.0.0/15.
+Created and deleted by the lab."""
 
 from __future__ import annotations
 
@@ -66,8 +67,9 @@ class PeerNetwork:
                 raise RuntimeError(f"{' '.join(cmd)}: {out.stderr.strip()}")
         return self
 
-    def start_peer(self, seconds: float) -> None:
-        """The peer process inside the namespace; it ends by itself after ``seconds``."""
+    def start_peer(self, seconds: float, server: str = "lab.peer", *args: str) -> None:
+        """The peer process inside the namespace (``lab.peer``, the gradient echo, or
+        ``lab.objserver``, the object store a streaming job reads); it ends by itself after ``seconds``."""
         self.peer = subprocess.Popen(
             [
                 "ip",
@@ -76,11 +78,12 @@ class PeerNetwork:
                 self.ns,
                 sys.executable,
                 "-m",
-                "lab.peer",
+                server,
                 "--listen",
                 f"{self.peer_ip}:{self.port}",
                 "--seconds",
                 str(seconds),
+                *args,
             ],
             cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -95,9 +98,9 @@ class PeerNetwork:
             if f":{self.port}" in probe.stdout:
                 return
             if self.peer.poll() is not None:
-                raise RuntimeError(f"the gradient peer exited with {self.peer.returncode}")
+                raise RuntimeError(f"the peer {server} exited with {self.peer.returncode}")
             time.sleep(0.05)
-        raise RuntimeError("the gradient peer did not start listening")
+        raise RuntimeError(f"the peer {server} did not start listening")
 
     def down(self) -> None:
         if self.peer is not None and self.peer.poll() is None:
