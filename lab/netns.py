@@ -1,6 +1,10 @@
 """The peer's network (the gradient peer, or the object store a streaming job reads): another network
 namespace behind a veth pair, shaped with tc tbf in both directions, addresses from 198.18.0.0/15.
-Created and deleted by the lab."""
+Created and deleted by the lab.
+
+Both shapers sit inside the peer's namespace (its egress on its veth end, its ingress through an ifb
+there), out of sight of the agent on the host: like a cloud's cap in the hypervisor, the agent can
+only infer this one from the traffic. A shaper on the node's own NIC it reads (qdisc.py)."""
 
 from __future__ import annotations
 
@@ -58,9 +62,30 @@ class PeerNetwork:
         ip("-n", self.ns, "link", "set", self.peer_if, "up")
         ip("-n", self.ns, "link", "set", "lo", "up")
         shape = ["root", "tbf", "rate", f"{self.rate_mbit}mbit", "burst", "32kb", "latency", "50ms"]
+        ifb = f"classifier{self.tag}i"
+        tc = ["ip", "netns", "exec", self.ns, "tc"]
+        redirect = ["action", "mirred", "egress", "redirect", "dev", ifb]
         for cmd in (
-            ["tc", "qdisc", "add", "dev", self.host_if, *shape],
-            ["ip", "netns", "exec", self.ns, "tc", "qdisc", "add", "dev", self.peer_if, *shape],
+            ["ip", "-n", self.ns, "link", "add", ifb, "type", "ifb"],
+            ["ip", "-n", self.ns, "link", "set", ifb, "up"],
+            [*tc, "qdisc", "add", "dev", self.peer_if, *shape],  # the peer's sending
+            [*tc, "qdisc", "add", "dev", self.peer_if, "handle", "ffff:", "ingress"],  # and receiving
+            [
+                *tc,
+                "filter",
+                "add",
+                "dev",
+                self.peer_if,
+                "parent",
+                "ffff:",
+                "u32",
+                "match",
+                "u32",
+                "0",
+                "0",
+                *redirect,
+            ],
+            [*tc, "qdisc", "add", "dev", ifb, *shape],
         ):
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode != 0:
