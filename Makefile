@@ -61,8 +61,12 @@ demo: $(STAMP) fakenvml
 # (needs root: cgroups, a network namespace, tc); prints the confusion matrix, writes bench/out/
 # a larger draw than the suite's: TNA_LAB_DRAWS draws of the held-out seeds (TNA_LAB_SEEDS=tune: the tuning ones)
 TNA_LAB_DRAWS ?= 40
+# and TNA_LAB_INPUT_DRAWS of the input families (issue 23), from seeds of their own
+TNA_LAB_INPUT_DRAWS ?= 16
+# runs in a row of the capped-link collective at default settings (the suite: 2)
+TNA_LAB_CAPPED_RUNS ?= 5
 lab: $(TEST_STAMP) fakenvml
-	TNA_LAB_DRAWS=$(TNA_LAB_DRAWS) $(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py tests/ledger/test_ledger_lab.py $(PYTEST_ARGS)
+	TNA_LAB_DRAWS=$(TNA_LAB_DRAWS) TNA_LAB_INPUT_DRAWS=$(TNA_LAB_INPUT_DRAWS) TNA_LAB_CAPPED_RUNS=$(TNA_LAB_CAPPED_RUNS) $(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py tests/ledger/test_ledger_lab.py $(PYTEST_ARGS)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check agent client tests bench examples lab

@@ -8,6 +8,12 @@ the family really is what limits the job (a CPU-bound draw decodes slower than i
 a network-bound one moves its gradients for longer than it computes): the truth is the family.
 
 Thresholds were tuned on ``TUNE_SEEDS`` only; ``HELD_OUT_SEEDS`` were run once tuning was over.
+
+The input families came later (issue 23): input streamed over HTTP from an object server behind the
+shaped link (``network-input``), and ``num_workers=0`` decoding whose host sleeps while the GPUs work
+(``cpu-inline``, the trainer's ``cpu`` regime). They are drawn from seeds of their own
+(``INPUT_TUNE_SEEDS``, ``INPUT_HELD_OUT_SEEDS``), so every older seed draws what it always drew and
+the older matrices compare like for like.
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ from dataclasses import dataclass, field
 FAMILIES = ("compute", "storage", "cpu", "network", "sync-wait")
 TUNE_SEEDS = tuple(range(100, 140))
 HELD_OUT_SEEDS = tuple(range(9000, 9100))
+INPUT_FAMILIES = ("network-input", "cpu-inline")
+INPUT_TUNE_SEEDS = tuple(range(200, 240))
+INPUT_HELD_OUT_SEEDS = tuple(range(9500, 9600))
+REGIME = {"cpu-inline": "cpu"}  # a family the trainer runs as another's regime, with other parameters
 MIB = 1 << 20
 
 
@@ -31,6 +41,11 @@ class Draw:
     link_mbit: int | None = None  # tc rate of the peer link (network, sync-wait)
     read_bps: int | None = None  # the cgroup's read throttle (storage)
     noise: str | None = None  # "disk" | "cpu" | None
+
+    @property
+    def regime(self) -> str:
+        """The trainer's regime (its truth label is ``lab.scoring.TRUTH[regime]``)."""
+        return REGIME.get(self.family, self.family)
 
     @property
     def name(self) -> str:
@@ -50,6 +65,8 @@ class Draw:
 
 def draw(seed: int, cpus: int) -> Draw:
     """The scenario for ``seed`` on a host with ``cpus`` CPUs."""
+    if seed in INPUT_TUNE_SEEDS or seed in INPUT_HELD_OUT_SEEDS:
+        return _input_draw(seed, cpus)
     rnd = random.Random(seed)
     family = FAMILIES[seed % len(FAMILIES)]
     gpus = rnd.choice((1, 2, 2, 4, 8))
@@ -94,3 +111,34 @@ def draw(seed: int, cpus: int) -> Draw:
         "compute-step": rnd.uniform(0.03, 0.12),
     }
     return Draw(seed, family, seconds, args, link_mbit=mbit, noise=noise)
+
+
+def _input_draw(seed: int, cpus: int) -> Draw:
+    rnd = random.Random(seed)
+    family = INPUT_FAMILIES[seed % len(INPUT_FAMILIES)]
+    gpus = rnd.choice((1, 2, 2, 4, 8))
+    noise = rnd.choice((None, None, "disk", "cpu"))
+    seconds = 10.0
+    if family == "network-input":
+        mbit = rnd.choice((20, 30, 50, 80))
+        obj = rnd.choice((256 << 10, 512 << 10, MIB, 2 * MIB))
+        # a batch takes 0.3-1.2 s on the link (at least one object), whatever the workers: they share it
+        objects = max(1, round(rnd.uniform(0.3, 1.2) * mbit * 1e6 / 8 / obj))
+        transfer = objects * obj * 8 / (mbit * 1e6)
+        # the GPUs compute for less than a third of it, so they starve >= 70% of the time
+        compute = rnd.uniform(0.02, 0.3 * transfer)
+        args = {
+            "gpus": gpus,
+            "workers": rnd.randint(1, 4),
+            "objects": objects,
+            "object-bytes": obj,
+            "compute-step": compute,
+        }
+        return Draw(seed, family, seconds, args, link_mbit=mbit, noise=noise)
+    # num_workers=0: the training process decodes for 0.5-1.2 CPU seconds, then sleeps through the
+    # GPUs' step (a blocking CUDA sync), which is at most half the decode: starved >= 2/3 of the time
+    decode = rnd.uniform(0.5, 1.2)
+    compute = decode * rnd.uniform(0.15, 0.5)
+    cpuset = rnd.choice((None, None, 1)) if cpus > 1 else None
+    args = {"gpus": gpus, "workers": 0, "decode-seconds": decode, "compute-step": compute}
+    return Draw(seed, family, seconds, args, cpuset=cpuset, noise=noise)

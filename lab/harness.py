@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.config.types import parse_duration
+from agent.config.classifier import ClassifierSection
 from lab.blockdev import DataSource, make_data
 from lab.cgroups import TrainerCgroup
 from lab.draws import Draw
@@ -43,7 +43,11 @@ LAB_CONFIG: dict[str, dict[str, Any]] = {
         "history": 5000,
     },
 }
+# an agent at its default settings (1 s samples, 60 s window, 5 s evaluations, 20 s warm-up): only
+# the history is longer, to score a whole module's runs
+DEFAULT_CONFIG: dict[str, dict[str, Any]] = {"agent": {"interval": "1s"}, "classifier": {"history": 5000}}
 NETWORK_REGIMES = {"network", "sync-wait"}
+STREAM_REGIMES = {"network-input"}  # input streamed from lab.objserver behind the shaped link
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class Scenario:
     noise: str | None = None  # "disk" | "cpu": background load beside the job
     family: str = ""  # for the time-to-first-verdict table; the name by default
     torch: str | None = None  # a real PyTorch job (lab.torchlab.JOBS) instead of the synthetic trainer
+    defaults: bool = False  # for an agent at its default settings (lab.torchlab), not LAB_CONFIG's
 
     @property
     def regimes(self) -> set[str]:
@@ -68,7 +73,7 @@ class Scenario:
 def from_draw(d: Draw) -> Scenario:
     return Scenario(
         d.name,
-        ((d.family, d.seconds),),
+        ((d.regime, d.seconds),),
         args=dict(d.args),
         cpuset=d.cpuset,
         link_mbit=d.link_mbit or 80,
@@ -96,6 +101,20 @@ SCENARIOS = {
 }
 
 
+# issue 23: 4 MiB each way a step over a 50 Mbit/s veth that reports 10 Gb/s, the GPUs spinning for
+# ~0.7 s of it and computing for 0.25 s (every 1 s sample holds both), one core busy beside it (as
+# `stress-ng --cpu 1`): for an agent at its defaults, whose verdict must hold run after run
+CAPPED_LINK = Scenario(
+    "capped link 4 MiB, 50 Mbit/s, a busy core beside",
+    (("network", 42),),
+    args={"grad-bytes": 4 << 20, "compute-step": 0.25},
+    link_mbit=50,
+    noise="cpu",
+    family="capped link",
+    defaults=True,
+)
+
+
 class Lab:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -108,6 +127,7 @@ class Lab:
         self.runtime_dir: Path | None = None
         self.links: list[str] = []
         self.runs = 0  # every run, failed ones too: a failed job's log must not become the next one's
+        self.classifier = ClassifierSection(**LAB_CONFIG["classifier"])  # what the agent runs on
 
     # --- environment -------------------------------------------------------------------------------
 
@@ -128,10 +148,16 @@ class Lab:
         if self.gpus:
             self.gpus.path.unlink(missing_ok=True)
 
-    def agent_config(self, runtime_dir: Path) -> dict[str, dict[str, Any]]:
-        """What the lab's agent needs beyond its defaults: short windows. No capacities."""
+    def agent_config(
+        self, runtime_dir: Path, override: dict[str, dict[str, Any]] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """What the lab's agent needs beyond its defaults: short windows (``override`` replaces a
+        section whole: ``DEFAULT_CONFIG`` for an agent at its defaults). No capacities."""
         self.runtime_dir = runtime_dir
-        return {k: dict(v) for k, v in LAB_CONFIG.items()}
+        cfg = {k: dict(v) for k, v in LAB_CONFIG.items()}
+        cfg.update(override or {})
+        self.classifier = ClassifierSection(**cfg.get("classifier", {}))
+        return cfg
 
     def agent_env(self) -> dict[str, str]:
         from agent.devtools.fake_nvml import library_dir
@@ -149,12 +175,15 @@ class Lab:
             *self.links,
         ]
 
-    def _link_up(self, mbit: int, peer: bool) -> PeerNetwork:
+    def _link_up(self, mbit: int, server: str | None) -> PeerNetwork:
         self._link_down()
         self.net = PeerNetwork(rate_mbit=mbit).up()
-        if peer:
-            self.net.start_peer(120)
-        self.links.append(f"  {self.net.host_if} <-> {self.net.ns}/{self.net.peer_if}: tc tbf {mbit} mbit")
+        if server is not None:
+            self.net.start_peer(240, server)
+        self.links.append(
+            f"  {self.net.host_if} <-> {self.net.ns}/{self.net.peer_if}: tc tbf {mbit} mbit"
+            + (f", {server} in the namespace" if server else "")
+        )
         return self.net
 
     def _link_down(self) -> None:
@@ -184,14 +213,19 @@ class Lab:
             self.cgroup.set_read_bps(sc.read_bps)
             if sc.cpuset is not None:
                 self.cgroup.set_cpus(sc.cpuset)
-            if sc.regimes & NETWORK_REGIMES:
-                self._link_up(sc.link_mbit, peer=sc.torch is None)
+            if sc.regimes & STREAM_REGIMES:
+                self._link_up(sc.link_mbit, server="lab.objserver")
+            elif sc.regimes & NETWORK_REGIMES:
+                # torchrun's ranks talk to each other: no peer process of the lab's own
+                self._link_up(sc.link_mbit, server=None if sc.torch else "lab.peer")
             self.runs += 1
             log = self.workdir / f"trainer-{self.runs}.jsonl"
             total = sum(s for _, s in sc.schedule)
             noise = self._noise(sc.noise, total + 30)
             if probe is not None:
-                threading.Thread(target=self._probe_at, args=(log, 0.8 * total, probe), daemon=True).start()
+                # late in a job for an agent at its defaults: its first verdict may take 30 s
+                at = (0.95 if sc.defaults else 0.8) * total
+                threading.Thread(target=self._probe_at, args=(log, at, probe), daemon=True).start()
             try:
                 self._run_job(sc, log, total, drill)
             finally:
@@ -203,7 +237,7 @@ class Lab:
             regimes, phases = segments_from_log(lines)
         # the job ends with the trainer's last phase change (to idle); an idle run, now
         end = max(at for at, _ in phases) if phases else time.time()
-        time.sleep(1.2)  # let the last evaluation of the run land
+        time.sleep(self.classifier.evaluate_every + 0.2)  # let the last evaluation of the run land
         res = score(
             sc.name,
             history(),
@@ -211,8 +245,8 @@ class Lab:
             phases,
             start,
             end,
-            window=parse_duration(LAB_CONFIG["classifier"]["window"]),
-            warmup=parse_duration(LAB_CONFIG["classifier"]["warmup"]),
+            window=self.classifier.window,
+            warmup=self.classifier.warmup,
             before=self.last_verdict,
             family=sc.family or sc.name,
         )
@@ -287,7 +321,7 @@ class Lab:
             str(self.workdir / "checkpoints"),
         ]
         if self.net is not None:
-            cmd += ["--peer", f"{self.net.peer_ip}:{self.net.port}"]
+            cmd += ["--peer", f"{self.net.peer_ip}:{self.net.port}", "--link-mbit", str(self.net.rate_mbit)]
         for k, v in sc.args.items():
             cmd += [f"--{k}", str(v)]
         err = open(log.with_suffix(".err"), "wb")  # noqa: SIM115 - handed to the child

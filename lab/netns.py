@@ -1,5 +1,10 @@
-"""The gradient peer's network: another network namespace behind a veth pair, shaped with tc tbf
-in both directions, addresses from 198.18.0.0/15. Created and deleted by the lab."""
+"""The peer's network (the gradient peer, or the object store a streaming job reads): another network
+namespace behind a veth pair, shaped with tc tbf in both directions, addresses from 198.18.0.0/15.
+Created and deleted by the lab.
+
+Both shapers sit inside the peer's namespace (its egress on its veth end, its ingress through an ifb
+there), out of sight of the agent on the host: like a cloud's cap in the hypervisor, the agent can
+only infer this one from the traffic. A shaper on the node's own NIC it reads (qdisc.py)."""
 
 from __future__ import annotations
 
@@ -57,17 +62,39 @@ class PeerNetwork:
         ip("-n", self.ns, "link", "set", self.peer_if, "up")
         ip("-n", self.ns, "link", "set", "lo", "up")
         shape = ["root", "tbf", "rate", f"{self.rate_mbit}mbit", "burst", "32kb", "latency", "50ms"]
+        ifb = f"classifier{self.tag}i"
+        tc = ["ip", "netns", "exec", self.ns, "tc"]
+        redirect = ["action", "mirred", "egress", "redirect", "dev", ifb]
         for cmd in (
-            ["tc", "qdisc", "add", "dev", self.host_if, *shape],
-            ["ip", "netns", "exec", self.ns, "tc", "qdisc", "add", "dev", self.peer_if, *shape],
+            ["ip", "-n", self.ns, "link", "add", ifb, "type", "ifb"],
+            ["ip", "-n", self.ns, "link", "set", ifb, "up"],
+            [*tc, "qdisc", "add", "dev", self.peer_if, *shape],  # the peer's sending
+            [*tc, "qdisc", "add", "dev", self.peer_if, "handle", "ffff:", "ingress"],  # and receiving
+            [
+                *tc,
+                "filter",
+                "add",
+                "dev",
+                self.peer_if,
+                "parent",
+                "ffff:",
+                "u32",
+                "match",
+                "u32",
+                "0",
+                "0",
+                *redirect,
+            ],
+            [*tc, "qdisc", "add", "dev", ifb, *shape],
         ):
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode != 0:
                 raise RuntimeError(f"{' '.join(cmd)}: {out.stderr.strip()}")
         return self
 
-    def start_peer(self, seconds: float) -> None:
-        """The peer process inside the namespace; it ends by itself after ``seconds``."""
+    def start_peer(self, seconds: float, server: str = "lab.peer", *args: str) -> None:
+        """The peer process inside the namespace (``lab.peer``, the gradient echo, or
+        ``lab.objserver``, the object store a streaming job reads); it ends by itself after ``seconds``."""
         self.peer = subprocess.Popen(
             [
                 "ip",
@@ -76,11 +103,12 @@ class PeerNetwork:
                 self.ns,
                 sys.executable,
                 "-m",
-                "lab.peer",
+                server,
                 "--listen",
                 f"{self.peer_ip}:{self.port}",
                 "--seconds",
                 str(seconds),
+                *args,
             ],
             cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -95,9 +123,9 @@ class PeerNetwork:
             if f":{self.port}" in probe.stdout:
                 return
             if self.peer.poll() is not None:
-                raise RuntimeError(f"the gradient peer exited with {self.peer.returncode}")
+                raise RuntimeError(f"the peer {server} exited with {self.peer.returncode}")
             time.sleep(0.05)
-        raise RuntimeError("the gradient peer did not start listening")
+        raise RuntimeError(f"the peer {server} did not start listening")
 
     def down(self) -> None:
         if self.peer is not None and self.peer.poll() is None:

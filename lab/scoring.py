@@ -10,7 +10,9 @@
 - A *spin-wait window* is an evaluation window in which the GPUs spent more time spinning than
   computing (from the trainer's phase log, time-weighted); none of them may be called ``compute``.
 - The *time to first verdict* is from the job's start (its first regime) to the first evaluation
-  whose verdict is right, warm-up, window filling and confirmations included.
+  whose verdict is right and not held from before, warm-up, window filling and confirmations
+  included; *held after it* is the share of the job's later evaluations that are right too (a
+  verdict named once and lost is not one an operator can act on).
 """
 
 from __future__ import annotations
@@ -23,13 +25,15 @@ TRUTH = {
     "compute": "compute",
     "storage": "data/storage",
     "cpu": "data/cpu",
+    "network-input": "data/network-input",  # input streamed over the NIC (object storage), not a collective
     "network": "network",
     "sync-wait": "sync-wait",
     "checkpoint": "compute",  # write bursts and checkpoints must not flip a compute-bound job
     "idle": "idle",
 }
-ROWS = ("compute", "data/storage", "data/cpu", "network", "sync-wait", "idle")
+ROWS = ("compute", "data/storage", "data/cpu", "data/network-input", "network", "sync-wait", "idle")
 COLUMNS = (*ROWS, "mixed", "none")
+CARRIED = ("warming up", "filling window")  # holds that keep the verdict from before the job
 
 
 @dataclass
@@ -49,6 +53,10 @@ class Result:
     name: str
     family: str = ""
     first_verdict_seconds: float | None = None  # job start -> first right verdict; None: never
+    after_first: tuple[int, int] = (
+        0,
+        0,
+    )  # the job's evaluations after its first right verdict: (right, total)
     confusion: Counter[tuple[str, str]] = field(default_factory=Counter)
     changes: list[Change] = field(default_factory=list)
     spin_windows: int = 0
@@ -72,6 +80,11 @@ class Result:
     @property
     def accuracy(self) -> float:
         return self.right / self.scored if self.scored else 0.0
+
+    @property
+    def held_after_first(self) -> float | None:
+        right, total = self.after_first
+        return right / total if total else None
 
 
 def segments_from_log(lines: list[dict[str, Any]]) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
@@ -143,8 +156,20 @@ def score(
 
     if regimes:
         first = TRUTH[regimes[0][1]]
-        hit = next((e for e in evs if e["at"] >= job_start and e["verdict"] == first), None)
+        # a verdict held for warming up or filling the window is the one before the job, carried: the
+        # previous job's, when it had the same label
+        hit = next(
+            (
+                e
+                for e in evs
+                if e["at"] >= job_start and e["verdict"] == first and e.get("held") not in CARRIED
+            ),
+            None,
+        )
         res.first_verdict_seconds = round(hit["at"] - job_start, 2) if hit else None
+        if hit:
+            later = [e for e in evs if e["at"] > hit["at"]]
+            res.after_first = (sum(truth_at(e["at"]) == e["verdict"] for e in later), len(later))
     for ch in res.changes:
         after = [e for e in evs if e["at"] > ch.at + window / 2]
         for k, e in enumerate(after, 1):
@@ -197,19 +222,26 @@ def _brief(evs: list[dict[str, Any]], width: int = 900) -> str:
 
 
 def first_verdicts(results: list[Result]) -> list[str]:
-    """Time to the first right verdict per scenario family: median and worst, seconds."""
-    fams: dict[str, list[float | None]] = {}
+    """Time to the first right verdict per scenario family: median and worst, seconds; and the share
+    of the evaluations after it that were right, over the family's runs."""
+    fams: dict[str, list[Result]] = {}
     for r in results:
         if r.changes and r.family != "idle":
-            fams.setdefault(r.family, []).append(r.first_verdict_seconds)
-    lines = ["time to first right verdict from the job's start (family: runs, median, worst; s)"]
-    for fam, xs in sorted(fams.items()):
-        got = sorted(x for x in xs if x is not None)
-        missing = len(xs) - len(got)
+            fams.setdefault(r.family, []).append(r)
+    lines = [
+        "time to first right verdict from the job's start (family: runs, median, worst; s), "
+        "and the evaluations after it that were right"
+    ]
+    for fam, rs in sorted(fams.items()):
+        got = sorted(r.first_verdict_seconds for r in rs if r.first_verdict_seconds is not None)
+        missing = len(rs) - len(got)
         med = f"{got[len(got) // 2]:.2f}" if got else "-"
         worst = f"{got[-1]:.2f}" if got else "-"
+        right, total = (sum(r.after_first[k] for r in rs) for k in (0, 1))
+        held = f"held {right}/{total} ({right * 100 / total:.0f}%)" if total else "held -"
         lines.append(
-            f"  {fam:<28} {len(xs):>3}  {med:>6}  {worst:>6}" + (f"  ({missing} never)" if missing else "")
+            f"  {fam:<28} {len(rs):>3}  {med:>6}  {worst:>6}  {held}"
+            + (f"  ({missing} never)" if missing else "")
         )
     return lines
 

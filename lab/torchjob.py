@@ -12,10 +12,15 @@ Each step has three phases, and the fake GPUs of this rank show the one it is in
   gradient bucket of ``--elems`` float32 over gloo, as NCCL's spinning kernels would show.
 
 Modes: ``jpeg`` decodes real JPEG files (Pillow) in the DataLoader's workers (``--workers 0``: in
-the training process itself); ``direct`` reads samples with O_DIRECT from the lab's throttled device;
-``dist`` takes synthetic batches and all-reduces every step. The job ends by itself after
-``--seconds`` (in ``dist``, rank 0 decides and the stop rides on the last all-reduce, so both ranks
-make the same number of calls).
+the training process itself); ``pool`` decodes each batch in a one-process ``multiprocessing.Pool``
+with a synchronous ``map`` (the worker works only while the training process, and so the GPUs,
+wait); ``direct`` reads samples with O_DIRECT from the lab's throttled device; ``stream`` fetches
+objects of ``--object-bytes`` over HTTP (``lab.objserver`` behind the shaped link, one keep-alive
+connection per DataLoader worker), as a streaming dataset reads object storage; ``dist`` takes
+synthetic batches and all-reduces every step. ``--decode-seconds`` sizes a decoding batch (jpeg,
+pool) from the measured CPU time of one image, so a batch costs that much on any box. The job ends
+by itself after ``--seconds`` (in ``dist``, rank 0 decides and the stop rides on the last
+all-reduce, so both ranks make the same number of calls).
 """
 
 from __future__ import annotations
@@ -26,11 +31,12 @@ import os
 import random
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lab.gpu import LabGpus, PhaseLog  # run as a script by torchrun: the repo is put on the path
@@ -47,15 +53,22 @@ class JpegFolder(Dataset):
     def __len__(self) -> int:
         return 1 << 30  # cycles over the files: the job ends by time, not by epoch
 
-    def __getitem__(self, i: int) -> torch.Tensor:
+    def raw(self, i: int) -> bytes:
+        """Image ``i`` decoded, resized and maybe flipped: SIDE x SIDE x 3 bytes."""
         from PIL import Image
 
         with Image.open(self.files[i % len(self.files)]) as im:
             img = im.convert("RGB").resize((SIDE, SIDE))
             if i % 2:
                 img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-            data = bytearray(img.tobytes())
-        return torch.frombuffer(data, dtype=torch.uint8).view(SIDE, SIDE, 3).permute(2, 0, 1)
+            return img.tobytes()
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return as_images(self.raw(i), 1)[0]
+
+
+def as_images(data: bytes, n: int) -> torch.Tensor:
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(n, SIDE, SIDE, 3).permute(0, 3, 1, 2)
 
 
 class DirectSamples(Dataset):
@@ -79,22 +92,95 @@ class DirectSamples(Dataset):
         return torch.frombuffer(bytearray(self.buf[: 3 * 32 * 32]), dtype=torch.uint8).view(3, 32, 32)
 
 
+class StreamedObjects(Dataset):
+    """Objects fetched over HTTP, one keep-alive connection per worker (WebDataset, MosaicML
+    Streaming, HF ``datasets`` streaming, reading a bucket)."""
+
+    def __init__(self, server: str, object_bytes: int) -> None:
+        self.server, self.object_bytes = server, object_bytes
+        self.client = None  # opened in each worker
+
+    def __len__(self) -> int:
+        return 1 << 30
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        from lab.objserver import ObjectClient
+
+        if self.client is None:
+            self.client = ObjectClient(self.server)
+        data = self.client.get(i, self.object_bytes)
+        return torch.frombuffer(bytearray(data[: 3 * 32 * 32]), dtype=torch.uint8).view(3, 32, 32)
+
+
+def decode_batch(job: tuple[str, int, int]) -> bytes:
+    """The pool's work: decode images ``start`` .. ``start + n``."""
+    folder, start, n = job
+    ds = JpegFolder(Path(folder))
+    return b"".join(ds.raw(i) for i in range(start, start + n))
+
+
+def batch_for(args: argparse.Namespace) -> int:
+    """``--batch``, or as many images as ``--decode-seconds`` of CPU decode (measured here, on a few)."""
+    if not args.decode_seconds:
+        return args.batch
+    ds = JpegFolder(Path(args.images))
+    ds[0]  # Pillow's first decode loads its plugins
+    start = time.thread_time()
+    for i in range(8):
+        ds[i]
+    per = (time.thread_time() - start) / 8
+    return max(1, round(args.decode_seconds / per))
+
+
+def jittered(mean: int) -> int:
+    """A batch of ``mean`` images or objects, +-40%: a fixed step near the agent's 1 s sample would
+    alias with it (a 1.0 s step sampled every 1 s shows the same phase for tens of samples)."""
+    return max(1, round(mean * random.uniform(0.6, 1.4)))
+
+
+class JitteredBatches(Sampler[list[int]]):
+    def __init__(self, mean: int) -> None:
+        self.mean = mean
+
+    def __iter__(self) -> Iterator[list[int]]:
+        k = 0
+        while True:
+            n = jittered(self.mean)
+            yield list(range(k, k + n))
+            k += n
+
+
 def batches(args: argparse.Namespace):
     if args.mode == "dist":
         while True:
             yield torch.randint(0, 255, (args.batch, 3, 32, 32), dtype=torch.uint8)
-    ds: Dataset = (
-        JpegFolder(Path(args.images))
-        if args.mode == "jpeg"
-        else DirectSamples(args.data, args.data_size, args.sample_bytes)
-    )
-    loader = DataLoader(ds, batch_size=args.batch, num_workers=args.workers, shuffle=False)
+    if args.mode == "pool":
+        import multiprocessing as mp
+
+        # a synchronous map per batch: the one worker decodes while the training process waits
+        with mp.get_context("fork").Pool(1) as pool:
+            k = 0
+            while True:
+                n = jittered(args.batch)
+                (data,) = pool.map(decode_batch, [(args.images, k, n)])
+                k += n
+                yield as_images(data, n)
+    if args.mode == "jpeg":
+        ds: Dataset = JpegFolder(Path(args.images))
+    elif args.mode == "stream":
+        ds = StreamedObjects(args.server, args.object_bytes)
+    else:
+        ds = DirectSamples(args.data, args.data_size, args.sample_bytes)
+    if args.decode_seconds or args.mode == "stream":  # the jobs of issue 23, for 1 s samples
+        loader = DataLoader(ds, batch_sampler=JitteredBatches(args.batch), num_workers=args.workers)
+    else:
+        loader = DataLoader(ds, batch_size=args.batch, num_workers=args.workers, shuffle=False)
     yield from loader
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="a real PyTorch job for the classifier lab")
-    ap.add_argument("--mode", choices=("jpeg", "direct", "dist"), required=True)
+    ap.add_argument("--mode", choices=("jpeg", "pool", "direct", "stream", "dist"), required=True)
     ap.add_argument("--regime", required=True, help="what the lab says limits this job (the truth)")
     ap.add_argument("--gpu-state", required=True)
     ap.add_argument("--gpus", type=int, default=2)
@@ -103,7 +189,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu-seconds", type=float, default=0.02, help="GPU time per step, mean")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--workers", type=int, default=0)
-    ap.add_argument("--images", help="folder of .jpg files (jpeg)")
+    ap.add_argument("--images", help="folder of .jpg files (jpeg, pool)")
+    ap.add_argument(
+        "--decode-seconds",
+        type=float,
+        default=0.0,
+        help="size the batch to this much CPU decode (jpeg, pool)",
+    )
+    ap.add_argument("--server", help="HOST:PORT of lab.objserver (stream)")
+    ap.add_argument("--object-bytes", type=int, default=1 << 20, help="bytes per object (stream)")
     ap.add_argument("--data", help="file or device (direct)")
     ap.add_argument("--data-size", type=int, default=64 << 20)
     ap.add_argument("--sample-bytes", type=int, default=128 << 10)
@@ -111,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--straggle", type=float, default=0.0, help="extra seconds per step on rank 1")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)  # the "GPU" work is simulated; keep the CPU for the input pipeline
+    args.batch = batch_for(args)
     dist = args.mode == "dist"
     rank = 0
     if dist:
@@ -147,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     # before the job shows on the GPUs; the lab's job starts when it does
     step(torch.zeros(args.batch, 3, 32, 32, dtype=torch.uint8))
     it = batches(args)
-    log.write(regime=args.regime, seconds=args.seconds)
+    log.write(regime=args.regime, seconds=args.seconds, batch=args.batch)
     end = time.monotonic() + args.seconds
     finished = False
     try:

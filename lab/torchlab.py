@@ -5,6 +5,11 @@ in the peer's network namespace, over the tc-shaped veth that reports 10 Gb/s.
 
 Rank 0's fake GPUs are the ones the agent watches; rank 1 (the other node) drives its own state
 file, following its own phase. The JPEG files are made at setup with Pillow.
+
+The input-bound jobs of issue 23 run longer, for an agent at its default settings (``defaults``): a
+DataLoader streaming 1 MiB objects over HTTP from ``lab.objserver`` in the peer's namespace through a
+50 Mbit/s cap; ``num_workers=0`` decoding ~0.85 s a batch, then sleeping through the GPUs' step; and
+a one-process pool mapping each batch synchronously while the training process waits.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ if TYPE_CHECKING:
 JOB = REPO / "lab" / "torchjob.py"
 IMAGES = 32
 SECONDS = 12.0
+DEFAULT_SECONDS = 42.0  # the default 20 s warm-up and 5 s evaluations, then a few to see it hold
 
 
 def make_images(folder: Path, count: int = IMAGES) -> Path:
@@ -83,6 +89,31 @@ def scenarios(cpus: int) -> dict[str, Scenario]:
             torch="dist",
         ),
         Scenario(
+            "torch streaming over HTTP, 50 Mbit/s link",
+            (("network-input", DEFAULT_SECONDS),),
+            # 4 MiB a batch at 50 Mbit/s: ~0.67 s on the link against a ~0.15 s step
+            args={"mode": "stream", "workers": 2, "batch": 4, "object-bytes": 1 << 20, "gpu-seconds": 0.15},
+            link_mbit=50,
+            torch="stream",
+            defaults=True,
+        ),
+        Scenario(
+            "torch num_workers=0, host asleep during GPU work",
+            (("cpu", DEFAULT_SECONDS),),
+            # a batch of ~0.85 s of CPU decode (sized on the box it runs on), then a 0.3 s sleep: the
+            # GPUs starved ~68% of the time at 0.75 s (collating a batch counts as waiting too)
+            args={"mode": "jpeg", "workers": 0, "decode-seconds": 0.85, "gpu-seconds": 0.3},
+            torch="jpeg",
+            defaults=True,
+        ),
+        Scenario(
+            "torch one pool worker, synchronous map",
+            (("cpu", DEFAULT_SECONDS),),
+            args={"mode": "pool", "decode-seconds": 0.75, "gpu-seconds": 0.25},
+            torch="pool",
+            defaults=True,
+        ),
+        Scenario(
             "torch straggler",
             (("sync-wait", SECONDS),),
             args={"mode": "dist", "elems": 4096, "gpu-seconds": 0.05, "straggle": 0.4},
@@ -108,6 +139,8 @@ def _args(sc: Scenario, lab: Lab, state: Path, log: Path) -> list[str]:
     ]
     out += ["--images", str(make_images(lab.workdir / "images")), "--data", str(lab.data.path)]
     out += ["--data-size", str(lab.data.size)]
+    if lab.net is not None and sc.torch == "stream":
+        out += ["--server", f"{lab.net.peer_ip}:{lab.net.port}"]
     for k, v in sc.args.items():
         out += [f"--{k}", str(v)]
     return out

@@ -10,6 +10,10 @@ Regimes (one training step each, repeated until the regime's seconds are up):
 - ``cpu``: take the next batch from data-loader worker processes that burn CPU "decoding" it, while
   the GPUs starve, then compute; with ``--workers 0`` the trainer decodes each batch itself, as
   ``DataLoader(num_workers=0)`` does;
+- ``network-input``: take the next batch from data-loader worker processes that each stream
+  ``--objects`` objects of ``--object-bytes`` over one keep-alive HTTP connection from
+  ``lab.objserver`` in the peer's namespace, through the shaped link, while the GPUs starve (a
+  streaming dataset reading object storage), then compute;
 - ``network``: exchange the step's gradients with the peer over the shaped link while the GPUs spin
   in the collective (utilization ~100%, low power, low SM activity), then compute;
 - ``sync-wait``: spin while waiting for a straggler (``--straggle``), exchange a few KB
@@ -44,7 +48,7 @@ from lab.peer import exchange
 # Step times are drawn at random around their means (--compute-step, --step): a fixed period would
 # alias with the agent's sampling interval (a 0.25 s step sampled every 0.2 s shows a wrong compute
 # share for seconds)
-REGIMES = ("compute", "storage", "cpu", "network", "sync-wait", "checkpoint")
+REGIMES = ("compute", "storage", "cpu", "network-input", "network", "sync-wait", "checkpoint")
 
 
 def jitter(mean: float) -> float:
@@ -83,6 +87,23 @@ def decode_worker(queue: mp.Queue, cpu_seconds: float, parent: int) -> None:
         queue.put(decode(cpu_seconds))
 
 
+def stream_worker(
+    queue: mp.Queue, server: str, index: int, workers: int, args: tuple[int, int], parent: int
+) -> None:
+    """A streaming data-loader worker: fetch each batch's objects over its own connection."""
+    from lab.objserver import ObjectClient
+
+    objects, object_bytes = args
+    client = ObjectClient(server)
+    i = index
+    while os.getppid() == parent:
+        h = hashlib.sha256()
+        for _ in range(objects):
+            h.update(client.get(i, object_bytes)[:64])
+            i += workers
+        queue.put(h.digest())
+
+
 class Trainer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -115,24 +136,29 @@ class Trainer:
             self.sock = socket.create_connection((host, int(port)), timeout=30)
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if "cpu" in regimes and a.workers > 0:
-            # workers first: the agent follows the trainer's process tree from the moment the GPUs
-            # show its pid
-            ctx = mp.get_context("fork")
-            self.queue = ctx.Queue(maxsize=2)
-            for _ in range(a.workers):
-                w = ctx.Process(
-                    target=decode_worker, args=(self.queue, a.decode_seconds, self.pid), daemon=True
-                )
-                w.start()
-                self.workers.append(w)
-            # the first batches arrive together (every worker prefetched one): take them before the
-            # job shows on the GPUs, so the regime the lab scores is the steady, CPU-bound one
-            deadline = time.monotonic() + 10 * a.decode_seconds
-            while time.monotonic() < deadline:
-                start = time.monotonic()
-                self.queue.get(timeout=10 * a.decode_seconds)
-                if time.monotonic() - start > a.decode_seconds / 3:
-                    break
+            self.start_workers([(decode_worker, (a.decode_seconds, self.pid))] * a.workers, a.decode_seconds)
+        if "network-input" in regimes:
+            n, each = max(1, a.workers), (a.objects, a.object_bytes)
+            batch = a.objects * a.object_bytes * 8 / (a.link_mbit * 1e6)  # seconds a batch takes on the link
+            self.start_workers([(stream_worker, (a.peer, k, n, each, self.pid)) for k in range(n)], batch)
+
+    def start_workers(self, targets: list[tuple], batch_seconds: float) -> None:
+        # workers first: the agent follows the trainer's process tree from the moment the GPUs
+        # show its pid
+        ctx = mp.get_context("fork")
+        self.queue = ctx.Queue(maxsize=2)
+        for target, args in targets:
+            w = ctx.Process(target=target, args=(self.queue, *args), daemon=True)
+            w.start()
+            self.workers.append(w)
+        # the first batches arrive together (every worker prefetched one): take them before the
+        # job shows on the GPUs, so the regime the lab scores is the steady, input-bound one
+        deadline = time.monotonic() + 10 * batch_seconds * len(targets) + 10
+        while time.monotonic() < deadline:
+            start = time.monotonic()
+            self.queue.get(timeout=10 * batch_seconds * len(targets) + 10)
+            if time.monotonic() - start > batch_seconds / 3:
+                break
 
     def close(self) -> None:
         self.gpus.phase("idle", None)
@@ -168,6 +194,11 @@ class Trainer:
                 decode(a.decode_seconds)
             else:
                 self.queue.get(timeout=30)
+            self.compute(a.compute_step)
+        elif regime == "network-input":
+            assert self.queue is not None
+            self.phase("starved")
+            self.queue.get(timeout=60)
             self.compute(a.compute_step)
         elif regime == "network":
             assert self.sock is not None
@@ -229,10 +260,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", help="file or block device read with O_DIRECT (storage regime)")
     ap.add_argument("--data-size", type=int, default=64 << 20)
     ap.add_argument("--batch-bytes", type=int, default=4 << 20, help="mean batch size")
-    ap.add_argument("--peer", help="HOST:PORT of lab.peer (network, sync-wait)")
+    ap.add_argument(
+        "--peer", help="HOST:PORT of lab.peer (network, sync-wait) or lab.objserver (network-input)"
+    )
+    ap.add_argument("--objects", type=int, default=4, help="objects per batch (network-input)")
+    ap.add_argument("--object-bytes", type=int, default=1 << 20, help="bytes per object (network-input)")
+    ap.add_argument(
+        "--link-mbit", type=float, default=50, help="the link's rate, for the prefetch (network-input)"
+    )
     ap.add_argument("--grad-bytes", type=int, default=3_500_000, help="mean gradient size per step")
     ap.add_argument(
-        "--workers", type=int, default=3, help="data-loader workers (cpu regime); 0: decode inline"
+        "--workers", type=int, default=3, help="data-loader workers (cpu, network-input); 0: decode inline"
     )
     ap.add_argument("--step", type=float, default=0.25, help="mean GPU seconds per step (compute regime)")
     ap.add_argument("--compute-step", type=float, default=0.1, help="mean GPU seconds per bottlenecked step")

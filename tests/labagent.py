@@ -55,8 +55,7 @@ def lab_agent(
         lab.setup()
         agent_dir = work / "agent"
         agent_dir.mkdir()
-        cfg = lab.agent_config(agent_dir / "run")
-        cfg.update(config or {})
+        cfg = lab.agent_config(agent_dir / "run", config)
         agent = AgentProcess(agent_dir, cfg, env=lab.agent_env())
         agent.start()
         try:

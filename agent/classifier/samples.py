@@ -263,7 +263,11 @@ def sample_from_snapshot(snap: NodeSnapshot) -> Sample:
     nic_speed: dict[str, float] = {}
     rdma_rate: dict[str, float] = {}
     if network is not None:
-        nic_speed = {n.device: float(n.speed_bytes) for n in network.nics if n.speed_bytes}
+        # a shaper on the NIC here is its ceiling: the reported speed is only an upper bound
+        for n in network.nics:
+            known = [v for v in (n.speed_bytes, n.shaped_bytes) if v]
+            if known:
+                nic_speed[n.device] = float(min(known))
         rdma_rate = {port_name((p.device, p.port)): float(p.rate_bytes) for p in network.rdma if p.rate_bytes}
     ops = st.nfs_read_ops
     return Sample(

@@ -6,15 +6,20 @@ sequences (``classifier_synth``); the lab runs the real PyTorch jobs."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
-from classifier_synth import COMPUTE, IDLE, Regime, Run, like, run
+from classifier_synth import COMPUTE, IDLE, NETWORK, Regime, Run, fast_cfg, like, run, snapshot
 
+from agent.classifier.baselines import Baselines
 from agent.classifier.engine import Engine
 from agent.classifier.published import pressures
+from agent.classifier.samples import sample_from_snapshot
 from agent.config.classifier import ClassifierSection
 from agent.core.vocabulary import Bucket
 from agent.ledger.assign import BUCKETS, GpuState, Tick, assign
+from agent.snapshot import NodeSnapshot
+from agent.sources.network.part import NetworkPart
 
 TEN_GBIT = 1_250_000_000
 # 2 workers fetch 1 MiB objects over a 50 Mbit/s cap under a NIC reporting 10 Gb/s: the link runs at
@@ -235,3 +240,23 @@ def test_first_verdict_within_30s_of_the_job_start_at_default_settings(regime: R
 
 def test_compute_stays_compute() -> None:
     assert last(run(COMPUTE)).label == "compute"
+
+
+@pytest.mark.parametrize("speed", [None, 10_000_000_000 // 8])
+def test_a_shaper_on_the_nic_is_the_classifiers_link_speed(speed: int | None) -> None:
+    """A root tbf on the NIC here (sources/network/qdisc.py) caps it below what it reports."""
+    snap = snapshot(1, 1.0, NETWORK, "spin")
+    net = snap.parts["network"]
+    nic = replace(net.nics[0], speed_bytes=speed, shaped_bytes=2_500_000)
+    parts = {**snap.parts, "network": NetworkPart((nic,), net.rdma)}
+    shaped = NodeSnapshot(seq=1, timestamp=snap.timestamp, monotonic=1.0, parts=parts, rates=snap.rates)
+    assert sample_from_snapshot(shaped).nic_speed == {"eth0": 2_500_000.0}
+
+
+def test_a_collective_over_a_link_shaped_here_is_network_whatever_it_carried_before() -> None:
+    """The link once carried 1 GB/s (a learned ceiling far above the cap): its shaper's rate, not
+    the learned peak, is what it can carry now."""
+    learned = Baselines(peaks={"disk": {}, "nfs": {}, "nic": {"eth0": 1e9}, "rdma": {}})
+    capped = like(CAPPED_FAST_STEPS, nic=2.45e6, nic_other=2.45e6, nic_speed=2_500_000, seconds=40)
+    r = Run(Engine(fast_cfg(), learned)).feed([capped])
+    assert held(r, "network") >= 0.9, r.verdicts()

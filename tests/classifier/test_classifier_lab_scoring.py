@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lab.scoring import phase_shares, render, score
+from lab.draws import INPUT_HELD_OUT_SEEDS, draw
+from lab.harness import from_draw
+from lab.scoring import ROWS, TRUTH, phase_shares, render, score
 
 
 def ev(at: float, verdict: str | None, held: str | None = None) -> dict:
@@ -78,3 +80,32 @@ def test_an_idle_run_is_idle_throughout() -> None:
     r = score("idle", evs, [], [], start=0.5, end=9.0, window=1.0, warmup=1.0, before="compute")
     assert r.changes[0].latency_evaluations == 2  # 1.0's window is half before the start: not counted
     assert r.confusion[("idle", "idle")] == 5 and r.accuracy == 1.0
+
+
+def test_first_verdict_is_the_jobs_own_and_what_follows_it_is_counted() -> None:
+    """A verdict carried through the warm-up from the job before (the same label) is not this job's
+    first; the evaluations after the first right one are counted for how well it held."""
+    regimes = [(100.0, "network-input")]
+    phases = [(100.0, "starved"), (130.0, "idle")]
+    evs = [ev(101.0 + 5 * k, "data/network-input", "warming up") for k in range(4)]  # 101 .. 116
+    evs += [ev(121.0, "data/network-input"), ev(126.0, "network"), ev(129.0, "data/network-input")]
+    r = score("s", evs, regimes, phases, start=99.0, end=130.0, window=60.0, warmup=20.0)
+    assert r.first_verdict_seconds == 21.0
+    assert r.after_first == (1, 2) and r.held_after_first == 0.5
+    assert "held 1/2 (50%)" in render([r])
+    # never named: nothing held
+    none = score("s", evs[:4], regimes, phases, start=99.0, end=130.0, window=60.0, warmup=20.0)
+    assert none.first_verdict_seconds is None and none.held_after_first is None
+    assert "held -  (1 never)" in render([none])
+
+
+def test_the_input_families_truth() -> None:
+    assert TRUTH["network-input"] == "data/network-input" and "data/network-input" in ROWS
+    sc = from_draw(draw(INPUT_HELD_OUT_SEEDS[1], 2))
+    assert (sc.family, sc.schedule[0][0], TRUTH[sc.schedule[0][0]]) == ("cpu-inline", "cpu", "data/cpu")
+    sc = from_draw(draw(INPUT_HELD_OUT_SEEDS[0], 2))
+    assert (sc.family, sc.schedule[0][0], TRUTH[sc.schedule[0][0]]) == (
+        "network-input",
+        "network-input",
+        "data/network-input",
+    )

@@ -1,9 +1,10 @@
 """NICs from <procfs>/net/dev and <sysfs>/class/net, RDMA ports from <sysfs>/class/infiniband.
 
 Link capacity is ``class/net/<if>/speed``; where the kernel does not know it (-1 on virtio and
-most cloud NICs) the ``[network] capacity`` table gives it. Which counter files each RDMA port has
-is looked up once and again every minute or whenever the set of devices changes, so a tick reads
-only files that exist, through descriptors kept open (``openfiles.py``).
+most cloud NICs) the ``[network] capacity`` table gives it. A shaper on the NIC itself (a root
+tbf, ``qdisc.py``) is read every few seconds and known by the interface's ``ifindex``. Which counter
+files each RDMA port has is looked up once and again every minute or whenever the set of devices
+changes, so a tick reads only files that exist, through descriptors kept open (``openfiles.py``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from agent.sources.network.infiniband import WANTED, build_port
 from agent.sources.network.netclass import parse_speed
 from agent.sources.network.netdev import parse_net_dev
 from agent.sources.network.part import NetworkPart, NicStat, RdmaPort
+from agent.sources.network.qdisc import dump_qdiscs, parse_qdiscs
 
 LAYOUT_REFRESH_SECONDS = 60.0
+SHAPERS_REFRESH_SECONDS = 5.0  # a shaper set mid-job is seen within this
 _COUNTER_DIRS = ("counters", "counters_ext", "hw_counters")
 
 log = structlog.get_logger("collector.network")
@@ -94,6 +97,28 @@ class NetworkCollector:
         self._layout_at = 0.0
         self._files = OpenFiles()  # speed files and RDMA counters, kept open between ticks
         self._swept_at = time.monotonic()
+        self._shapers: dict[int, int] = {}  # ifindex -> bytes/s
+        self._shapers_at = float("-inf")
+        self._shapers_failed = False
+
+    def _shaper_rates(self, now: float) -> dict[int, int]:
+        if now - self._shapers_at < (
+            LAYOUT_REFRESH_SECONDS if self._shapers_failed else SHAPERS_REFRESH_SECONDS
+        ):
+            return self._shapers
+        self._shapers_at = now
+        try:
+            parsed = parse_qdiscs(dump_qdiscs())
+        except OSError as e:
+            if not self._shapers_failed:
+                log.warning("cannot read the NICs' traffic shapers (rtnetlink)", error=str(e))
+            self._shapers_failed = True
+            self._shapers = {}
+            return self._shapers
+        self._shapers_failed = False
+        self.malformed_total += parsed.malformed
+        self._shapers = parsed.value
+        return self._shapers
 
     def collect(self) -> NetworkPart:
         now = time.monotonic()
@@ -119,6 +144,7 @@ class NetworkCollector:
             if name not in nics and not self.excluded(name) and (self.class_net / name).is_dir():
                 nics[name] = NicStat(name, None, None, None, None, None, None, None, None, None)
         out: list[NicStat] = []
+        shapers = self._shaper_rates(now)
         for name in sorted(nics):
             speed = None
             speed_text = self._files.read(f"{self.class_net}/{name}/speed")
@@ -127,7 +153,11 @@ class NetworkCollector:
                 speed, bad = p.value, bad + p.malformed
             if speed is None:
                 speed = self.capacity.get(name)
-            out.append(replace(nics[name], speed_bytes=speed))
+            shaped = None
+            if shapers:
+                index = self._files.read(f"{self.class_net}/{name}/ifindex")
+                shaped = shapers.get(int(index)) if index and index.strip().isdigit() else None
+            out.append(replace(nics[name], speed_bytes=speed, shaped_bytes=shaped))
         if text is None and not sys_names and not rdma:
             raise SourceAbsent(f"neither {self.net_dev} nor {self.class_net} is readable")
         self.malformed_total += bad

@@ -61,6 +61,15 @@ def render(snap: NodeSnapshot) -> Iterable[Metric]:
         if n.speed_bytes is not None:
             speed.add_metric([n.device], n.speed_bytes)
     yield speed
+    shaped = GaugeMetricFamily(
+        "training_node_network_shaper_rate_bytes",
+        "Rate of a traffic shaper on the NIC on this node (a root tc tbf), bytes/s: the link's ceiling here.",
+        labels=["device"],
+    )
+    for n in part.nics:
+        if n.shaped_bytes is not None:
+            shaped.add_metric([n.device], n.shaped_bytes)
+    yield shaped
     labels = ["device", "port"]
     for suffix, attr, doc in _RDMA_COUNTERS:
         fam = CounterMetricFamily(f"training_node_rdma_{suffix}", doc, labels=labels)

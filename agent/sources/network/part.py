@@ -23,6 +23,7 @@ class NicStat:
     rx_errors: int | None
     tx_errors: int | None
     speed_bytes: int | None  # link capacity in bytes/s; None when unknown and not configured
+    shaped_bytes: int | None = None  # the rate of a traffic shaper on it here (root tbf), bytes/s
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from agent.snapshot.summary import rounded, throughput_lines
 from agent.sources.network.part import NetworkPart
 from agent.sources.network.rates import NetworkRates
 
-_RATES = fields("rx_bytes_per_second", "tx_bytes_per_second", "speed_bytes", "rate_bytes")
+_RATES = fields("rx_bytes_per_second", "tx_bytes_per_second", "speed_bytes", "shaped_bytes", "rate_bytes")
 TCP_VIEW: dict[str, Spec] = {"nics": Each(_RATES), "rdma": Each(_RATES)}
 
 
@@ -21,6 +21,7 @@ def summary(part: NetworkPart, r: NetworkRates) -> dict[str, Any]:
                 "rx_bytes_per_second": rounded(r.nic_rx.get(n.device), 1),
                 "tx_bytes_per_second": rounded(r.nic_tx.get(n.device), 1),
                 "speed_bytes": n.speed_bytes,
+                "shaped_bytes": n.shaped_bytes,
             }
             for n in part.nics
         },
