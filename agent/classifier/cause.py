@@ -11,7 +11,11 @@ from agent.core.vocabulary import Verdict as Name
 def cause(v: Verdict) -> VerdictReason:
     f = v.features
     if v.verdict == Name.DATA:
-        return VerdictReason.CPU if v.sub_reason == DataSubReason.CPU else VerdictReason.STORAGE
+        if v.sub_reason == DataSubReason.CPU:
+            return VerdictReason.CPU
+        if v.sub_reason == DataSubReason.NETWORK_INPUT:
+            return VerdictReason.NETWORK_INPUT
+        return VerdictReason.STORAGE
     if v.verdict == Name.NETWORK:
         link = max([x.pressure for x in f.links_wait] + [x.pressure for x in f.traffic], default=0.0)
         jam = max((x.pressure for x in f.congestion), default=0.0)

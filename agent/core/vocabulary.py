@@ -161,6 +161,7 @@ class VerdictReason(StrEnum):
 
     STORAGE = "storage"  # data: reads at their ceiling
     CPU = "cpu"  # data: the input pipeline's cores
+    NETWORK_INPUT = "network-input"  # data: input streamed over the NIC at its ceiling
     LINK = "link"  # network: a NIC or RDMA port at its ceiling while the GPUs wait
     CONGESTION = "congestion"  # network: RDMA congestion signals while the GPUs wait
     PEER = "peer"  # sync-wait: a collective waits for another node

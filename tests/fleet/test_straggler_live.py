@@ -9,11 +9,13 @@ within 2 minutes and the chat gets one message for the job; the waiting node's o
 names it too (``[fleet] prometheus_url``); lifting the throttle resolves it. The job
 has no training_job tag in the inventory: its name comes from the trainers (torchrun's rendezvous id).
 
-Not here yet: the same with one node's link capped by tc. Tried on this rig (a 1 MiB all-reduce, the
-second node's veth capped at 20 Mbit/s both ways, before and after each node moved bulk data over its
-own link to learn its ceiling): both agents say sync-wait, the capped node's included, so no node
-shows a bottleneck of its own for the rule to name, and in a synchronous job the step rates are
-equal. The classifier has to learn to call a capped link in a collective network first.
+Then one node's link is capped by tc (a tbf on both ends of its veth, 20 Mbit/s, under the 1 MiB
+all-reduce of every step): its agent reads the shaper on its own NIC (sources/network/qdisc.py) and
+says network; the other node's link carries the same bytes but has carried more (its learned
+ceiling), so it says sync-wait, and the rule names the capped node with network/link. In a
+synchronous job the step rates are equal, so the verdicts alone tell them apart. A cap in the
+hypervisor, invisible to both nodes, would leave the two symmetric: the lab covers that one node's
+own inference (lab/netns.py), not the fleet's.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from straggler_rig import UNTHROTTLED, Fabric, firing
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 JOB = "llama-42"
 THROTTLED = 3 << 20  # bytes/s: a 1 MiB batch takes ~0.35 s against ~0.05 s of compute
+ELEMS = 1 << 18  # float32 all-reduced per step: 1 MiB, ~0.4 s each way over a 20 Mbit/s link
+CAP_MBIT = 20
 TRANSCRIPT = REPO / "bench" / "out" / "straggler_live.txt"
 
 
@@ -110,7 +114,7 @@ def rig(tmp_path: Path) -> Iterator[tuple[Fabric, PrometheusServer, Any, Transcr
             stop_file = tmp_path / "stop"
             port = free_port()
             for n in fabric.nodes:
-                n.start_trainer(fabric.nodes[0], port, JOB, stop_file)
+                n.start_trainer(fabric.nodes[0], port, JOB, stop_file, ELEMS)
             yield fabric, prom, receiver, log
             stop_file.touch()
         finally:
@@ -193,3 +197,29 @@ def test_the_throttled_node_is_named_with_data_storage_and_resolves(rig) -> None
     )
     log(f"resolved after {time.monotonic() - t0:.0f}s since the throttle; chat: {resolved[0]['status']}")
     assert len(firing_messages()) == 1
+
+    # --- the same with node-b's link capped: named with network/link ---
+    wait_until(
+        lambda: a.status()["classifier"]["verdict"] != "sync-wait", 60, 1.0, "node-a off sync-wait", detail
+    )
+    b.cap_link(CAP_MBIT)
+    t1 = time.monotonic()
+    log(f"{b.name}: link capped to {CAP_MBIT} Mbit/s both ways (tc tbf on its veth)")
+
+    def capped() -> list[dict[str, str]]:
+        return [m for m in firing(prom, "TrainingJobStraggler") if m.get("instance") == b.name]
+
+    (alert,) = wait_until(capped, 120, 1.0, "TrainingJobStraggler naming the capped node", detail)
+    log(f"TrainingJobStraggler fired after {time.monotonic() - t1:.0f}s: {alert}")
+    assert (alert["class"], alert["reason"], alert["training_job"]) == ("network", "link", JOB)
+    assert not [m for m in firing(prom, "TrainingJobStraggler") if m.get("instance") == a.name]
+    reasons = b.status()["classifier"]["reasons"]
+    log(f"{b.name}'s verdict: network, {reasons[2] if len(reasons) > 2 else reasons}")
+    assert any("2.5 MB/s" in r for r in reasons), reasons  # the shaper's rate is the ceiling
+    wait_until(lambda: len(firing_messages()) == 2, 30, 0.5, "the chat message for the capped link")
+    text = json.dumps(firing_messages()[1])
+    assert b.name in text and "network/link" in text
+    b.cap_link(None)
+    log(f"{b.name}: cap lifted")
+    wait_until(lambda: not capped(), 120, 1.0, "the capped-link alert resolved", detail)
+    log(f"resolved after {time.monotonic() - t1:.0f}s since the cap")
