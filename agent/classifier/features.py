@@ -152,7 +152,9 @@ def measure(
         share = min(1.0, top / starved_share)
         if share >= cfg.cpu_pegged[0]:
             decoding = share
-            synchronous = top <= starved_share + SYNCHRONOUS_SLACK
+            # pegged over the window it may as well run ahead all the time (GPUs starved 95%): only a
+            # decoder that also rests while they work tells a synchronous pipeline
+            synchronous = top <= starved_share + SYNCHRONOUS_SLACK and top < cfg.cpu_pegged[1]
     busiest_share = max(top or 0.0, decoding or 0.0)
     # host-wide I/O pressure is the job's only when the job reads: a neighbour's backup, logging or
     # another container's I/O must not make a CPU-bound trainer "storage-bound"

@@ -1,5 +1,5 @@
-"""``training-node-agent demo`` (``make demo``): a spot reclaim, rehearsed end to end in about a minute
-on any Linux box: no root, no GPU, no cloud.
+"""``training-node-agent demo`` (``make demo``): an input-bound job caught, then a spot reclaim
+rehearsed end to end, in about a minute on any Linux box: no root, no GPU, no cloud.
 
 Everything runs on 127.0.0.1 under a temporary directory:
 
@@ -12,8 +12,13 @@ Everything runs on 127.0.0.1 under a temporary directory:
   temporary directory, never over a real agent's in /run;
 * the agent itself, a real daemon subprocess.
 
-The story: live telemetry, then the cloud announces the reclaim, the agent signals the trainer, the
-trainer checkpoints to "shared storage" and acknowledges, and the agent reports whether it made it.
+The story: live telemetry and the verdict ``compute``. Then the trainer turns input-bound: it decodes
+every batch in its own process (``num_workers=0``, real CPU work) while the GPUs starve, and the agent,
+told nothing, finds ``data`` (``cpu``) from what it measures and says why and what to do; the trainer
+is fed again and the verdict is ``compute`` again (agent.devtools.demo_input). Then the cloud
+announces the reclaim, the agent signals the trainer, the trainer checkpoints to "shared storage" and
+acknowledges, and the agent reports whether it made it. The agent's [classifier] window is seconds
+long here, not a minute, so that each verdict turns while one watches.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ from agent.core.vocabulary import (
     HandlerState,
     NoticeKind,
 )
-from agent.devtools.demo_screen import FAST, NORMAL, DemoFailed, Screen
+from agent.devtools.demo_input import classifier_config, input_bound, tell_trainer
+from agent.devtools.demo_screen import FAST, NORMAL, DemoFailed, Screen, telemetry_line
 
 GIB = 1024**3
 
@@ -55,11 +61,12 @@ class Demo:
         self.socket = str(self.tmp / "run" / "control.sock")
         self.request_file = self.tmp / "run" / "checkpoint" / "request.json"
         self.storage = self.tmp / "nas" / "run-demo"
+        self.mode_file = self.tmp / "trainer-mode"  # "decode": the trainer decodes its batches itself
         self.fake: Any = None
         self.trainer: asyncio.subprocess.Process | None = None
         self.agent: asyncio.subprocess.Process | None = None
         self.sim: Any = None
-        self.trainer_state = "training"  # training | saving | gone
+        self.trainer_state = "training"  # training | decoding | saving | gone
         self.seen_events: set[str] = set()
         self.milestones: dict[str, float] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -97,7 +104,7 @@ poll_interval = "{self.pace.poll}"
 discover = [{discover}]
 signal = "SIGUSR1"
 discovery_file = "{self.tmp / "run" / "agent.json"}"
-"""
+{classifier_config(self.pace)}"""
         path = self.tmp / "agent.toml"
         path.write_text(text)
         return path
@@ -108,7 +115,7 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
         from agent.devtools.simulator import start_simulator
 
         s = self.screen
-        s.block(s.paint("training-node-agent demo", "1") + " — a spot reclaim, rehearsed end to end")
+        s.block(s.paint("training-node-agent demo", "1") + " — an input-bound job, then a spot reclaim")
         s.block(s.paint(f"no root, GPU or cloud: everything runs on 127.0.0.1 in {self.tmp}\n", "2"))
         self.sim = await start_simulator(Cloud.ALIBABA)
         s.say("demo", f"metadata simulator playing Alibaba Cloud ECS at {self.sim.url}")
@@ -129,6 +136,10 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
             str(self.pace.print_every),
             "--prefix",
             "",
+            "--mode-file",
+            str(self.mode_file),
+            "--decode-seconds",
+            str(self.pace.decode_seconds),
             env={**os.environ, ENV_REQUEST_FILE: str(self.request_file)},
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -190,7 +201,8 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
         self.trainer_state = "gone"
 
     async def _animate_gpus(self) -> None:
-        """Busy GPUs while training, idle while the checkpoint is written, empty once it exits."""
+        """Busy GPUs while training; starved while the trainer decodes its batches or writes the
+        checkpoint; empty once it exits."""
         rng = random.Random(7)
         while True:
             for i in range(self.gpus):
@@ -219,29 +231,6 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
         code, body = await self._control("GET", "/status")
         return body if code == 200 and isinstance(body, dict) else {}
 
-    def _telemetry_line(self, st: dict[str, Any]) -> str:
-        snap = st.get("snapshot", {})
-        parts = []
-        gpus = snap.get("gpus") or []
-        if gpus:
-            n = len(gpus)
-            util = sum(g.get("utilization_ratio") or 0 for g in gpus) / n
-            power = sum(g.get("power_watts") or 0 for g in gpus) / n
-            temp = max(g.get("temperature_celsius") or 0 for g in gpus)
-            procs = {p["pid"] for g in gpus for p in g.get("processes", [])}
-            model = gpus[0]["model"].replace("NVIDIA ", "")
-            parts.append(
-                f"{n}× {model}  util {util * 100:3.0f}%  {power:3.0f} W/GPU  {temp:2.0f} °C  "
-                f"compute procs {len(procs)}"
-            )
-        host = snap.get("host")
-        if host and host.get("cpu_busy_ratio") is not None:
-            parts.append(f"cpu {host['cpu_busy_ratio'] * 100:3.0f}%")
-        verdict = ((st.get("classifier") or {}).get("lines") or [""])[0].strip()
-        if verdict and "pending" not in verdict:
-            parts.append(verdict[:60])
-        return "  ·  ".join(parts) or "waiting for the first snapshot"
-
     async def _events(self) -> list[dict[str, Any]]:
         code, body = await self._control("GET", "/events")
         if code != 200 or not isinstance(body, list):
@@ -266,7 +255,7 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
             if time.monotonic() > end + 20:
                 raise DemoFailed("the agent found no training process to protect")
             st = await self._status()
-            s.say("node", self._telemetry_line(st))
+            s.say("node", telemetry_line(st))
             targets = (st.get("checkpoint") or {}).get("targets") or []
             if targets and not found:
                 found = True
@@ -277,10 +266,15 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
                     f"training process found: pid {t['pid']} ({t['comm']}) via {t['source']}, {ready}",
                 )
             await asyncio.sleep(2.0 if not self.screen.color else 1.5)
-        await self._events()  # skip what happened before the notice
+
+    def _decode(self, on: bool) -> None:
+        """The trainer decodes every batch itself (on) or is fed by workers again; the GPUs follow."""
+        tell_trainer(self.mode_file, on)
+        self.trainer_state = "decoding" if on else "training"
 
     async def reclaim(self) -> dict[str, Any]:
         s = self.screen
+        await self._events()  # skip what happened before the notice
         notice = self.sim.state.add_notice(NoticeKind.SPOT_TERMINATION, seconds=300)
         announced = time.monotonic()
         s.say(
@@ -366,6 +360,8 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
             async with asyncio.timeout(self.pace.limit_seconds):
                 await self.start()
                 await self.watch_node()
+                if self.fake is not None:  # without GPUs there is nothing to starve
+                    await input_bound(self.screen, self.pace, self._status, self._decode)
                 report = await self.reclaim()
                 assert self.trainer is not None
                 await asyncio.wait_for(self.trainer.wait(), 15)
@@ -384,7 +380,7 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
 
 
 def _add(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fast", action="store_true", help="shorter pauses (about 15 s; for tests)")
+    p.add_argument("--fast", action="store_true", help="shorter pauses (about 30 s; for tests)")
     p.add_argument("--gpus", type=int, default=4, choices=range(1, 9), metavar="1-8", help="fake GPUs (4)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, state)")
     p.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
@@ -394,4 +390,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return asyncio.run(Demo(args).run())
 
 
-register("demo", "a spot reclaim rehearsed end to end in a minute: no root, GPU or cloud", _add, cmd_demo)
+register(
+    "demo",
+    "an input-bound job caught, then a spot reclaim rehearsed end to end: no root, GPU or cloud",
+    _add,
+    cmd_demo,
+)

@@ -10,11 +10,18 @@ the demo sets); ``--request-file`` passes the path instead (tests).
 It "trains" (sleeps a step at a time), and when the agent asks for a checkpoint it writes one (taking
 ``--save-seconds``), acknowledges it and exits 0, or keeps going with ``--keep-going`` (drills).
 ``--events FILE`` appends one JSON line per signal received and per checkpoint, for tests.
+
+``--mode-file FILE`` lets the demo make it input-bound: while FILE says ``decode``, it decodes every
+batch itself before the step, as a DataLoader with ``num_workers=0`` does: ``--decode-seconds`` of
+real CPU work in this process, which the agent sees in its schedstat. ``train`` (or no file) is back
+to batches ready when the step wants them. A file, not a signal: the demo's state is in it, and a
+late or lost signal cannot leave the trainer in the wrong phase.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -51,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ignore-requests", action="store_true", help="take the signal, do nothing (tests)")
     p.add_argument("--events", default=None, help="append JSON lines: signal, checkpoint, ack")
     p.add_argument("--prefix", default="[trainer] ")
+    p.add_argument("--mode-file", default=None, help="'decode' in it: decode every batch in-process")
+    p.add_argument("--decode-seconds", type=float, default=0.5, help="CPU work per batch when decoding")
     p.add_argument(
         "--resume", action="store_true", help="start after the newest checkpoint in --checkpoint-dir"
     )
@@ -77,7 +86,19 @@ def main(argv: list[str] | None = None) -> int:
             first = last[0] + 1
             events.write("resumed", step=last[0], path=last[1])
             say(f"resumed from step {last[0]} ({last[1]})")
+    decoding = False
     for step in range(first, args.steps + 1):
+        if args.mode_file and decoding != (_mode(args.mode_file) == "decode"):
+            decoding = not decoding
+            if decoding:
+                say(
+                    f"num_workers=0 now: decoding every batch in this process, "
+                    f"{args.decode_seconds:.1f} s of CPU each, while the GPUs wait"
+                )
+            else:
+                say("fed again: batches are ready when the step asks, the GPUs no longer wait for input")
+        if decoding:
+            _decode(args.decode_seconds)
         time.sleep(args.step_seconds)
         loss = 0.1 + 2.4 * math.exp(-step / 150)
         if step % args.print_every == 0:
@@ -106,6 +127,24 @@ def main(argv: list[str] | None = None) -> int:
             say("exiting cleanly before the instance goes away")
             return 0
     return 0
+
+
+def _mode(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return "train"
+
+
+def _decode(seconds: float) -> None:
+    """A batch decoded on the CPU: hashing stands in for JPEG decoding and augmentation. Bounded by
+    the clock, not by work done, so a loaded box makes it no longer (the time it waits for a core
+    counts in schedstat as well: the agent sees a process that would use a whole core)."""
+    block = bytes(range(256)) * 256
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        hashlib.sha256(block).digest()
 
 
 def _save(directory: str, step: int, loss: float, seconds: float) -> str:

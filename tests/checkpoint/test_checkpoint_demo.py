@@ -1,4 +1,5 @@
-"""`training-node-agent demo --fast` runs to completion on its own and tells the whole story."""
+"""`training-node-agent demo --fast` runs to completion on its own and tells the whole story: an
+input-bound phase the agent names by itself, then the spot reclaim."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def test_demo_runs_to_completion():
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,  # the demo bounds each of its waits itself, and its whole run at 180 s
     )
     out = res.stdout
     assert res.returncode == 0, out + res.stderr
@@ -31,6 +32,8 @@ def test_demo_runs_to_completion():
         r"4 fake H100 GPUs",
         r"node +│ 4× H100 80GB HBM3  util +\d+%",  # live telemetry from the fake NVML
         r"training process found: pid (\d+) \(python3?\) via nvml, SIGUSR1 handler installed",
+        r"agent +│ verdict: DATA/CPU for \d+s\n",  # the input-bound phase, named by the agent itself
+        r"agent +│ verdict: COMPUTE for \d+s\n",  # and fed again
         r"cloud +│ Alibaba Cloud will reclaim this spot instance",
         r"notice detected \d+\.\d s after it appeared: spot-termination",
         r"SIGUSR1 → pid \d+",
@@ -38,6 +41,8 @@ def test_demo_runs_to_completion():
         r"verdict: SAFE on Alibaba Cloud spot",
     ]
     trainer_story = [
+        r"trainer +│ num_workers=0 now: decoding every batch in this process, \d\.\d s of CPU each",
+        r"trainer +│ fed again: batches are ready when the step asks",
         r"cloud +│ Alibaba Cloud will reclaim this spot instance",
         # the agent writes the request file, then signals: a trainer that checks in between learns of
         # it from the file first (seen on a loaded CI box), and the report must say the same
@@ -57,6 +62,21 @@ def test_demo_runs_to_completion():
     assert len(registry.clouds()) == 5 and missing == [], out
     pid = re.search(r"training process found: pid (\d+)", out).group(1)
     assert f"SIGUSR1 → pid {pid} " in out  # the process it found is the one it signalled
+
+    # the input-bound phase: the agent was told nothing; what it saw was GPUs starving (its own
+    # telemetry) and the trainer's CPU, and it says so: the verdict, its reasons, the hint, at once
+    turn = out.index("demo    │ now the job turns input-bound")
+    data = out.index("agent   │ verdict: DATA/CPU")
+    assert turn < data < out.index("cloud   │ Alibaba Cloud will reclaim"), out
+    assert re.search(r"node +│ 4× H100 80GB HBM3  util +[0-3]% ", out[turn:data]), out  # starved, as seen
+    block = re.compile(r"(?:^ *\d+\.\ds  agent   │ .*\n)+", re.M).match(out, out.rindex("\n", 0, data) + 1)
+    said = block.group(0)
+    reasons = re.findall(r"│   - (.*)", said)
+    decoding = [r for r in reasons if "decodes every batch itself (DataLoader num_workers=0)" in r]
+    assert decoding and f"pid {pid} (" in decoding[0], said  # names the trainer it found, and its CPU
+    assert re.search(r"busy \d+% of a core \(running or waiting to run\)", decoding[0]), said
+    assert re.search(r"│ hint: Input is CPU-bound", said), said
+    assert re.search(r"│ scores: compute 0\.\d\d  data (0\.[5-9]\d|1\.00) .*votes data/cpu", said), said
 
     # the trainer is a user's script on tna_client, finding the demo's agent the documented way
     assert re.search(

@@ -260,3 +260,21 @@ def test_a_collective_over_a_link_shaped_here_is_network_whatever_it_carried_bef
     capped = like(CAPPED_FAST_STEPS, nic=2.45e6, nic_other=2.45e6, nic_speed=2_500_000, seconds=40)
     r = Run(Engine(fast_cfg(), learned)).feed([capped])
     assert held(r, "network") >= 0.9, r.verdicts()
+
+
+def test_workers_pegged_all_along_while_the_gpus_starve_nearly_always_are_not_called_synchronous() -> None:
+    """Four workers on two cores, GPUs starved 90%: busy no longer than the starvation, but pegged
+    over the window: they run ahead already (the lab's num_workers=4 job)."""
+    many = like(
+        POOL,
+        phases=("starved",) * 9 + ("work",),
+        workers=4,
+        busy=(1.0, 0.99, 0.98, 0.97, 0.05),
+        busy_work=None,
+        cores=2.0,
+        allowed=2.0,
+        host_busy=1.0,
+    )
+    v = last(run(like(many, seconds=40)))
+    assert v.label == "data/cpu" and not v.features.cpu_synchronous
+    assert "every allowed core is busy" in v.hint and "prefetch_factor" not in v.hint, v.hint
