@@ -131,6 +131,11 @@ def rig(tmp_path: Path) -> Iterator[tuple[Fabric, PrometheusServer, Any, Transcr
                     p.stop()
 
 
+def straggler(prom, node: str) -> list[dict[str, str]]:
+    """The firing TrainingJobStraggler alerts that name ``node``."""
+    return [m for m in firing(prom, "TrainingJobStraggler") if m.get("instance") == node]
+
+
 def _ok(n) -> bool:
     try:
         return "training_node_build_info" in n.metrics()
@@ -157,13 +162,13 @@ def test_the_throttled_node_is_named_with_data_storage_and_resolves(rig) -> None
     log(f"{b.name}: reads throttled to {THROTTLED >> 20} MiB/s (cgroup)")
 
     def named() -> list[dict[str, str]]:
-        return [m for m in firing(prom, "TrainingJobStraggler") if m.get("instance") == b.name]
+        return straggler(prom, b.name)
 
     (alert,) = wait_until(named, 120, 1.0, "TrainingJobStraggler naming the throttled node", detail)
     took = time.monotonic() - t0
     log(f"TrainingJobStraggler fired after {took:.0f}s: {alert}")
     assert (alert["class"], alert["reason"], alert["training_job"]) == ("data", "storage", JOB)
-    assert not [m for m in firing(prom, "TrainingJobStraggler") if m.get("instance") == a.name]
+    assert not straggler(prom, a.name)
 
     def firing_messages() -> list[dict]:
         return [p for p in receiver.accepted if p.get("status") == "firing"]
@@ -206,13 +211,10 @@ def test_the_throttled_node_is_named_with_data_storage_and_resolves(rig) -> None
     t1 = time.monotonic()
     log(f"{b.name}: link capped to {CAP_MBIT} Mbit/s both ways (tc tbf on its veth)")
 
-    def capped() -> list[dict[str, str]]:
-        return [m for m in firing(prom, "TrainingJobStraggler") if m.get("instance") == b.name]
-
-    (alert,) = wait_until(capped, 120, 1.0, "TrainingJobStraggler naming the capped node", detail)
+    (alert,) = wait_until(named, 120, 1.0, "TrainingJobStraggler naming the capped node", detail)
     log(f"TrainingJobStraggler fired after {time.monotonic() - t1:.0f}s: {alert}")
     assert (alert["class"], alert["reason"], alert["training_job"]) == ("network", "link", JOB)
-    assert not [m for m in firing(prom, "TrainingJobStraggler") if m.get("instance") == a.name]
+    assert not straggler(prom, a.name)
     reasons = b.status()["classifier"]["reasons"]
     log(f"{b.name}'s verdict: network, {reasons[2] if len(reasons) > 2 else reasons}")
     assert any("2.5 MB/s" in r for r in reasons), reasons  # the shaper's rate is the ceiling
@@ -221,5 +223,5 @@ def test_the_throttled_node_is_named_with_data_storage_and_resolves(rig) -> None
     assert b.name in text and "network/link" in text
     b.cap_link(None)
     log(f"{b.name}: cap lifted")
-    wait_until(lambda: not capped(), 120, 1.0, "the capped-link alert resolved", detail)
+    wait_until(lambda: not named(), 120, 1.0, "the capped-link alert resolved", detail)
     log(f"resolved after {time.monotonic() - t1:.0f}s since the cap")

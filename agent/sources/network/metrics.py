@@ -41,6 +41,20 @@ _RDMA_COUNTERS = (
 )
 
 
+_NIC_GAUGES = (
+    (
+        "speed_bytes",
+        "speed_bytes",
+        "Link capacity in bytes/s: /sys/class/net/<if>/speed, or [network] capacity where that is unknown.",
+    ),
+    (
+        "shaper_rate_bytes",
+        "shaped_bytes",
+        "Rate of a traffic shaper on the NIC on this node (a root tc tbf), bytes/s: the link's ceiling here.",
+    ),
+)
+
+
 def render(snap: NodeSnapshot) -> Iterable[Metric]:
     part = snap.part(NetworkPart)
     if part is None:
@@ -52,24 +66,13 @@ def render(snap: NodeSnapshot) -> Iterable[Metric]:
             if v is not None:
                 fam.add_metric([n.device], v)
         yield fam
-    speed = GaugeMetricFamily(
-        "training_node_network_speed_bytes",
-        "Link capacity in bytes/s: /sys/class/net/<if>/speed, or [network] capacity where that is unknown.",
-        labels=["device"],
-    )
-    for n in part.nics:
-        if n.speed_bytes is not None:
-            speed.add_metric([n.device], n.speed_bytes)
-    yield speed
-    shaped = GaugeMetricFamily(
-        "training_node_network_shaper_rate_bytes",
-        "Rate of a traffic shaper on the NIC on this node (a root tc tbf), bytes/s: the link's ceiling here.",
-        labels=["device"],
-    )
-    for n in part.nics:
-        if n.shaped_bytes is not None:
-            shaped.add_metric([n.device], n.shaped_bytes)
-    yield shaped
+    for suffix, attr, doc in _NIC_GAUGES:
+        gauge = GaugeMetricFamily(f"training_node_network_{suffix}", doc, labels=["device"])
+        for n in part.nics:
+            v = getattr(n, attr)
+            if v is not None:
+                gauge.add_metric([n.device], v)
+        yield gauge
     labels = ["device", "port"]
     for suffix, attr, doc in _RDMA_COUNTERS:
         fam = CounterMetricFamily(f"training_node_rdma_{suffix}", doc, labels=labels)
