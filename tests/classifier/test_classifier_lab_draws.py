@@ -67,7 +67,7 @@ def test_inline_decode_draws_sleep_through_a_shorter_gpu_step(cpus: int) -> None
     for d in draws:
         a = d.args
         assert d.regime == "cpu" and a["workers"] == 0
-        assert 0.5 <= a["decode-seconds"] <= 1.2
+        assert 0.15 <= a["decode-seconds"] <= 0.45
         assert a["compute-step"] <= 0.5 * a["decode-seconds"], d  # starved >= 2/3 of the time
         assert d.cpuset is None or d.cpuset < cpus
     ratios = {round(d.args["compute-step"] / d.args["decode-seconds"], 2) for d in draws}
