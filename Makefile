@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 LISTEN ?= 127.0.0.1:9477
 
-.PHONY: run test lint fmt demo lab bench clean fakenvml client-venv typecheck
+.PHONY: run test lint fmt demo lab bench clean fakenvml client-venv typecheck test-loaded
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,12 @@ run: $(STAMP) fakenvml
 test: $(TEST_STAMP) fakenvml client-venv
 	@.ci/system-packages
 	$(BIN)/python tests/phases.py $(PYTEST_ARGS)
+
+# the suite TEST_LOADED_RUNS times in a row beside `stress-ng --cpu 1`, from a clean clone of HEAD, stopping
+# at the first failure (as root, on an otherwise idle box; about 25 minutes a run on 2 cores)
+TEST_LOADED_RUNS ?= 5
+test-loaded:
+	.ci/test-loaded $(TEST_LOADED_RUNS)
 
 # the first thing to run: simulator, fake GPUs, a toy trainer and the agent, about a minute, no root
 demo: $(STAMP) fakenvml
