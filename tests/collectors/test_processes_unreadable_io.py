@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, need_binary, need_root
+from conftest import REPO, need_binary, need_root, wait_until
 
 from agent.sources.processes.cgroup import parse_blkio_bytes, parse_io_stat
 from agent.sources.processes.part import ProcessStat
@@ -36,6 +36,7 @@ try:
 except OSError:  # tmpfs and friends: no direct I/O
     fd = os.open(sys.argv[1], os.O_RDONLY); direct = False
 print("ready", int(direct), flush=True)
+sys.stdin.readline()  # every read from here is in the test's cgroup
 end = time.time() + 90
 while time.time() < end:
     os.lseek(fd, 0, 0)
@@ -74,15 +75,26 @@ def _cgroup_dir() -> tuple[Path, str] | None:
 def trainer(tmp_path):
     need_root("a trainer owned by root, a collector as another uid, a cgroup of its own")
     data = tmp_path / "dataset.bin"
-    data.write_bytes(os.urandom(4 << 20))
+    with data.open("wb") as f:
+        f.write(os.urandom(4 << 20))
+        os.fsync(f.fileno())  # on disk now: a direct read never waits behind this file's writeback
     os.chmod(tmp_path, 0o755)
-    proc = subprocess.Popen([sys.executable, "-c", TRAINER, str(data)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TRAINER, str(data)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdin is not None and proc.stdout is not None
     direct = proc.stdout.readline().split()[1] == "1"
     where = _cgroup_dir()
     if where is not None:
         where[0].mkdir(exist_ok=True)
         (where[0] / "cgroup.procs").write_text(str(proc.pid))
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    if where is not None and direct:
+        # a new cgroup lists a device only once a read of its own reached it: on a busy disk (the
+        # suite's other files side by side) that can take seconds; wait for it, not for a time
+        counted = f"the kernel counting reads in {where[1]}"
+        wait_until(lambda: _kernel_reads(where[1]), timeout=30, what=counted)
     yield proc.pid, direct, where[1] if where else None
     proc.kill()
     proc.wait()
