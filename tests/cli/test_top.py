@@ -111,11 +111,12 @@ def top_script(tmp: Path, name: str, agent: AgentProcess) -> Path:
         "trap 'echo INTERRUPTED' INT\n"
         f"cd {shlex.quote(str(REPO))}\n"
         f"export PYTHONPATH={shlex.quote(os.environ.get('PYTHONPATH', ''))}\n"
-        f"stty -g > {tmp / name}.before\n"
+        # written whole, then renamed: the test waits for the file, and must not read it half made
+        f"stty -g > {tmp / name}.before.part && mv {tmp / name}.before.part {tmp / name}.before\n"
         "echo BEFORE-TOP\n"
         f"{cmd}\n"
         "echo EXIT=$?\n"
-        f"stty -g > {tmp / name}.after\n"
+        f"stty -g > {tmp / name}.after.part && mv {tmp / name}.after.part {tmp / name}.after\n"
         "sleep 600\n"
     )
     return script
