@@ -236,6 +236,37 @@ def test_reloads_keep_the_watchdog_the_journal_and_status_alive(agent_factory, n
     )
 
 
+def _ready_ticks(notify) -> list[int]:
+    """The tick each READY=1 named in its STATUS= (sent in the same datagram, the line after it)."""
+    lines = [m for _, m in list(notify.messages)]
+    return [
+        int(m.group(1))
+        for ready, status in itertools.pairwise(lines)
+        if ready == "READY=1" and (m := re.search(r"tick (\d+)", status))
+    ]
+
+
+def test_a_reload_serves_the_last_snapshot_until_the_new_sampler_ticks(agent_factory, notify):
+    """A reload builds a new sampler; until its first tick the agent serves the last snapshot, and the
+    tick count goes on. A loaded run caught status at seq 0 just after a reload: every scrape then saw
+    an empty node. The READY=1 of a reload is sent before the new sampler can tick, so it shows it."""
+    agent = agent_factory({"agent": {"interval": "200ms"}}, env={"NOTIFY_SOCKET": notify.path})
+    wait_until(lambda: notify.lines("READY=1"), 10, what="READY=1")
+    seen = agent.wait_for(
+        lambda: agent.status()["snapshot"]["seq"] >= 3 and agent.status()["snapshot"]["seq"], 15
+    )
+    before = len(_ready_ticks(notify))  # the first READY=1 names the listener, not a tick
+    agent.signal(signal.SIGHUP)
+    ticks = wait_until(
+        lambda: len(_ready_ticks(notify)) > before and _ready_ticks(notify),
+        15,
+        what="the reload's READY=1 with its tick",
+        detail=lambda: str(notify.messages[-12:]),
+    )
+    assert ticks[before] >= seen, notify.messages
+    assert agent.status()["snapshot"]["seq"] >= seen
+
+
 def test_a_sighup_storm_is_coalesced_and_the_agent_keeps_running(agent_factory, notify):
     agent = agent_factory(
         {"agent": {"interval": "200ms"}, "preemption": _watching()},

@@ -85,12 +85,15 @@ class Daemon:
         for d in (self.state_dir, self.runtime_dir):
             d.mkdir(parents=True, exist_ok=True)
         pid_sources: list[PidSource] = []  # filled once the parts exist; the collector reads it each tick
+        previous = self.sampler
         self.sampler = Sampler(
             build_collectors(cfg, self._latest, pid_sources),
             cfg.agent.interval,
             cfg.agent.collector_timeout,
             cfg.agent.stall_after,
         )
+        if previous is not None:  # a reload: no scrape in between sees the empty snapshot
+            self.sampler.carry_on(previous)
         # the exporter's renderers follow the config (a disabled collector's families go too)
         self._exporter.renderers = build_renderers(cfg)
         ctx = Context(

@@ -148,6 +148,13 @@ class Sampler:
         self.last_progress = time.monotonic()
         self.started = time.monotonic()
         self._seq = 0
+        self._built = 0  # snapshots this sampler made: its first has no interval of its own
+
+    def carry_on(self, previous: Sampler) -> None:
+        """A reload's new sampler: the last snapshot stays served (status, /metrics, the READY line)
+        until this one's first tick, and the tick count goes on instead of back to 0."""
+        self.latest = previous.latest
+        self._seq = previous._seq
 
     # --- health ------------------------------------------------------------------------------------
 
@@ -275,7 +282,8 @@ class Sampler:
                 parts[s.collector.part] = s.last_part
                 if s.rates is not None:
                     by_source[s.collector.part] = s.rates
-        rates = NodeRates(now - prev.monotonic if prev.seq else 0.0, by_source)
+        rates = NodeRates(now - prev.monotonic if self._built else 0.0, by_source)
+        self._built += 1
         self._seq += 1
         return NodeSnapshot(
             seq=self._seq, timestamp=time.time(), monotonic=now, parts=parts, collectors=statuses, rates=rates
