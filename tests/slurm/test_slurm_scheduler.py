@@ -286,7 +286,8 @@ def test_dry_run_changes_nothing_in_slurm(slurm_cluster, sim, tmp_path):  # noqa
     agent = _agent(tmp_path, c, sim, job, fake, dry_run=True, kind="auto")
     try:
         agent.wait_for(lambda: agent.status()["checkpoint"]["targets"], 20, what="the trainer found")
-        assert agent.status()["scheduler"]["kind"] == "slurm"
+        # the part says slurm once it is set up (slurmd -C named the node): wait for that, not the trainer
+        agent.wait_for(lambda: agent.status()["scheduler"]["kind"] == "slurm", 20, what="Slurm detected")
         before = _updates(c)
         sim.control("/notice", {"kind": "spot-termination", "seconds": 120})
         wait_until(lambda: job.events("ack"), 20, what="the trainer's ack")
