@@ -80,6 +80,7 @@ class Features(NamedTuple):
     network_pressure: float = 0.0  # while waiting
     network_pressure_spin: float = 0.0  # while spinning
     input_pressure: float = 0.0  # input streamed over a link while the GPUs starve (network-input)
+    streamed: Traffic | None = None  # the link that input_pressure was read from
     trainer_nonblock_read: float | None = None  # bytes/s read() gave that no block device fetched
     waiting_gpus: tuple[int, ...] = ()  # GPUs that spent most of the window not working
     health: tuple[str, ...] = ()
@@ -238,6 +239,7 @@ def measure(
         network_pressure=net_wait,
         network_pressure_spin=net_spin,
         input_pressure=input_pressure,
+        streamed=streamed,
         trainer_nonblock_read=nonblock,
         waiting_gpus=g.waiting,
         health=health(window, g.throttled),

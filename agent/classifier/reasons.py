@@ -178,9 +178,8 @@ def streamed_text(x: Traffic) -> str:
 
 def _streamed_text(f: Features) -> list[str]:
     out = []
-    streamed = max(f.traffic, key=lambda x: x.input_pressure, default=None)
-    if streamed is not None:
-        out.append("input streamed over the network: " + streamed_text(streamed))
+    if f.streamed is not None:
+        out.append("input streamed over the network: " + streamed_text(f.streamed))
     if f.trainer_nonblock_read is not None:
         out.append(
             f"training processes read {rate(f.trainer_nonblock_read)} that no disk or NFS served "

@@ -126,31 +126,19 @@ def traffic(
         ceiling, source = (learned, "learned") if learned > here else (here, "window")
         if link:
             ceiling = min(ceiling, link)
-        # the waits' weight in the samples at >= half the plateau
-        steady = (
-            sum(compress(wait, map(le, repeat(0.5 * plateau), col))) / total_wait if total_wait > 0 else 0.0
-        )
+        steady = _steady_share(wait, total_wait, col, plateau)
         contrast = 1.0
         if rate_work is not None and ceiling > 0:
             contrast = max(
                 ramp(rate_wait / rate_work if rate_work > 0 else float("inf"), cfg.network_contrast),
                 ramp(rate_work / ceiling, cfg.network_utilization),  # saturated while they work too
             )
-        pressure = (
-            ramp(rate_wait / ceiling if ceiling > 0 else 0.0, cfg.network_utilization)
-            * ramp(rate_wait, cfg.network_bulk)
-            * ramp(steady, cfg.network_steady)
-            * contrast
-        )
+        pressure = _link_pressure(rate_wait, ceiling, steady, cfg) * contrast
         rate_in = steady_in = pressure_in = 0.0
         if total_starved > 0:
             rate_in = max(0.0, sum(map(mul, col, starved)) / total_starved - nfs)
-            steady_in = sum(compress(starved, map(le, repeat(0.5 * plateau), col))) / total_starved
-            pressure_in = (
-                ramp(rate_in / ceiling if ceiling > 0 else 0.0, cfg.network_utilization)
-                * ramp(rate_in, cfg.network_bulk)
-                * ramp(steady_in, cfg.network_steady)
-            )
+            steady_in = _steady_share(starved, total_starved, col, plateau)
+            pressure_in = _link_pressure(rate_in, ceiling, steady_in, cfg)
         if max(rate_wait, rate_in) >= cfg.network_bulk[0]:  # less is a barrier's few KB: no evidence
             out.append(
                 Traffic(
@@ -170,6 +158,20 @@ def traffic(
             )
     out.sort(key=lambda x: x.pressure, reverse=True)
     return tuple(out)
+
+
+def _link_pressure(rate: float, ceiling: float, steady: float, cfg: ClassifierSection) -> float:
+    """How far a link moving ``rate`` is the bottleneck: near its ceiling, in bulk, and steadily."""
+    return (
+        ramp(rate / ceiling if ceiling > 0 else 0.0, cfg.network_utilization)
+        * ramp(rate, cfg.network_bulk)
+        * ramp(steady, cfg.network_steady)
+    )
+
+
+def _steady_share(weights: Sequence[float], total: float, col: Sequence[float], plateau: float) -> float:
+    """The share of ``weights`` in the samples that carry at least half the plateau."""
+    return sum(compress(weights, map(le, repeat(0.5 * plateau), col))) / total if total > 0 else 0.0
 
 
 _FAMILY = {c.kind: attrgetter(c.family) for c in CAPACITIES}  # a link kind's column of the samples

@@ -43,32 +43,21 @@ def test_damaged_dumps_are_counted_never_raised() -> None:
     assert parse_qdiscs(data[: len(data) // 2]).malformed >= 0
 
 
+def _veth(a: str, b: str, rate: str) -> int:
+    """A veth pair, ``a`` up under a root tbf at ``rate``: ``a``'s ifindex."""
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    subprocess.run(["ip", "link", "set", a, "up"], check=True)
+    tbf = ["tc", "qdisc", "add", "dev", a, "root", "tbf", "rate", rate, "burst", "32kbit", "latency", "400ms"]
+    subprocess.run(tbf, check=True)
+    return int(Path(f"/sys/class/net/{a}/ifindex").read_text())
+
+
 def test_the_collector_names_the_shaped_nic_and_its_rate() -> None:
     need_root("a veth and a tc qdisc")
     need_binary("tc", "iproute2")
     a, b = f"tnsh{os.getpid() % 10000}a", f"tnsh{os.getpid() % 10000}b"
-    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
     try:
-        subprocess.run(["ip", "link", "set", a, "up"], check=True)
-        subprocess.run(
-            [
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                a,
-                "root",
-                "tbf",
-                "rate",
-                "20mbit",
-                "burst",
-                "32kbit",
-                "latency",
-                "400ms",
-            ],
-            check=True,
-        )
-        index = int(Path(f"/sys/class/net/{a}/ifindex").read_text())
+        index = _veth(a, b, "20mbit")
         assert parse_qdiscs(dump_qdiscs()).value.get(index) == 2_500_000
         col = NetworkCollector("/proc", "/sys", device_exclude="^$")
         nics = {n.device: n for n in col.collect().nics}
@@ -78,6 +67,11 @@ def test_the_collector_names_the_shaped_nic_and_its_rate() -> None:
         subprocess.run(["tc", "qdisc", "del", "dev", a, "root"], check=True)
         col._shapers_at = float("-inf")
         assert {n.device: n for n in col.collect().nics}[a].shaped_bytes is None
+        # the same name back as another interface: known by its new ifindex at the next refresh
+        subprocess.run(["ip", "link", "del", a], check=True)
+        assert _veth(a, b, "40mbit") != index
+        col._shapers_at = float("-inf")
+        assert {n.device: n for n in col.collect().nics}[a].shaped_bytes == 5_000_000
         col.close()
     finally:
         subprocess.run(["ip", "link", "del", a], check=False)

@@ -100,6 +100,7 @@ class NetworkCollector:
         self._shapers: dict[int, int] = {}  # ifindex -> bytes/s
         self._shapers_at = float("-inf")
         self._shapers_failed = False
+        self._indexes: dict[str, int | None] = {}  # name -> ifindex, read again with the shapers
 
     def _shaper_rates(self, now: float) -> dict[int, int]:
         if now - self._shapers_at < (
@@ -107,6 +108,7 @@ class NetworkCollector:
         ):
             return self._shapers
         self._shapers_at = now
+        self._indexes = {}  # a name can come back as another interface
         try:
             parsed = parse_qdiscs(dump_qdiscs())
         except OSError as e:
@@ -154,9 +156,8 @@ class NetworkCollector:
             if speed is None:
                 speed = self.capacity.get(name)
             shaped = None
-            if shapers:
-                index = self._files.read(f"{self.class_net}/{name}/ifindex")
-                shaped = shapers.get(int(index)) if index and index.strip().isdigit() else None
+            if shapers and (index := self._index(name)) is not None:
+                shaped = shapers.get(index)
             out.append(replace(nics[name], speed_bytes=speed, shaped_bytes=shaped))
         if text is None and not sys_names and not rdma:
             raise SourceAbsent(f"neither {self.net_dev} nor {self.class_net} is readable")
@@ -168,6 +169,12 @@ class NetworkCollector:
             malformed_lines_total=self.malformed_total,
             read_at=read_at,
         )
+
+    def _index(self, name: str) -> int | None:
+        if name not in self._indexes:
+            text = self._files.read(f"{self.class_net}/{name}/ifindex")
+            self._indexes[name] = int(text) if text and text.strip().isdigit() else None
+        return self._indexes[name]
 
     def _ports(self) -> list[_PortFiles]:
         devices = sorted(_listdir(self.ib_root))
