@@ -163,6 +163,20 @@ def test_a_worker_busy_only_while_the_gpus_wait_is_cpu_bound_and_synchronous() -
     assert "prefetch_factor" in v.hint and "run ahead" in v.hint, v.hint
 
 
+def test_a_worker_that_runs_ahead_through_the_compute_is_not_called_synchronous() -> None:
+    """Busy through most of the GPUs' work too (it prefetches, but not enough), over a full default
+    window: busy 80% against starved 33% is no pipeline that works only while they wait."""
+    ahead = like(
+        POOL, phases=("starved", "work", "work"), busy=(1.0, 0.03), busy_work=(0.7, 0.03), seconds=90
+    )
+    v = last(run(ahead, cfg=fast_cfg(window="60s")))
+    f = v.features
+    assert f.samples >= 55 and f.cpu_decoding is not None, f  # the rule was asked
+    assert abs(f.starved_share - 1 / 3) < 0.05 and f.cpu_busiest is not None and f.cpu_busiest > 0.75, f
+    assert not f.cpu_synchronous, v.reasons
+    assert "prefetch_factor" not in v.hint, v.hint
+
+
 def test_a_worker_busy_for_part_of_the_waits_is_not_cpu_bound() -> None:
     """Busy a third of the starvation: waiting on something else most of it."""
     v = last(run(like(POOL, busy=(0.25, 0.03), cores=0.2, seconds=40)))
