@@ -30,6 +30,9 @@ from agent.ledger.cadence import Advice, advise
 from agent.ledger.saved import Saved
 
 REQUEST_START = (CheckpointPhase.REQUESTED,)
+# the notice's request file was written but no trainer was signalled: the GPUs' time stays as it
+# is booked (nobody was asked to stop), and the notice's end is a reclaim all the same
+UNSIGNALLED = (CheckpointPhase.NO_TARGET, CheckpointPhase.UNREACHABLE)
 REQUEST_END = (CheckpointPhase.COMPLETED, CheckpointPhase.MISSED, CheckpointPhase.CANCELED)
 KEEP_SAVES = 20
 KEEP_JOBS = 256  # the names of this many jobs are kept for the report (the oldest go first)
@@ -87,6 +90,7 @@ class Ledger:
     saves: deque[tuple[float, float | None]] = field(default_factory=lambda: deque(maxlen=KEEP_SAVES))
     finals: deque[float] = field(default_factory=lambda: deque(maxlen=KEEP_SAVES))
     open_requests: dict[str, float] = field(default_factory=dict)  # event id -> open until
+    unsignalled: dict[str, float] = field(default_factory=dict)  # event id -> open until
     reclaims: deque[Reclaim] = field(default_factory=lambda: deque(maxlen=20))
     ticks: int = 0
     spot_seen: bool = False  # the metadata service announced a spot notice on this node
@@ -112,6 +116,8 @@ class Ledger:
         job = job or any(g.busy for g in gpus)
         if self.open_requests:
             self.open_requests = {k: until for k, until in self.open_requests.items() if until > wall}
+        if self.unsignalled:
+            self.unsignalled = {k: until for k, until in self.unsignalled.items() if until > wall}
         if job and not self.job:
             # a job appearing while we watch starts up; one running when the agent starts does not
             self.startup = self.ticks > 0
@@ -154,14 +160,23 @@ class Ledger:
         """The checkpoint handshake (``CheckpointEvent``). A notice's end is a reclaim: nothing lost
         when the final checkpoint was acknowledged, the work since the last durable one when not.
         An open request is kept until its deadline (and a grace) at most: an end that never came
-        (the agent restarted meanwhile) must not book checkpoint time forever."""
+        (the agent restarted meanwhile) must not book checkpoint time forever. A notice whose trainers
+        could not be signalled (none found yet, or none safe to signal) books no checkpoint time, but
+        its end is a reclaim all the same: the work since the last durable checkpoint is lost."""
+        until = (deadline if deadline is not None else at + OPEN_MAX) + GRACE
         if phase in REQUEST_START:
-            self.open_requests[event_id] = (deadline if deadline is not None else at + OPEN_MAX) + GRACE
+            self.open_requests[event_id] = until
+            self.unsignalled.pop(event_id, None)
+            return None
+        if phase in UNSIGNALLED:
+            if event_id not in self.open_requests:
+                self.unsignalled[event_id] = until
             return None
         if phase not in REQUEST_END:
             return None
         opened = self.open_requests.pop(event_id, None)
-        if phase == CheckpointPhase.CANCELED or opened is None:
+        unsignalled = self.unsignalled.pop(event_id, None)
+        if phase == CheckpointPhase.CANCELED or (opened is None and unsignalled is None):
             return None
         if phase == CheckpointPhase.COMPLETED:
             if duration is not None and duration >= 0:
@@ -301,6 +316,7 @@ class Ledger:
             "finals": list(self.finals),
             "reclaims": [r.as_dict() for r in self.reclaims],
             "open_requests": dict(self.open_requests),
+            "unsignalled": dict(self.unsignalled),
             "spot_seen": self.spot_seen,
             "saving": self.saving,
             "job_names": self.job_names,

@@ -91,6 +91,10 @@ def from_json(data: Any, book: Book) -> Ledger:
         raise ValueError("open_requests is not a table")
     # a request open when the agent stopped stays open: the checkpoint episode resumes after a restart
     ledger.open_requests = {str(k): _number(opened, k) for k in opened}
+    unsignalled = data.get("unsignalled", {})
+    if not isinstance(unsignalled, dict):
+        raise ValueError("unsignalled is not a table")
+    ledger.unsignalled = {str(k): _number(unsignalled, k) for k in unsignalled}
     ledger.spot_seen = bool(data.get("spot_seen"))
     ledger.saving = _number(data, "saving") if "saving" in data else 0.0
     names = data.get("job_names", {})

@@ -65,6 +65,29 @@ def goodput(agent) -> dict:
     return agent.status()["goodput"]
 
 
+def started_after_a_save(agent_factory, sim: MetadataSimProcess, env: dict[str, str]):
+    """An agent watching ``sim``, on a ledger whose last periodic checkpoint was 10 minutes ago:
+    the agent and when that save was."""
+    agent = agent_factory(
+        {
+            "goodput": {**GOODPUT, "resolution": "10s"},
+            "preemption": {"provider": "alibaba", "endpoint": sim.url, "poll_interval": "200ms"},
+            "trainer": {"discover": ["nvml"]},
+        },
+        env=env,
+        start=False,
+    )
+    saved_at = seed(agent.state_dir, 2, 10)
+    agent.start()
+    return agent, saved_at
+
+
+def trainer_seen(agent) -> None:
+    """The seeded ledger has observed 30 minutes already: wait for a tick that saw the trainer on
+    the GPUs, or a notice can come before it is known (a loaded box's first tick came after one)."""
+    agent.wait_for(lambda: agent.status()["snapshot"].get("training_processes"), what="the trainer")
+
+
 def test_daemon_books_every_gpu_second_prices_it_and_continues_after_a_restart(
     agent_factory, tmp_path
 ) -> None:
@@ -168,18 +191,8 @@ def test_simulated_reclaim_ten_minutes_after_a_periodic_checkpoint(agent_factory
     with trainer_on_gpus(tmp_path) as (_proc, _nvml, env):
         sim = MetadataSimProcess(tmp_path / "sim.log", "alibaba")
         try:
-            agent = agent_factory(
-                {
-                    "goodput": {**GOODPUT, "resolution": "10s"},
-                    "preemption": {"provider": "alibaba", "endpoint": sim.url, "poll_interval": "200ms"},
-                    "trainer": {"discover": ["nvml"]},
-                },
-                env=env,
-                start=False,
-            )
-            saved_at = seed(agent.state_dir, 2, 10)
-            agent.start()
-            agent.wait_for(lambda: goodput(agent)["observed_seconds"] > 1, what="booking")
+            agent, saved_at = started_after_a_save(agent_factory, sim, env)
+            trainer_seen(agent)
             # 15 s: the ack below is a CLI process, which a loaded box takes seconds to start
             sim.control("/notice", {"kind": "spot-termination", "seconds": 15})
             agent.wait_for(
@@ -209,6 +222,31 @@ def test_simulated_reclaim_ten_minutes_after_a_periodic_checkpoint(agent_factory
             sim.stop()
 
 
+def test_a_reclaim_with_no_trainer_found_books_the_lost_work(agent_factory, tmp_path) -> None:
+    """The GPUs work but NVML lists no process the agent can signal: the notice's checkpoint is
+    `no-target` (request file only), its deadline passes unacked, and the reclaim is booked all the
+    same. A loaded run once had the notice come before the agent's first tick: no reclaim at all."""
+    with trainer_on_gpus(tmp_path) as (_proc, nvml, env):
+        for i in range(2):
+            nvml.set(i, processes=[])
+        sim = MetadataSimProcess(tmp_path / "sim.log", "alibaba")
+        try:
+            agent, saved_at = started_after_a_save(agent_factory, sim, env)
+            agent.wait_for(lambda: agent.status()["snapshot"].get("gpus"), what="a tick with the GPUs")
+            sim.control("/notice", {"kind": "spot-termination", "seconds": 3})
+            g = agent.wait_for(
+                lambda: (s := goodput(agent))["reclaims"] and s, what="the reclaim", timeout=30
+            )
+            (r,) = g["reclaims"]
+            assert r["outcome"] == "missed" and not r["drill"], r
+            assert 600 - 10 <= r["lost_seconds"] <= time.time() - saved_at + 10, r
+            assert g["totals"]["lost-to-preemption"] == pytest.approx(2 * r["lost_seconds"], rel=1e-6)
+            events = agent.status()["recent_events"]
+            assert any(e["type"] == "checkpoint" and e["phase"] == "no-target" for e in events), events
+        finally:
+            sim.stop()
+
+
 def test_drill_reports_what_a_reclaim_would_lose_and_the_cadence(agent_factory, tmp_path) -> None:
     with trainer_on_gpus(tmp_path) as (_proc, _nvml, env):
         agent = agent_factory(
@@ -218,7 +256,7 @@ def test_drill_reports_what_a_reclaim_would_lose_and_the_cadence(agent_factory, 
         )
         seed(agent.state_dir, 2, 10)
         agent.start()
-        agent.wait_for(lambda: goodput(agent)["observed_seconds"] > 1, what="booking")
+        trainer_seen(agent)
         out = run_cli("drill", "--control-socket", agent.control_socket, "--deadline", "3s", timeout=40)
         assert out.returncode == 3, out.stdout + out.stderr  # no ack: would lose work
         print(out.stdout)

@@ -127,6 +127,42 @@ def test_reclaim_ten_minutes_after_the_last_periodic_checkpoint(acked: bool) -> 
     assert sum(everything(led).values()) == pytest.approx(8 * (1800 + 600 + 20))
 
 
+@pytest.mark.parametrize("phase", ["no-target", "unreachable"])
+@pytest.mark.parametrize("acked", [False, True])
+def test_a_notice_whose_trainer_was_not_signalled_is_a_reclaim_all_the_same(phase: str, acked: bool) -> None:
+    """No trainer found at the notice (it was not yet on the GPUs, a loaded box's first tick) or none
+    safe to signal: only the request file was written. The GPUs' time stays productive meanwhile,
+    and the notice's end books the reclaim: the work since the last checkpoint lost, or none where a
+    trainer read the request file and acked (a daemon test found the loss never booked)."""
+    led = ledger(resolution=10.0, settle=2 * 3600)
+    t = run(led, T0, 1800, ["working"] * 2)
+    led.saved(Saved(time=t, seconds=40.0, step=5000, path="/oss/ckpt-5000", pid=42))
+    t = run(led, t, 600, ["working"] * 2)
+    led.checkpoint(phase, "spot-1", t, False, None, deadline=t + 20)
+    t = run(led, t, 20, ["working"] * 2)
+    assert bucket(led, Bucket.CHECKPOINT) == 0  # nobody was asked to stop
+    r = led.checkpoint("completed" if acked else "missed", "spot-1", t, False, 15.0 if acked else None)
+    assert r is not None and list(led.reclaims) == [r]
+    if acked:
+        assert r.outcome == "completed" and r.lost_seconds == 0 and bucket(led, Bucket.LOST) == 0
+    else:
+        assert r.outcome == "missed" and r.lost_seconds == pytest.approx(620, abs=10)
+        assert bucket(led, Bucket.LOST) == pytest.approx(2 * 620, abs=20)
+    assert not led.unsignalled and not led.open_requests
+
+
+def test_an_unsignalled_notice_survives_a_restart_and_expires_after_its_deadline(tmp_path) -> None:
+    led = ledger(resolution=10.0, settle=60.0)
+    t = run(led, T0, 60, ["working"])
+    led.checkpoint("no-target", "spot-2", t, False, None, deadline=t + 30)
+    store.save(tmp_path, led)
+    again = store.load(tmp_path, Book(10.0, 60.0, 86400.0))
+    assert again.unsignalled == {"spot-2": t + 30 + 60}
+    run(again, t, 200, ["working"])  # past the deadline and its grace: the end never came
+    assert not again.unsignalled
+    assert again.checkpoint("missed", "spot-2", t + 200, False, None) is None
+
+
 def test_a_drill_that_misses_moves_nothing_but_says_what_would_be_lost() -> None:
     led = ledger()
     t = run(led, T0, 300, ["working"] * 2)
