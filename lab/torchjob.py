@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         finished = True
     finally:
         gpus.phase("idle", None)
-        log.write(phase="idle", regime="end")
+        log.write(phase="idle", regime="end", finished=finished)
         log.close()
         if dist:
             # both ranks past their last collective before either tears its group down: one that

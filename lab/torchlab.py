@@ -15,11 +15,13 @@ a one-process pool mapping each batch synchronously while the training process w
 from __future__ import annotations
 
 import io
+import json
 import random
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -146,16 +148,46 @@ def _args(sc: Scenario, lab: Lab, state: Path, log: Path) -> list[str]:
     return out
 
 
-def _wait(procs: list[subprocess.Popen[bytes]], timeout: float, errs: list[Path]) -> None:
+# gloo's teardown once aborted a rank ("terminate called without an active exception", SIGABRT)
+# after both had logged their last step, and the other rank then hung for the whole timeout: once
+# every rank has said it finished, its exit no longer tells anything about the job the agent watched
+TEARDOWN_GRACE = 15.0
+
+
+def finished(logs: list[Path]) -> bool:
+    """Every rank's phase log ends with its job finished (``torchjob.py``'s last record)."""
+    for log in logs:
+        try:
+            lines = log.read_text().splitlines()
+        except OSError:
+            return False
+        if not lines or not json.loads(lines[-1]).get("finished"):
+            return False
+    return True
+
+
+def _wait(procs: list[subprocess.Popen[bytes]], timeout: float, errs: list[Path], logs: list[Path]) -> None:
+    deadline = time.monotonic() + timeout
+    done_at = None
     try:
-        for p in procs:
-            p.wait(timeout)
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            if done_at is None and finished(logs):
+                done_at = time.monotonic()
+            if done_at is not None and time.monotonic() - done_at > TEARDOWN_GRACE:
+                break
+            time.sleep(0.2)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
     bad = [p.returncode for p in procs if p.returncode != 0]
+    if bad and finished(logs):
+        print(
+            f"the PyTorch job finished; its teardown failed ({bad}), which the lab does not score",
+            file=sys.stderr,
+        )
+        return
     if bad:
         texts = {e.name: e.read_text(errors="replace") for e in errs if e.exists()}
         first = " | ".join(last_error(t) or f"{name}: empty" for name, t in texts.items())
@@ -188,7 +220,7 @@ def run_job(sc: Scenario, lab: Lab, log: Path) -> None:
                 stderr=err,
                 preexec_fn=lambda: cgroup.join(cpuset=cpuset),
             )
-        _wait([proc], timeout, [err0])
+        _wait([proc], timeout, [err0], [log])
         return
     net = lab.net
     assert net is not None
@@ -221,6 +253,6 @@ def run_job(sc: Scenario, lab: Lab, log: Path) -> None:
                     stderr=e1,
                 )
             )
-        _wait(procs, timeout, [err0, err1])
+        _wait(procs, timeout, [err0, err1], [log, other])
     finally:
         state1.unlink(missing_ok=True)
