@@ -1,7 +1,8 @@
 """What the classifier learns about this node and keeps across restarts.
 
 - read and link capacities: the highest sustained throughput seen per disk, NFS mount, NIC and RDMA
-  port (the 90th percentile of a window, so one lucky interval does not set it);
+  port (the 90th percentile of a window, so one lucky interval does not set it), in two consecutive
+  learning windows (so one window of a transient does not set it either);
 - each GPU's idle power (keyed by UUID: indices move when a GPU drops off the bus);
 - each NFS mount's normal READ RTT (the lowest window median).
 
@@ -40,6 +41,22 @@ class Baselines:
     peaks: dict[str, dict[str, float]] = field(default_factory=lambda: {k: {} for k in KINDS})
     idle_power: dict[str, float] = field(default_factory=dict)  # GPU uuid -> watts
     nfs_rtt: dict[str, float] = field(default_factory=dict)  # mountpoint -> seconds
+    # kind -> device -> what the last learning window sustained, not saved. A peak is learned as the
+    # lower of two consecutive windows': a fresh TCP connection's slow start overshoots a cap that
+    # sits beyond the host (a hypervisor's, a far shaper's), and the host's tx counter counts what
+    # the cap then drops. In a 1.2 s window that read 4.4 MB/s on a 20 Mbit/s link, and the link at
+    # its cap then looked a third idle for the rest of the job (a network-bound node called
+    # sync-wait). After a restart the first window learns no new peak; the saved ones stand.
+    last_sustained: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
+
+    def saved_same(self, other: Baselines) -> bool:
+        """Whether the two would write the same file (the same tables: learning keeps what did not
+        move)."""
+        return (
+            self.peaks is other.peaks
+            and self.idle_power is other.idle_power
+            and self.nfs_rtt is other.nfs_rtt
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -157,19 +174,27 @@ def learn(
         return baselines
     gathered = gathered or {}
     peaks, idle, rtt = baselines.peaks, baselines.idle_power, baselines.nfs_rtt
+    last = baselines.last_sustained
     for part in parts:
         data = gathered[part] if part in gathered else gather(window, part)
         if part in PEAK_FAMILIES:
-            known = _learn_peaks(data, peaks.get(part, {}))
+            known, now = _learn_peaks(data, peaks.get(part, {}), last.get(part, {}))
             if known is not peaks.get(part):
                 peaks = {**peaks, part: known}
+            if now != last.get(part, {}):
+                last = {**last, part: now}
         elif part == "idle_power":
             idle = _learn_idle(data, idle)
         elif part == "nfs_rtt":
             rtt = _learn_rtt(data, rtt)
-    if peaks is baselines.peaks and idle is baselines.idle_power and rtt is baselines.nfs_rtt:
+    if (
+        peaks is baselines.peaks
+        and idle is baselines.idle_power
+        and rtt is baselines.nfs_rtt
+        and last is baselines.last_sustained
+    ):
         return baselines
-    return Baselines(peaks=peaks, idle_power=idle, nfs_rtt=rtt)
+    return Baselines(peaks=peaks, idle_power=idle, nfs_rtt=rtt, last_sustained=last)
 
 
 def gather(window: Sequence[Sample], part: str) -> Any:
@@ -203,15 +228,21 @@ def lowest(s: Sample, low: dict[str, float]) -> None:
             low[g.uuid] = g.power
 
 
-def _learn_peaks(cols: Mapping[str, Sequence[float]], known: dict[str, float]) -> dict[str, float]:
+def _learn_peaks(
+    cols: Mapping[str, Sequence[float]], known: dict[str, float], before: Mapping[str, float]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The peaks after one window (``known`` itself where none rose), and what each device
+    sustained in it; ``before``: what they sustained in the previous learning window."""
     out = known
+    now: dict[str, float] = {}
     for name, values in cols.items():
         # idle intervals are part of the column: a peak must fill PEAK_QUANTILE of the window
-        candidate = sustained(values)
+        now[name] = here = sustained(values)
+        candidate = min(here, before.get(name, 0.0))  # and the window before must have held it
         if candidate > out.get(name, 0.0):
             out = dict(out) if out is known else out
             out[name] = candidate
-    return out
+    return out, now
 
 
 def _learn_idle(low: Mapping[str, float], known: dict[str, float]) -> dict[str, float]:

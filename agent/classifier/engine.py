@@ -337,8 +337,9 @@ class Engine:
 
     def _adopt_baselines(self, new: Baselines) -> None:
         if new is not self.baselines:
+            if not new.saved_same(self.baselines):
+                self.baselines_dirty = True
             self.baselines = new
-            self.baselines_dirty = True
 
     def _tallies(self, window: list[Sample]) -> list[GpuTally]:
         """Each sample's GPU tally, computed once per sample (again only if idle power was relearned).
