@@ -330,7 +330,10 @@ def dump():
     while not trigger.exists():
         time.sleep(0.1)
     rss = int(re.search(r"VmRSS:\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1))
-    out.write_text(json.dumps({"modules": sorted(sys.modules), "rss_kib": rss}))
+    # written aside and renamed: the test reads it once it exists, and a loaded box once read it empty
+    part = out.with_name(out.name + ".part")
+    part.write_text(json.dumps({"modules": sorted(sys.modules), "rss_kib": rss}))
+    part.replace(out)
 threading.Thread(target=dump, daemon=True).start()
 from agent.cli.main import main
 sys.exit(main(sys.argv[3:]))

@@ -24,6 +24,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,10 +79,20 @@ class Alertmanager:
                 f"--storage.path={tmp / 'am'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--cluster.listen-address=",
+                "--log.level=debug",  # what it received and flushed, when a message does not come
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
+
+    def alerts(self) -> str:
+        """What it holds now, and the tail of its log: the detail of a message that did not come."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v2/alerts", timeout=5) as r:
+                held = r.read().decode()[:2000]
+        except OSError as e:
+            held = f"(its API did not answer: {e})"
+        return f"alertmanager holds: {held}\n{self.log_path.read_text()[-3000:]}"
 
     def stop(self) -> None:
         stop_process(self.proc)
@@ -89,7 +100,7 @@ class Alertmanager:
 
 
 @pytest.fixture
-def rig(tmp_path: Path) -> Iterator[tuple[Fabric, PrometheusServer, Any, Transcript]]:
+def rig(tmp_path: Path) -> Iterator[tuple[Fabric, PrometheusServer, Any, Transcript, Alertmanager]]:
     need_root("network namespaces, a bridge, cgroups and loop devices")
     for b in ("ip", "tc", "losetup", "prometheus"):
         need_binary(b, {"ip": "iproute2", "tc": "iproute2", "losetup": "mount"}.get(b, b))
@@ -115,7 +126,7 @@ def rig(tmp_path: Path) -> Iterator[tuple[Fabric, PrometheusServer, Any, Transcr
             port = free_port()
             for n in fabric.nodes:
                 n.start_trainer(fabric.nodes[0], port, JOB, stop_file, ELEMS)
-            yield fabric, prom, receiver, log
+            yield fabric, prom, receiver, log, am
             stop_file.touch()
         finally:
             log.save()
@@ -144,7 +155,7 @@ def _ok(n) -> bool:
 
 
 def test_the_throttled_node_is_named_with_data_storage_and_resolves(rig) -> None:
-    fabric, prom, receiver, log = rig
+    fabric, prom, receiver, log, am = rig
     a, b = fabric.nodes
     detail = lambda: "\n".join(f"--- {n.name}\n{n.trainer_log()}\n{n.log()[-3000:]}" for n in fabric.nodes)  # noqa: E731
     # both ranks step, and the job's name comes from torchrun's rendezvous id through the trainers
@@ -173,7 +184,16 @@ def test_the_throttled_node_is_named_with_data_storage_and_resolves(rig) -> None
     def firing_messages() -> list[dict]:
         return [p for p in receiver.accepted if p.get("status") == "firing"]
 
-    wait_until(firing_messages, 30, 0.5, "the chat message")
+    def delivery() -> str:
+        # a loaded run once waited 30 s with the alert firing and Alertmanager silent: who had it
+        try:
+            with urllib.request.urlopen(prom.url + "/api/v1/alertmanagers", timeout=5) as r:
+                known = r.read().decode()
+        except OSError as e:
+            known = f"(did not answer: {e})"
+        return f"prometheus's alertmanagers: {known}\n{prom.log()[-2000:]}\n{am.alerts()}"
+
+    wait_until(firing_messages, 30, 0.5, "the chat message", delivery)
     body = firing_messages()[0]
     text = json.dumps(body)
     notes = body["alerts"][0]["annotations"]
