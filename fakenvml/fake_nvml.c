@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "functions.h"
@@ -48,6 +48,9 @@ struct nvmlGpmSample_st {
     unsigned int index;
     int has_sm, has_tensor, has_dram;
     double sm, tensor, dram;
+    double at;          /* CLOCK_MONOTONIC seconds when taken */
+    int has_integrals;  /* the state carried them: ``integral`` is each metric's running integral */
+    double integral[3]; /* sm, tensor, dram */
 };
 
 typedef struct {
@@ -467,6 +470,61 @@ FAKE_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p) 
     return pci_info(FN_nvmlDeviceGetPciInfo_v3, d, p);
 }
 
+/* --- readings averaged over time -------------------------------------------------------------------
+ * With ``integrals`` in its state, a device answers as a real one does: utilization over the past
+ * sample period, power over its averaging interval, GPM between two samples. The writer carries a
+ * running integral of each reading (value x seconds); the state's own value holds from the last
+ * item's ``at`` on, and between two items the reading was what their difference over their gap says. */
+
+static double monotonic_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double current(const fake_device *d, enum fake_averaged k) {
+    switch (k) {
+    case AVG_UTIL_GPU: return d->utilization_gpu;
+    case AVG_UTIL_MEMORY: return d->utilization_memory;
+    case AVG_POWER: return d->power_mw;
+    case AVG_SM: return d->sm_active;
+    case AVG_TENSOR: return d->tensor_active;
+    default: return d->dram_active;
+    }
+}
+
+static int integrated(const fake_device *d, enum fake_averaged k) {
+    return d->nintegrals && (d->integrals[0].has >> k & 1);
+}
+
+/* The integral at ``t``, for t at or after the first item's ``at`` (callers clamp). */
+static double integral_at(const fake_device *d, enum fake_averaged k, double t) {
+    const fake_integral *g = d->integrals;
+    size_t n = d->nintegrals;
+    if (t >= g[n - 1].at) return g[n - 1].value[k] + current(d, k) * (t - g[n - 1].at);
+    size_t i = 0;
+    while (i + 2 < n && g[i + 1].at <= t) i++;
+    double span = g[i + 1].at - g[i].at;
+    return g[i].value[k] + (g[i + 1].value[k] - g[i].value[k]) * (t - g[i].at) / span;
+}
+
+/* The mean over the ``seconds`` before now (from the first item on, where it is later); the instant's
+ * value without integrals, with a zero period, or at the very first item. */
+static double averaged(const fake_device *d, enum fake_averaged k, double seconds) {
+    if (!integrated(d, k) || seconds <= 0) return current(d, k);
+    double now = monotonic_now();
+    double from = now - seconds;
+    if (from < d->integrals[0].at) from = d->integrals[0].at;
+    if (now - from < 1e-6) return current(d, k);
+    return (integral_at(d, k, now) - integral_at(d, k, from)) / (now - from);
+}
+
+static unsigned int rounded(double v, double hi) {
+    if (v < 0) v = 0;
+    if (v > hi) v = hi;
+    return (unsigned int)(v + 0.5);
+}
+
 /* --- gauges --------------------------------------------------------------------------------------- */
 
 FAKE_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u) {
@@ -475,8 +533,8 @@ FAKE_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUti
     if (r == NVML_SUCCESS && !u) r = NVML_ERROR_INVALID_ARGUMENT;
     if (r == NVML_SUCCESS && !d->has_utilization) r = NVML_ERROR_NOT_SUPPORTED;
     if (r == NVML_SUCCESS) {
-        u->gpu = d->utilization_gpu;
-        u->memory = d->utilization_memory;
+        u->gpu = rounded(averaged(d, AVG_UTIL_GPU, d->utilization_average_s), 100);
+        u->memory = rounded(averaged(d, AVG_UTIL_MEMORY, d->utilization_average_s), 100);
     }
     return leave(r);
 }
@@ -522,8 +580,13 @@ static nvmlReturn_t uint_value(enum fake_function fn, nvmlDevice_t device, unsig
 
 #define UINT_FIELD(has, value) offsetof(fake_device, has), offsetof(fake_device, value)
 
-FAKE_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *power) {
-    return uint_value(FN_nvmlDeviceGetPowerUsage, d, power, UINT_FIELD(has_power, power_mw));
+FAKE_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetPowerUsage, device, &d);
+    if (r == NVML_SUCCESS && !power) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && !d->has_power) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) *power = rounded(averaged(d, AVG_POWER, d->power_average_s), 4e9);
+    return leave(r);
 }
 FAKE_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *limit) {
     return uint_value(FN_nvmlDeviceGetEnforcedPowerLimit, d, limit, UINT_FIELD(has_power_limit, power_limit_mw));
@@ -786,7 +849,8 @@ FAKE_API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *d
 }
 
 /* --- GPM: a sample holds the state's activity percentages at sampling time; a metric reports the
- * later sample's value (the real library averages the activity between the two samples) ----------- */
+ * mean between the two samples where the state carries integrals (as the real library does), else
+ * the later sample's value ---------------------------------------------------------------------------- */
 
 static int valid_sample(nvmlGpmSample_t s) { return s && s->magic == GPM_MAGIC; }
 
@@ -835,6 +899,10 @@ FAKE_API nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t samp
         sample->sm = d->sm_active;
         sample->tensor = d->tensor_active;
         sample->dram = d->dram_active;
+        sample->at = monotonic_now();
+        sample->has_integrals = integrated(d, AVG_SM) && sample->at >= d->integrals[0].at;
+        for (int k = 0; sample->has_integrals && k < 3; k++)
+            sample->integral[k] = integrated(d, AVG_SM + k) ? integral_at(d, AVG_SM + k, sample->at) : 0;
     }
     return leave(r);
 }
@@ -863,6 +931,14 @@ FAKE_API nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
         case NVML_GPM_METRIC_DRAM_BW_UTIL: has = s->has_dram; value = s->dram; name = "dram_bw_util"; break;
         default: break;
         }
+        /* with integrals in both samples, the mean between them (a writer that started over, with
+         * integrals lower than before, gets the later sample's value) */
+        const nvmlGpmSample_t s1 = mg->sample1;
+        int k = m->metricId == NVML_GPM_METRIC_SM_UTIL          ? 0
+                : m->metricId == NVML_GPM_METRIC_ANY_TENSOR_UTIL ? 1
+                                                                 : 2;
+        if (has && s1->has_integrals && s->has_integrals && s->at > s1->at && s->integral[k] >= s1->integral[k])
+            value = (s->integral[k] - s1->integral[k]) / (s->at - s1->at);
         m->nvmlReturn = has ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
         m->value = has ? value : 0.0;
         m->metricInfo.shortName = (char *)name;

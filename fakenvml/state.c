@@ -184,6 +184,35 @@ static int parse_xids(ctx *c, const json_value *dev, fake_device *d) {
     return 0;
 }
 
+const char *const fake_averaged_names[AVG_COUNT] = {"utilization_gpu", "utilization_memory", "power_mw",
+                                                    "sm_active",       "tensor_active",      "dram_active"};
+
+static int parse_integrals(ctx *c, const json_value *dev, fake_device *d) {
+    const json_value *list;
+    int has;
+    if (get_double(c, dev, "utilization_average_seconds", 0, 10, 0, &d->utilization_average_s, &has) ||
+        get_double(c, dev, "power_average_seconds", 0, 10, 0, &d->power_average_s, &has) ||
+        get_list(c, dev, "integrals", FAKE_MAX_INTEGRALS, &list))
+        return -1;
+    if (!list) return 0;
+    for (size_t i = 0; i < list->count; i++) {
+        fake_integral *g = &d->integrals[i];
+        if (get_double(c, &list->items[i], "at", 0, 1e12, 0, &g->at, &has)) return -1;
+        if (!has) return bad(c, "integrals", "item %zu has no at", i);
+        if (i && g->at <= d->integrals[i - 1].at) return bad(c, "integrals", "item %zu: at must increase", i);
+        for (int k = 0; k < AVG_COUNT; k++) {
+            if (get_double(c, &list->items[i], fake_averaged_names[k], 0, 1e18, 0, &g->value[k], &has)) return -1;
+            if (has) g->has |= 1u << k;
+            if (i && (d->integrals[i - 1].has >> k & 1) != (unsigned)has)
+                return bad(c, "integrals", "item %zu: every item carries the same readings", i);
+            if (i && has && g->value[k] < d->integrals[i - 1].value[k])
+                return bad(c, "integrals", "item %zu: %s must not decrease", i, fake_averaged_names[k]);
+        }
+    }
+    d->nintegrals = list->count;
+    return 0;
+}
+
 static int parse_device(ctx *c, const json_value *dev, size_t pos, fake_device *d) {
     int has_total, has_util_gpu, has_util_mem, lost, dummy;
     unsigned long long index;
@@ -245,7 +274,7 @@ static int parse_device(ctx *c, const json_value *dev, size_t pos, fake_device *
     if (get_u32(c, dev, "delay_ms", 1, 0, &d->delay_ms, &dummy)) return -1;
     if (d->delay_ms > 600000) return bad(c, "delay_ms", "at most 600000 (10 minutes)");
     if (get_functions(c, dev, "unsupported", d->unsupported)) return -1;
-    if (parse_processes(c, dev, d) || parse_xids(c, dev, d)) return -1;
+    if (parse_processes(c, dev, d) || parse_xids(c, dev, d) || parse_integrals(c, dev, d)) return -1;
     return 0;
 }
 

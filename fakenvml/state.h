@@ -11,6 +11,18 @@
 #define FAKE_MAX_DEVICES 64
 #define FAKE_MAX_PROCESSES 128
 #define FAKE_MAX_XIDS 256
+#define FAKE_MAX_INTEGRALS 64
+
+/* The readings a real GPU averages over time (docs/fake-nvml.md, "Readings averaged over time"). */
+enum fake_averaged { AVG_UTIL_GPU, AVG_UTIL_MEMORY, AVG_POWER, AVG_SM, AVG_TENSOR, AVG_DRAM, AVG_COUNT };
+
+/* A running integral of each averaged reading (value x seconds) at ``at`` (CLOCK_MONOTONIC seconds);
+ * ``has`` is a bitmask of the readings it carries. */
+typedef struct {
+    double at;
+    unsigned has;
+    double value[AVG_COUNT];
+} fake_integral;
 
 typedef struct {
     unsigned long long seq;
@@ -53,7 +65,12 @@ typedef struct {
     fake_process processes[FAKE_MAX_PROCESSES];
     size_t nxids;
     fake_xid xids[FAKE_MAX_XIDS];
+    double utilization_average_s, power_average_s; /* 0: the instant's value */
+    size_t nintegrals;
+    fake_integral integrals[FAKE_MAX_INTEGRALS]; /* oldest first, ``at`` strictly increasing */
 } fake_device;
+
+extern const char *const fake_averaged_names[AVG_COUNT];
 
 typedef struct {
     char driver_version[80];

@@ -55,19 +55,71 @@ def default_state_path(workdir: Path) -> Path:
     return base / f"tna-lab-nvml-{os.getpid()}.json"
 
 
+AVERAGED = ("utilization_gpu", "utilization_memory", "power_mw", *GPM_KEYS)
+HISTORY_SECONDS = 3.0  # integrals kept in the file: more than a 1 s average or GPM interval needs
+UTILIZATION_PERIOD = 1 / 6  # seconds (NVML: 1/6 s to 1 s, by product)
+
+
 class LabGpus:
-    def __init__(self, path: Path, gpus: int = 2) -> None:
+    """``averaged``: the state carries running integrals (docs/fake-nvml.md), so the fake answers as
+    a real GPU does: utilization over the past sample period, power over 1 s on the GPM GPUs (H100)
+    and the instant's on the others (GA100), GPM between two samples. A writer taking over a file
+    (the trainer after the lab's idle) carries on the integrals found there."""
+
+    def __init__(self, path: Path, gpus: int = 2, averaged: bool | None = None) -> None:
         self.path = path
         self.gpus = gpus
+        # TNA_LAB_GPUS_AVERAGED=1: every writer of a lab run (the trainers inherit it), to measure
+        # the classifier on averaged readings before the lab makes them its default
+        self.averaged = os.environ.get("TNA_LAB_GPUS_AVERAGED") == "1" if averaged is None else averaged
         self.current: str | None = None
+        self._history: list[list[dict[str, float]]] = [[] for _ in range(gpus)]
+        self._last: list[dict[str, float]] = [{} for _ in range(gpus)]
+        if averaged:
+            self._carry_on()
         self.phase("idle")
+
+    def _carry_on(self) -> None:
+        try:
+            found = json.loads(self.path.read_text())["devices"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        for i, dev in enumerate(found[: self.gpus]):
+            items = dev.get("integrals") if isinstance(dev, dict) else None
+            if isinstance(items, list) and items:
+                self._history[i] = items
+                self._last[i] = {k: dev[k] for k in AVERAGED if isinstance(dev.get(k), int | float)}
+
+    def _integrals(self, i: int, fields: dict[str, Any], now: float) -> dict[str, Any]:
+        history, last = self._history[i], self._last[i]
+        keys = [k for k in AVERAGED if fields.get(k) is not None]
+        if history and set(history[-1]) - {"at"} != set(keys):
+            history.clear()  # another device shape: start over
+        if history:
+            prev = history[-1]
+            total = {k: prev[k] + last.get(k, 0.0) * max(0.0, now - prev["at"]) for k in keys}
+        else:
+            total = dict.fromkeys(keys, 0.0)
+        history.append({"at": now, **total})
+        while len(history) > 2 and history[1]["at"] < now - HISTORY_SECONDS:
+            history.pop(0)
+        del history[:-60]  # the fake takes 64
+        self._last[i] = {k: float(fields[k]) for k in keys}
+        return {
+            "integrals": list(history),
+            "utilization_average_seconds": UTILIZATION_PERIOD,
+            "power_average_seconds": 1.0 if i % 2 == 0 else 0.0,
+        }
 
     def devices(self, phase: str, pid: int | None) -> list[dict[str, Any]]:
         out = []
+        now = time.monotonic()
         for i in range(self.gpus):
             fields = dict(PHASES[phase])
             if i % 2 == 1:  # no GPM on the odd GPUs: null = not supported
                 fields.update(dict.fromkeys(GPM_KEYS))
+            if self.averaged:
+                fields.update(self._integrals(i, fields, now))
             procs = [{"pid": pid, "used_memory_bytes": 30 * GIB}] if pid else []
             out.append(device(i, memory_used_bytes=(30 * GIB if pid else 0), processes=procs, **fields))
         return out

@@ -119,6 +119,96 @@ def test_gpm_samples_and_metrics(nvml: FakeNvml) -> None:
         pynvml.nvmlGpmSampleFree(s2)
 
 
+COMPUTE = {"utilization_gpu": 97, "utilization_memory": 58, "power_mw": 560_000, "sm_active": 82.0}
+SPIN = {"utilization_gpu": 100, "utilization_memory": 1, "power_mw": 115_000, "sm_active": 3.0}
+
+
+def _integrals(phases: list[tuple[float, dict[str, float]]]) -> list[dict[str, float]]:
+    """The running integrals at each phase's start, as a writer that keeps them would carry them."""
+    out, total = [], dict.fromkeys(COMPUTE, 0.0)
+    for i, (at, _) in enumerate(phases):
+        if i:
+            before_at, before = phases[i - 1]
+            total = {k: total[k] + before[k] * (at - before_at) for k in total}
+        out.append({"at": at, **total})
+    return out
+
+
+def _mean(phases: list[tuple[float, dict[str, float]]], key: str, a: float, b: float) -> float:
+    """What a real GPU reports for ``key`` over [a, b]: the time-weighted mean of the phases."""
+    ends = [at for at, _ in phases[1:]] + [float("inf")]
+    covered = sum(
+        v[key] * max(0.0, min(b, end) - max(a, at)) for (at, v), end in zip(phases, ends, strict=True)
+    )
+    return covered / (b - a)
+
+
+def test_readings_averaged_over_time_as_a_real_gpu_reports_them(nvml: FakeNvml) -> None:
+    """A real GPU reports utilization over its sample period, power over 1 s (Ampere and later, but
+    GA100) and GPM between two samples; with running integrals in the state the fake does too, so a
+    sampler slower than the job's steps reads their mix, not whichever phase its instant hit."""
+    t = time.monotonic()
+    past = [(t - 0.6, COMPUTE), (t - 0.2, SPIN)]  # computed 0.4 s, spinning since 0.2 s ago
+    nvml.set(0, **SPIN, integrals=_integrals(past), utilization_average_seconds=1, power_average_seconds=1)
+    nvml.set(1, **SPIN, integrals=_integrals(past), utilization_average_seconds=0.1)  # instant power (GA100)
+    h0, h1 = handle(0), handle(1)
+    before = time.monotonic()
+    util, power = pynvml.nvmlDeviceGetUtilizationRates(h0), pynvml.nvmlDeviceGetPowerUsage(h0)
+    after = time.monotonic()
+    for got, key, scale in ((util.gpu, "utilization_gpu", 1), (power, "power_mw", 1)):
+        # the window is the last second, cut to the first integral's time: [t - 0.6, now]
+        lo, hi = sorted(_mean(past, key, t - 0.6, q) for q in (before, after))
+        assert lo - scale <= got <= hi + scale, (key, got, lo, hi)
+    assert 98 <= util.gpu <= 99 and 350_000 < power < 420_000  # the mix, neither phase's value
+    assert pynvml.nvmlDeviceGetPowerUsage(h1) == 115_000  # no averaging interval: the instant's
+    assert pynvml.nvmlDeviceGetUtilizationRates(h1).memory == 1  # 0.1 s back: all spinning
+
+    # GPM: the mean between the two samples, across a change that the state had scheduled
+    t = time.monotonic()
+    ahead = [(t - 0.5, COMPUTE), (t + 0.15, SPIN)]
+    nvml.set(0, **SPIN, integrals=_integrals(ahead))
+    s1, s2 = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
+    try:
+        a0 = time.monotonic()
+        pynvml.nvmlGpmSampleGet(h0, s1)
+        a1 = time.monotonic()
+        time.sleep(0.3)
+        b0 = time.monotonic()
+        pynvml.nvmlGpmSampleGet(h0, s2)
+        b1 = time.monotonic()
+        req = pynvml.c_nvmlGpmMetricsGet_t()
+        req.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        req.numMetrics = 1
+        req.sample1, req.sample2 = s1, s2
+        req.metrics[0].metricId = 2  # SM_UTIL
+        pynvml.nvmlGpmMetricsGet(req)
+        got = req.metrics[0].value
+        bounds = [_mean(ahead, "sm_active", a, b) for a in (a0, a1) for b in (b0, b1)]
+        assert min(bounds) - 1e-6 <= got <= max(bounds) + 1e-6, (got, bounds)
+        assert 20 < got < 60
+        # samples in reverse order get the later one's own reading, as without integrals: the state's
+        # value (which holds from the last item's time on)
+        req.sample1, req.sample2 = s2, s1
+        pynvml.nvmlGpmMetricsGet(req)
+        assert req.metrics[0].value == 3.0
+    finally:
+        pynvml.nvmlGpmSampleFree(s1)
+        pynvml.nvmlGpmSampleFree(s2)
+
+
+def test_integrals_that_go_back_are_refused(nvml: FakeNvml, capfd: pytest.CaptureFixture[str]) -> None:
+    nvml.set(0, power_mw=200_000)
+    assert pynvml.nvmlDeviceGetPowerUsage(handle(0)) == 200_000
+    nvml.set(0, integrals=[{"at": 5.0, "power_mw": 10.0}, {"at": 4.0, "power_mw": 20.0}])
+    assert pynvml.nvmlDeviceGetPowerUsage(handle(0)) == 200_000
+    assert (
+        "devices[0].integrals: item 1: at must increase; keeping the previous state" in capfd.readouterr().err
+    )
+    nvml.set(0, integrals=[{"at": 4.0, "power_mw": 20.0}, {"at": 5.0, "power_mw": 10.0}])
+    assert pynvml.nvmlDeviceGetPowerUsage(handle(0)) == 200_000
+    assert "item 1: power_mw must not decrease" in capfd.readouterr().err
+
+
 def test_a_rewritten_state_file_is_read_on_the_next_call(nvml: FakeNvml) -> None:
     h = handle(2)
     assert pynvml.nvmlDeviceGetPowerUsage(h) == 70_000
@@ -243,3 +333,23 @@ def test_garbled_state_files_never_crash_the_library(nvml: FakeNvml) -> None:
             assert isinstance(e, pynvml.NVMLError_DriverNotLoaded | pynvml.NVMLError_Unknown), e
     nvml.write()
     assert pynvml.nvmlDeviceGetCount() == 8
+
+
+def test_the_labs_gpus_with_integrals_read_as_real_ones(nvml: FakeNvml) -> None:
+    """lab.gpu's writer keeps the running integrals, and a second writer on the same file (the
+    trainer after the lab's idle) carries them on: a 1 s power mean spans both."""
+    from lab.gpu import LabGpus
+
+    lab = LabGpus(nvml.path, gpus=2, averaged=True)
+    lab.phase("compute", pid=4242)
+    time.sleep(0.4)
+    trainer = LabGpus(nvml.path, gpus=2, averaged=True)  # writes idle first, as a new writer does
+    trainer.phase("spin", pid=4242)
+    time.sleep(0.2)
+    power = pynvml.nvmlDeviceGetPowerUsage(handle(0))
+    # ~0.4 s at 560 W, then ~0.2 s spinning at 115 W (the idle in between lasted microseconds)
+    assert 330_000 < power < 470_000, power
+    assert pynvml.nvmlDeviceGetPowerUsage(handle(1)) == 115_000  # GA100: the instant's
+    items = json.loads(nvml.path.read_text())["devices"][0]["integrals"]
+    assert [x["at"] for x in items] == sorted(x["at"] for x in items) and len(items) >= 4
+    assert items[-1]["power_mw"] > 0.3 * 560_000  # carried on, not started over
