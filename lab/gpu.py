@@ -75,7 +75,7 @@ class LabGpus:
         self.current: str | None = None
         self._history: list[list[dict[str, float]]] = [[] for _ in range(gpus)]
         self._last: list[dict[str, float]] = [{} for _ in range(gpus)]
-        if averaged:
+        if self.averaged:
             self._carry_on()
         self.phase("idle")
 

@@ -159,9 +159,9 @@ def finished(logs: list[Path]) -> bool:
     for log in logs:
         try:
             lines = log.read_text().splitlines()
-        except OSError:
-            return False
-        if not lines or not json.loads(lines[-1]).get("finished"):
+            if not lines or not json.loads(lines[-1]).get("finished"):
+                return False
+        except (OSError, ValueError):  # a last line still being written is not a finish
             return False
     return True
 
