@@ -45,13 +45,18 @@ class Transcript:
 
 
 class Alertmanager:
-    """``prometheus-alertmanager`` on loopback, clustering off, one receiver that keeps alerts."""
+    """``prometheus-alertmanager`` on loopback, clustering off; ``config`` its configuration (default:
+    one receiver that keeps alerts); ``debug``: it logs what it received and flushed."""
 
-    def __init__(self, tmp: Path, log: Transcript) -> None:
+    def __init__(
+        self, tmp: Path, log: Transcript, config_doc: dict[str, Any] | None = None, debug: bool = False
+    ) -> None:
         binary = need_binary("prometheus-alertmanager", "prometheus-alertmanager")
         config = tmp / "alertmanager.yml"
-        route = {"receiver": "keep", "group_by": ["alertname", "instance"], "group_wait": "0s"}
-        config.write_text(yaml.safe_dump({"route": route, "receivers": [{"name": "keep"}]}))
+        if config_doc is None:
+            route = {"receiver": "keep", "group_by": ["alertname", "instance"], "group_wait": "0s"}
+            config_doc = {"route": route, "receivers": [{"name": "keep"}]}
+        config.write_text(yaml.safe_dump(config_doc))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp / "alertmanager.log"
@@ -63,6 +68,7 @@ class Alertmanager:
                 f"--storage.path={tmp / 'am'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--cluster.listen-address=",
+                *(["--log.level=debug"] if debug else []),
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,

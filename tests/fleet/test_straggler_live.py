@@ -24,7 +24,6 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from conftest import REPO, free_port, need_binary, need_root, wait_until
 sys.path.insert(0, str(REPO / "tests" / "deploy"))
 sys.path.insert(0, str(REPO / "tests" / "alerts"))
 from fake_chat import FakeChat
-from prom_support import PROM, PrometheusServer, Transcript, stop_process
+from prom_support import PROM, Alertmanager, PrometheusServer, Transcript
 from straggler_rig import UNTHROTTLED, Fabric, firing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -58,45 +57,14 @@ def fast_rules(tmp: Path) -> Path:
     return path
 
 
-class Alertmanager:
+def alertmanager(tmp: Path, url: str, log: Transcript) -> Alertmanager:
     """configs/prometheus/alertmanager.yml, its receiver pointed at the test chat service and its
-    waits cut to seconds."""
-
-    def __init__(self, tmp: Path, url: str) -> None:
-        binary = need_binary("prometheus-alertmanager", "prometheus-alertmanager")
-        doc = yaml.safe_load((PROM / "alertmanager.yml").read_text())
-        doc["receivers"][0]["webhook_configs"][0]["url"] = url
-        for route in [doc["route"], *doc["route"]["routes"]]:
-            route.update(group_wait="1s", group_interval="2s")
-        (tmp / "am.yml").write_text(yaml.safe_dump(doc))
-        self.port = free_port()
-        self.log_path = tmp / "alertmanager.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={tmp / 'am.yml'}",
-                f"--storage.path={tmp / 'am'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--cluster.listen-address=",
-                "--log.level=debug",  # what it received and flushed, when a message does not come
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def alerts(self) -> str:
-        """What it holds now, and the tail of its log: the detail of a message that did not come."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v2/alerts", timeout=5) as r:
-                held = r.read().decode()[:2000]
-        except OSError as e:
-            held = f"(its API did not answer: {e})"
-        return f"alertmanager holds: {held}\n{self.log_path.read_text()[-3000:]}"
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        self._log.close()
+    waits cut to seconds; at debug level, for the detail of a message that did not come."""
+    doc = yaml.safe_load((PROM / "alertmanager.yml").read_text())
+    doc["receivers"][0]["webhook_configs"][0]["url"] = url
+    for route in [doc["route"], *doc["route"]["routes"]]:
+        route.update(group_wait="1s", group_interval="2s")
+    return Alertmanager(tmp, log, doc, debug=True)
 
 
 @pytest.fixture
@@ -118,7 +86,7 @@ def rig(tmp_path: Path) -> Iterator[tuple[Fabric, PrometheusServer, Any, Transcr
             for n in fabric.nodes:
                 wait_until(lambda n=n: _ok(n), 30, 0.2, f"{n.name}'s agent serving", n.log)
             log(f"agents up: {', '.join(f'{n.name} {n.url}' for n in fabric.nodes)}")
-            am = Alertmanager(tmp_path, receiver.url)
+            am = alertmanager(tmp_path, receiver.url, log)
             prom = PrometheusServer(
                 tmp_path, fabric.targets(None), am, log, fast_rules(tmp_path), fabric.host_ip, prom_port
             )
@@ -187,11 +155,11 @@ def test_the_throttled_node_is_named_with_data_storage_and_resolves(rig) -> None
     def delivery() -> str:
         # a loaded run once waited 30 s with the alert firing and Alertmanager silent: who had it
         try:
-            with urllib.request.urlopen(prom.url + "/api/v1/alertmanagers", timeout=5) as r:
-                known = r.read().decode()
-        except OSError as e:
-            known = f"(did not answer: {e})"
-        return f"prometheus's alertmanagers: {known}\n{prom.log()[-2000:]}\n{am.alerts()}"
+            known = json.dumps(prom.api("alertmanagers"))
+            held = json.dumps(am.alerts())[:2000]
+        except (OSError, AssertionError) as e:  # the API down, or Alertmanager gone (with its log)
+            known = held = f"(did not answer: {e})"
+        return f"prometheus's alertmanagers: {known}\n{prom.log()[-2000:]}\nalertmanager: {held}\n{am.log()}"
 
     wait_until(firing_messages, 30, 0.5, "the chat message", delivery)
     body = firing_messages()[0]
