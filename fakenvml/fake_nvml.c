@@ -42,15 +42,19 @@ struct nvmlEventSet_st {
     unsigned long long types[FAKE_MAX_DEVICES]; /* registered event types per device index */
 };
 
+/* GPM metrics the fake keeps, and the reading each follows */
+enum { GPM_SM, GPM_TENSOR, GPM_DRAM, GPM_GRAPHICS, GPM_COUNT };
+static const enum fake_averaged gpm_reading[GPM_COUNT] = {AVG_SM, AVG_TENSOR, AVG_DRAM, AVG_UTIL_GPU};
+
 struct nvmlGpmSample_st {
     unsigned int magic;
     int filled;
     unsigned int index;
-    int has_sm, has_tensor, has_dram;
-    double sm, tensor, dram;
-    double at;          /* CLOCK_MONOTONIC seconds when taken */
-    int has_integrals;  /* the state carried them: ``integral`` is each metric's running integral */
-    double integral[3]; /* sm, tensor, dram */
+    double at; /* CLOCK_MONOTONIC seconds when taken */
+    int has[GPM_COUNT];
+    double value[GPM_COUNT];       /* the state's value when taken */
+    int has_integral[GPM_COUNT];   /* the state carried integrals of it */
+    double integral[GPM_COUNT];    /* its running integral when taken */
 };
 
 typedef struct {
@@ -135,6 +139,10 @@ static void apply_missing_locked(const unsigned char missing[FN_COUNT]) {
 
 /* --- the state file ------------------------------------------------------------------------------- */
 
+/* the energy counters (below) account each state's power up to the moment it is replaced */
+static void energy_forget_locked(void);
+static void energy_reload_locked(const fake_state *old, const fake_state *next);
+
 static void forget_delivered_locked(void) {
     for (int i = 0; i < FAKE_MAX_DEVICES; i++) g_delivered[i].n = 0;
 }
@@ -189,6 +197,7 @@ static void refresh_locked(void) {
         free(g_state);
         g_state = NULL;
         forget_delivered_locked();
+        energy_forget_locked();
         apply_missing_locked(NULL);
     }
     if (!*path) return;
@@ -208,6 +217,7 @@ static void refresh_locked(void) {
     if (!g_spare) g_spare = malloc(sizeof *g_spare);
     if (text && g_spare && fake_state_parse(text, len, g_spare, err, sizeof err, warn, sizeof warn) == 0) {
         fake_state *old = g_state;
+        energy_reload_locked(old, g_spare);
         g_state = g_spare;
         g_spare = old;
         apply_missing_locked(g_state->missing);
@@ -525,6 +535,170 @@ static unsigned int rounded(double v, double hi) {
     return (unsigned int)(v + 0.5);
 }
 
+/* The reading at ``t`` itself: the slope of the integrals' segment holding t (a writer may schedule a
+ * change ahead), else the state's own value. */
+static double instant_at(const fake_device *d, enum fake_averaged k, double t) {
+    const fake_integral *g = d->integrals;
+    size_t n = d->nintegrals;
+    if (!integrated(d, k) || t < g[0].at || t >= g[n - 1].at) return current(d, k);
+    size_t i = 0;
+    while (i + 2 < n && g[i + 1].at <= t) i++;
+    return (g[i + 1].value[k] - g[i].value[k]) / (g[i + 1].at - g[i].at);
+}
+
+/* value x seconds over [a, b]: from the integrals where they reach, the state's own value before the
+ * first item (the fake knows nothing earlier) or without integrals. */
+static double integral_over(const fake_device *d, enum fake_averaged k, double a, double b) {
+    if (b <= a) return 0;
+    if (!integrated(d, k)) return current(d, k) * (b - a);
+    double first = d->integrals[0].at;
+    double before = a < first ? current(d, k) * ((b < first ? b : first) - a) : 0;
+    if (b <= first) return before;
+    double from = a < first ? first : a;
+    return before + integral_at(d, k, b) - integral_at(d, k, from);
+}
+
+/* --- the energy counter ----------------------------------------------------------------------------
+ * nvmlDeviceGetTotalEnergyConsumption: millijoules since the library was loaded (the real one counts
+ * from the driver's load). Each device's count is the power integrated up to ``at``; it moves on at
+ * every call and whenever the state is replaced, so a rewrite loses nothing and it never decreases. */
+
+static double g_energy_mj[FAKE_MAX_DEVICES];
+static double g_energy_at[FAKE_MAX_DEVICES]; /* CLOCK_MONOTONIC seconds counted up to; 0: not yet */
+
+static void energy_forget_locked(void) {
+    memset(g_energy_mj, 0, sizeof g_energy_mj);
+    memset(g_energy_at, 0, sizeof g_energy_at);
+}
+
+static void energy_advance(const fake_device *d, unsigned i, double to) {
+    if (g_energy_at[i] == 0) g_energy_at[i] = to; /* a device counts from when it is first seen */
+    if (to <= g_energy_at[i]) return;
+    if (d->has_power) g_energy_mj[i] += integral_over(d, AVG_POWER, g_energy_at[i], to);
+    g_energy_at[i] = to;
+}
+
+/* The next state's integrals know what happened since their first item better than the old state's
+ * extrapolation (a writer may have appended several changes between two calls): the old state counts
+ * only up to there. */
+static void energy_reload_locked(const fake_state *old, const fake_state *next) {
+    double now = monotonic_now();
+    for (unsigned i = 0; i < FAKE_MAX_DEVICES; i++) {
+        const fake_device *n = i < next->ndevices ? &next->devices[i] : NULL;
+        double split = now;
+        if (n && integrated(n, AVG_POWER) && n->integrals[0].at < now) split = n->integrals[0].at;
+        if (split < g_energy_at[i]) split = g_energy_at[i];
+        if (old && i < old->ndevices) energy_advance(&old->devices[i], i, split);
+        if (n && g_energy_at[i] == 0) g_energy_at[i] = now;
+    }
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetTotalEnergyConsumption, device, &d);
+    if (r == NVML_SUCCESS && !energy) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && (!d->energy_counter || !d->has_power)) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) {
+        energy_advance(d, d->index, monotonic_now());
+        *energy = (unsigned long long)g_energy_mj[d->index]; /* floor: a count never goes back */
+    }
+    return leave(r);
+}
+
+/* --- the sample buffer -----------------------------------------------------------------------------
+ * nvmlDeviceGetSamples: the driver takes a sample every ``sample_period_seconds`` P, at t = k*P on
+ * CLOCK_MONOTONIC; each is the mean over (t - P, t] and the buffer keeps the last
+ * ``sample_buffer_depth``. A utilization sample of 0 is not recorded (a real buffer comes back empty
+ * while the GPU idles). Timestamps are microseconds on ``sample_clock``. */
+
+/* to the nearest integer, without libm (the Makefile links none) */
+static long long round_ll(double x) { return x < 0 ? -(long long)(0.5 - x) : (long long)(x + 0.5); }
+
+/* microseconds to add to a CLOCK_MONOTONIC time for ``kind``'s clock. Measured once and kept until the
+ * clock steps by more than 1 ms: measured at every call, read jitter would move a sample's timestamp
+ * by a microsecond between calls, and a reader's lastSeenTimeStamp would get it twice. */
+static long long clock_offset_us(enum fake_sample_clock kind) {
+    static long long kept[3];
+    static int have[3];
+    if (kind == CLOCK_KIND_MONOTONIC) return 0;
+    struct timespec a, b, o;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    clock_gettime(kind == CLOCK_KIND_REALTIME ? CLOCK_REALTIME : CLOCK_BOOTTIME, &o);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double mono = ((double)a.tv_sec + (double)b.tv_sec) / 2 + ((double)a.tv_nsec + (double)b.tv_nsec) / 2e9;
+    long long off = round_ll(((double)o.tv_sec - mono + (double)o.tv_nsec / 1e9) * 1e6);
+    if (!have[kind] || llabs(off - kept[kind]) > 1000) kept[kind] = off;
+    have[kind] = 1;
+    return kept[kind];
+}
+
+/* The sample at grid time ``t``: 0 where none was taken (before the integrals' first item, or a
+ * utilization of 0), else 1 with its value. */
+static int sample_at(const fake_device *d, enum fake_averaged k, double t, double period, unsigned *out) {
+    double from = t - period;
+    if (integrated(d, k)) {
+        if (t <= d->integrals[0].at) return 0; /* the driver's buffer starts with the history */
+        if (from < d->integrals[0].at) from = d->integrals[0].at;
+    }
+    double mean = integral_over(d, k, from, t) / (t - from);
+    *out = rounded(mean, k == AVG_POWER ? 4e9 : 100);
+    return k == AVG_POWER || *out != 0;
+}
+
+static nvmlReturn_t sample_reading(const fake_device *d, nvmlSamplingType_t type, enum fake_averaged *k) {
+    switch (type) {
+    case NVML_TOTAL_POWER_SAMPLES: *k = AVG_POWER; return d->has_power ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+    case NVML_GPU_UTILIZATION_SAMPLES: *k = AVG_UTIL_GPU; break;
+    case NVML_MEMORY_UTILIZATION_SAMPLES: *k = AVG_UTIL_MEMORY; break;
+    default: return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return d->has_utilization ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* Fills ``out`` with the newest samples after ``last_seen``, at most ``cap``, oldest first. */
+static unsigned fill_samples(const fake_device *d, enum fake_averaged k, unsigned long long last_seen,
+                             nvmlSample_t *out, unsigned cap) {
+    double p = d->sample_period_s;
+    long long newest = (long long)(monotonic_now() / p) /* positive: truncation floors */;
+    long long offset = clock_offset_us(d->sample_clock);
+    unsigned n = 0;
+    for (long long g = newest; g > newest - (long long)d->sample_depth && n < cap; g--) {
+        long long ts = round_ll((double)g * p * 1e6) + offset;
+        if (ts <= 0 || (unsigned long long)ts <= last_seen) break; /* older ones are older still */
+        unsigned value;
+        if (!sample_at(d, k, (double)g * p, p, &value)) continue;
+        out[n].timeStamp = (unsigned long long)ts;
+        out[n].sampleValue.ullVal = 0;
+        out[n++].sampleValue.uiVal = value;
+    }
+    for (unsigned i = 0; i < n / 2; i++) { /* newest first -> oldest first */
+        nvmlSample_t tmp = out[i];
+        out[i] = out[n - 1 - i];
+        out[n - 1 - i] = tmp;
+    }
+    return n;
+}
+
+FAKE_API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type,
+                                           unsigned long long lastSeenTimeStamp, nvmlValueType_t *sampleValType,
+                                           unsigned int *sampleCount, nvmlSample_t *samples) {
+    const fake_device *d;
+    enum fake_averaged k = AVG_POWER;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetSamples, device, &d);
+    if (r == NVML_SUCCESS && (!sampleValType || !sampleCount || (samples && *sampleCount == 0)))
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) r = sample_reading(d, type, &k);
+    if (r == NVML_SUCCESS && d->sample_depth == 0) r = NVML_ERROR_NOT_SUPPORTED; /* no buffer kept */
+    if (r != NVML_SUCCESS) return leave(r);
+    *sampleValType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    if (!samples) { /* sizing call: room for the whole buffer */
+        *sampleCount = d->sample_depth;
+        return leave(NVML_SUCCESS);
+    }
+    *sampleCount = fill_samples(d, k, lastSeenTimeStamp, samples, *sampleCount);
+    return leave(*sampleCount ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND);
+}
+
 /* --- gauges --------------------------------------------------------------------------------------- */
 
 FAKE_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u) {
@@ -652,6 +826,18 @@ static long long now_usec(void) {
     return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
 }
 
+/* NVML_FI_DEV_POWER_*: "Current GPU power, supported on all architectures" (186) and "GPU power
+ * averaged over 1 sec interval, supported on Ampere (except GA100) or newer" (185), in mW as an
+ * unsigned int; scopeId is the power scope, of which the fake keeps the GPU's (0). */
+static int power_field(const fake_device *d, const nvmlFieldValue_t *v, unsigned *out) {
+    int average = v->fieldId == NVML_FI_DEV_POWER_AVERAGE;
+    if (!d->has_power || v->scopeId != NVML_POWER_SCOPE_GPU) return 0;
+    if (d->power_fields == POWER_FIELDS_NONE || (average && d->power_fields != POWER_FIELDS_BOTH)) return 0;
+    double mw = average ? averaged(d, AVG_POWER, 1.0) : instant_at(d, AVG_POWER, monotonic_now());
+    *out = rounded(mw, 4e9);
+    return 1;
+}
+
 FAKE_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values) {
     const fake_device *d;
     nvmlReturn_t r = enter(FN_nvmlDeviceGetFieldValues, device, &d);
@@ -661,20 +847,25 @@ FAKE_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCo
         nvmlFieldValue_t *v = &values[i];
         int has = 0;
         unsigned long long value = 0;
+        unsigned power = 0;
         /* NVLink throughput is only kept for all links together (scopeId UINT_MAX) */
         int all_links = v->scopeId == UINT_MAX;
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
         switch (v->fieldId) {
         case NVML_FI_DEV_PCIE_COUNT_TX_BYTES: has = d->has_pcie_tx; value = d->pcie_tx; break;
         case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: has = d->has_pcie_rx; value = d->pcie_rx; break;
         case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: has = d->has_nvlink_tx && all_links; value = d->nvlink_tx_kib; break;
         case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: has = d->has_nvlink_rx && all_links; value = d->nvlink_rx_kib; break;
+        case NVML_FI_DEV_POWER_AVERAGE:
+        case NVML_FI_DEV_POWER_INSTANT: has = power_field(d, v, &power); v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT; break;
         default: has = 0;
         }
         v->timestamp = now;
         v->latencyUsec = 0;
-        v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
         v->nvmlReturn = has ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
-        v->value.ullVal = has ? value : 0;
+        v->value.ullVal = 0;
+        if (has && v->valueType == NVML_VALUE_TYPE_UNSIGNED_INT) v->value.uiVal = power;
+        else if (has) v->value.ullVal = value;
     }
     return leave(r);
 }
@@ -852,14 +1043,32 @@ FAKE_API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *d
  * mean between the two samples where the state carries integrals (as the real library does), else
  * the later sample's value ---------------------------------------------------------------------------- */
 
+/* "The interval between two nvmlGpmSampleGet() calls should be greater than 100ms due to the internal
+ * sample refresh rate" (NVML API reference, GPM functions): the device's ``gpm_min_interval_seconds``,
+ * 0.1 unless a unit test that ticks back to back says otherwise. What the real library answers for
+ * closer samples is not documented: the fake refuses the whole nvmlGpmMetricsGet (docs/fake-nvml.md). */
+
 static int valid_sample(nvmlGpmSample_t s) { return s && s->magic == GPM_MAGIC; }
+
+static int has_gpm(const fake_device *d) { return d->has_sm_active || d->has_tensor_active || d->has_dram_active; }
+
+/* the metric's slot in a sample, or -1 for one the fake does not know */
+static int gpm_slot(unsigned metric_id) {
+    switch (metric_id) {
+    case NVML_GPM_METRIC_SM_UTIL: return GPM_SM;
+    case NVML_GPM_METRIC_ANY_TENSOR_UTIL: return GPM_TENSOR;
+    case NVML_GPM_METRIC_DRAM_BW_UTIL: return GPM_DRAM;
+    case NVML_GPM_METRIC_GRAPHICS_UTIL: return GPM_GRAPHICS;
+    default: return -1;
+    }
+}
 
 FAKE_API nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *support) {
     const fake_device *d;
     nvmlReturn_t r = enter(FN_nvmlGpmQueryDeviceSupport, device, &d);
     if (r == NVML_SUCCESS && !support) r = NVML_ERROR_INVALID_ARGUMENT;
     if (r == NVML_SUCCESS && support->version != NVML_GPM_SUPPORT_VERSION) r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    if (r == NVML_SUCCESS) support->isSupportedDevice = d->has_sm_active || d->has_tensor_active || d->has_dram_active;
+    if (r == NVML_SUCCESS) support->isSupportedDevice = has_gpm(d);
     return leave(r);
 }
 
@@ -884,65 +1093,65 @@ FAKE_API nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
     return leave(r);
 }
 
+static void take_gpm_sample(const fake_device *d, nvmlGpmSample_t sample) {
+    /* graphics util is the utilization a kernel ran, kept wherever GPM is */
+    const int has[GPM_COUNT] = {d->has_sm_active, d->has_tensor_active, d->has_dram_active, d->has_utilization};
+    sample->filled = 1;
+    sample->index = d->index;
+    sample->at = monotonic_now();
+    for (int m = 0; m < GPM_COUNT; m++) {
+        enum fake_averaged k = gpm_reading[m];
+        sample->has[m] = has[m];
+        sample->value[m] = current(d, k);
+        sample->has_integral[m] = integrated(d, k) && sample->at >= d->integrals[0].at;
+        sample->integral[m] = sample->has_integral[m] ? integral_at(d, k, sample->at) : 0;
+    }
+}
+
 FAKE_API nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
     const fake_device *d;
     nvmlReturn_t r = enter(FN_nvmlGpmSampleGet, device, &d);
     if (r == NVML_SUCCESS && !valid_sample(sample)) r = NVML_ERROR_INVALID_ARGUMENT;
-    if (r == NVML_SUCCESS && !(d->has_sm_active || d->has_tensor_active || d->has_dram_active))
-        r = NVML_ERROR_NOT_SUPPORTED;
-    if (r == NVML_SUCCESS) {
-        sample->filled = 1;
-        sample->index = d->index;
-        sample->has_sm = d->has_sm_active;
-        sample->has_tensor = d->has_tensor_active;
-        sample->has_dram = d->has_dram_active;
-        sample->sm = d->sm_active;
-        sample->tensor = d->tensor_active;
-        sample->dram = d->dram_active;
-        sample->at = monotonic_now();
-        sample->has_integrals = integrated(d, AVG_SM) && sample->at >= d->integrals[0].at;
-        for (int k = 0; sample->has_integrals && k < 3; k++)
-            sample->integral[k] = integrated(d, AVG_SM + k) ? integral_at(d, AVG_SM + k, sample->at) : 0;
-    }
+    if (r == NVML_SUCCESS && !has_gpm(d)) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) take_gpm_sample(d, sample);
     return leave(r);
 }
 
+static nvmlReturn_t check_gpm_request(const nvmlGpmMetricsGet_t *mg) {
+    if (!mg) return NVML_ERROR_INVALID_ARGUMENT;
+    if (mg->version != NVML_GPM_METRICS_GET_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    const nvmlGpmSample_t s1 = mg->sample1, s2 = mg->sample2;
+    if (mg->numMetrics > FAKE_GPM_METRIC_MAX || !valid_sample(s1) || !valid_sample(s2) || !s1->filled ||
+        !s2->filled || s1->index != s2->index)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (s2->index >= g_state->ndevices || g_state->devices[s2->index].lost) return NVML_ERROR_GPU_IS_LOST;
+    const fake_device *d = &g_state->devices[s2->index];
+    if (d->unsupported[FN_nvmlGpmMetricsGet]) return NVML_ERROR_NOT_SUPPORTED;
+    double gap = s2->at > s1->at ? s2->at - s1->at : s1->at - s2->at;
+    if (gap <= d->gpm_min_interval_s && d->gpm_min_interval_s > 0) return NVML_ERROR_INVALID_ARGUMENT;
+    return NVML_SUCCESS;
+}
+
+/* With integrals in both samples, the mean between them; else (or for a writer that started over,
+ * with integrals lower than before) the later sample's value. */
+static double gpm_value(nvmlGpmSample_t s1, nvmlGpmSample_t s2, int m) {
+    if (s1->has_integral[m] && s2->has_integral[m] && s2->at > s1->at && s2->integral[m] >= s1->integral[m])
+        return (s2->integral[m] - s1->integral[m]) / (s2->at - s1->at);
+    return s2->value[m];
+}
+
 FAKE_API nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
+    static const char *const names[GPM_COUNT] = {"sm_util", "any_tensor_util", "dram_bw_util", "graphics_util"};
     nvmlReturn_t r = system_enter(FN_nvmlGpmMetricsGet);
-    if (r == NVML_SUCCESS && !mg) r = NVML_ERROR_INVALID_ARGUMENT;
-    if (r == NVML_SUCCESS && mg->version != NVML_GPM_METRICS_GET_VERSION) r = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    if (r == NVML_SUCCESS && (mg->numMetrics > FAKE_GPM_METRIC_MAX || !valid_sample(mg->sample1) ||
-                              !valid_sample(mg->sample2) || !mg->sample1->filled || !mg->sample2->filled ||
-                              mg->sample1->index != mg->sample2->index))
-        r = NVML_ERROR_INVALID_ARGUMENT;
-    if (r == NVML_SUCCESS && mg->sample2->index >= g_state->ndevices) r = NVML_ERROR_GPU_IS_LOST;
-    if (r == NVML_SUCCESS && g_state->devices[mg->sample2->index].lost) r = NVML_ERROR_GPU_IS_LOST;
-    if (r == NVML_SUCCESS && g_state->devices[mg->sample2->index].unsupported[FN_nvmlGpmMetricsGet])
-        r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) r = check_gpm_request(mg);
     for (unsigned i = 0; r == NVML_SUCCESS && i < mg->numMetrics; i++) {
         nvmlGpmMetric_t *m = &mg->metrics[i];
-        const nvmlGpmSample_t s = mg->sample2;
-        int has = 0;
-        double value = 0;
-        const char *name = NULL;
-        switch (m->metricId) {
-        case NVML_GPM_METRIC_SM_UTIL: has = s->has_sm; value = s->sm; name = "sm_util"; break;
-        case NVML_GPM_METRIC_ANY_TENSOR_UTIL: has = s->has_tensor; value = s->tensor; name = "any_tensor_util"; break;
-        case NVML_GPM_METRIC_DRAM_BW_UTIL: has = s->has_dram; value = s->dram; name = "dram_bw_util"; break;
-        default: break;
-        }
-        /* with integrals in both samples, the mean between them (a writer that started over, with
-         * integrals lower than before, gets the later sample's value) */
-        const nvmlGpmSample_t s1 = mg->sample1;
-        int k = m->metricId == NVML_GPM_METRIC_SM_UTIL          ? 0
-                : m->metricId == NVML_GPM_METRIC_ANY_TENSOR_UTIL ? 1
-                                                                 : 2;
-        if (has && s1->has_integrals && s->has_integrals && s->at > s1->at && s->integral[k] >= s1->integral[k])
-            value = (s->integral[k] - s1->integral[k]) / (s->at - s1->at);
+        int slot = gpm_slot(m->metricId);
+        int has = slot >= 0 && mg->sample2->has[slot];
         m->nvmlReturn = has ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
-        m->value = has ? value : 0.0;
-        m->metricInfo.shortName = (char *)name;
-        m->metricInfo.longName = (char *)name;
+        m->value = has ? gpm_value(mg->sample1, mg->sample2, slot) : 0.0;
+        m->metricInfo.shortName = slot >= 0 ? (char *)names[slot] : NULL;
+        m->metricInfo.longName = m->metricInfo.shortName;
         m->metricInfo.unit = has ? (char *)"%" : NULL;
     }
     return leave(r);

@@ -28,6 +28,8 @@
     X(nvmlDeviceGetMemoryInfo)                                                                       \
     X(nvmlDeviceGetMemoryInfo_v2)                                                                    \
     X(nvmlDeviceGetPowerUsage)                                                                       \
+    X(nvmlDeviceGetTotalEnergyConsumption)                                                           \
+    X(nvmlDeviceGetSamples)                                                                          \
     X(nvmlDeviceGetEnforcedPowerLimit)                                                               \
     X(nvmlDeviceGetPowerManagementLimit)                                                             \
     X(nvmlDeviceGetTemperature)                                                                      \

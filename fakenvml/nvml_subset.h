@@ -151,8 +151,24 @@ typedef struct nvmlFieldValue_st {
 
 #define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138 /* KiB, scopeId = link or UINT_MAX for all */
 #define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139
+#define NVML_FI_DEV_POWER_AVERAGE 185 /* mW over 1 s; Ampere (except GA100) or newer */
+#define NVML_FI_DEV_POWER_INSTANT 186 /* mW now; all architectures */
 #define NVML_FI_DEV_PCIE_COUNT_TX_BYTES 197
 #define NVML_FI_DEV_PCIE_COUNT_RX_BYTES 198
+
+/* the power fields' scopeId (nvmlPowerScopeType_t) */
+#define NVML_POWER_SCOPE_GPU 0U
+
+typedef enum nvmlSamplingType_enum {
+    NVML_TOTAL_POWER_SAMPLES = 0,
+    NVML_GPU_UTILIZATION_SAMPLES = 1,
+    NVML_MEMORY_UTILIZATION_SAMPLES = 2
+} nvmlSamplingType_t;
+
+typedef struct nvmlSample_st {
+    unsigned long long timeStamp; /* CPU timestamp in microseconds */
+    nvmlValue_t sampleValue;
+} nvmlSample_t;
 
 typedef struct nvmlEventData_st {
     nvmlDevice_t device;
@@ -198,6 +214,7 @@ typedef struct {
 } nvmlGpmSupport_t;
 #define NVML_GPM_SUPPORT_VERSION 1
 
+#define NVML_GPM_METRIC_GRAPHICS_UTIL 1
 #define NVML_GPM_METRIC_SM_UTIL 2
 #define NVML_GPM_METRIC_SM_OCCUPANCY 3
 #define NVML_GPM_METRIC_ANY_TENSOR_UTIL 5
@@ -229,6 +246,10 @@ FAKE_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUti
 FAKE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
 FAKE_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
 FAKE_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power);
+FAKE_API nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy);
+FAKE_API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type,
+                                           unsigned long long lastSeenTimeStamp, nvmlValueType_t *sampleValType,
+                                           unsigned int *sampleCount, nvmlSample_t *samples);
 FAKE_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit);
 FAKE_API nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int *limit);
 FAKE_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,

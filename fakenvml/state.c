@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "json.h"
 
@@ -187,13 +188,90 @@ static int parse_xids(ctx *c, const json_value *dev, fake_device *d) {
 const char *const fake_averaged_names[AVG_COUNT] = {"utilization_gpu", "utilization_memory", "power_mw",
                                                     "sm_active",       "tensor_active",      "dram_active"};
 
+/* NVIDIA's documented behaviour by product (docs/fake-nvml.md, "Products"). nvmlDeviceGetPowerUsage:
+ * "On Ampere (except GA100) or newer GPUs, the API returns power averaged over 1 sec interval. On GA100
+ * and older architectures, instantaneous power is returned." The utilization period ("between 1 second
+ * and 1/6 second depending on the product"), the buffer's depth and its clock are not pinned by any
+ * source: 1/6 s, 100 samples, CLOCK_REALTIME everywhere (the lab draws them). Checked in order, so
+ * "A100" before "A10" ("H20" also matches "H200": both Hopper). */
+static const fake_profile profiles[] = {
+    {"H100", "Hopper", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 1},
+    {"H200", "Hopper", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 1},
+    {"H20", "Hopper", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 1},
+    {"A100", "Ampere GA100", 1.0 / 6, 0, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_INSTANT, 0},
+    {"A10", "Ampere GA102", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 0},
+    {"L20", "Ada", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 0},
+    {"T4", "Turing", 1.0 / 6, 0, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_INSTANT, 0},
+};
+
+static int contains_nocase(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (; *hay; hay++)
+        if (strncasecmp(hay, needle, n) == 0) return 1;
+    return 0;
+}
+
+const fake_profile *fake_profile_for(const char *name) {
+    for (size_t i = 0; i < sizeof profiles / sizeof profiles[0]; i++)
+        if (contains_nocase(name, profiles[i].match)) return &profiles[i];
+    return &profiles[0];
+}
+
+/* A number in [lo, hi]; absent or null takes the product's default. */
+static int get_seconds(ctx *c, const json_value *obj, const char *key, double lo, double hi, double dflt,
+                       double *out) {
+    int has;
+    if (get_double(c, obj, key, lo, hi, 0, out, &has)) return -1;
+    if (!has) *out = dflt;
+    return 0;
+}
+
+static int get_sample_clock(ctx *c, const json_value *dev, enum fake_sample_clock *out) {
+    static const char *const names[] = {"realtime", "boottime", "monotonic"};
+    const json_value *v = json_get(dev, "sample_clock");
+    if (!v || v->type == JSON_NULL) return 0; /* keep the product's */
+    for (int i = 0; v->type == JSON_STRING && i < 3; i++)
+        if (strcmp(v->text, names[i]) == 0) {
+            *out = (enum fake_sample_clock)i;
+            return 0;
+        }
+    return bad(c, "sample_clock", "expected \"realtime\", \"boottime\" or \"monotonic\"");
+}
+
+static int get_power_fields(ctx *c, const json_value *dev, enum fake_power_fields *out) {
+    const json_value *v = json_get(dev, "power_fields");
+    if (!v || v->type == JSON_NULL) return 0; /* keep the product's */
+    if (v->type == JSON_BOOL) *out = v->boolean ? POWER_FIELDS_BOTH : POWER_FIELDS_NONE;
+    else if (v->type == JSON_STRING && strcmp(v->text, "instant") == 0) *out = POWER_FIELDS_INSTANT;
+    else return bad(c, "power_fields", "expected true, false or \"instant\"");
+    return 0;
+}
+
+/* The keys whose defaults come from the product the name picks. */
+static int parse_profile_keys(ctx *c, const json_value *dev, fake_device *d) {
+    const fake_profile *p = fake_profile_for(d->name);
+    int has;
+    d->sample_clock = p->sample_clock;
+    d->power_fields = p->power_fields;
+    if (get_seconds(c, dev, "utilization_average_seconds", 0, 10, p->utilization_average_s,
+                    &d->utilization_average_s) ||
+        get_seconds(c, dev, "power_average_seconds", 0, 10, p->power_average_s, &d->power_average_s) ||
+        get_seconds(c, dev, "sample_period_seconds", 0.01, 10, p->sample_period_s, &d->sample_period_s) ||
+        get_seconds(c, dev, "gpm_min_interval_seconds", 0, 10, 0.1, &d->gpm_min_interval_s) ||
+        get_u32(c, dev, "sample_buffer_depth", 1, p->sample_depth, &d->sample_depth, &has) ||
+        get_bool(c, dev, "energy_counter", p->energy_counter, &d->energy_counter, NULL) ||
+        get_sample_clock(c, dev, &d->sample_clock) || get_power_fields(c, dev, &d->power_fields))
+        return -1;
+    if (!has) d->sample_depth = p->sample_depth;
+    if (d->sample_depth > FAKE_MAX_SAMPLE_DEPTH)
+        return bad(c, "sample_buffer_depth", "at most %d", FAKE_MAX_SAMPLE_DEPTH);
+    return 0;
+}
+
 static int parse_integrals(ctx *c, const json_value *dev, fake_device *d) {
     const json_value *list;
     int has;
-    if (get_double(c, dev, "utilization_average_seconds", 0, 10, 0, &d->utilization_average_s, &has) ||
-        get_double(c, dev, "power_average_seconds", 0, 10, 0, &d->power_average_s, &has) ||
-        get_list(c, dev, "integrals", FAKE_MAX_INTEGRALS, &list))
-        return -1;
+    if (parse_profile_keys(c, dev, d) || get_list(c, dev, "integrals", FAKE_MAX_INTEGRALS, &list)) return -1;
     if (!list) return 0;
     for (size_t i = 0; i < list->count; i++) {
         fake_integral *g = &d->integrals[i];

@@ -12,6 +12,7 @@
 #define FAKE_MAX_PROCESSES 128
 #define FAKE_MAX_XIDS 256
 #define FAKE_MAX_INTEGRALS 64
+#define FAKE_MAX_SAMPLE_DEPTH 10000
 
 /* The readings a real GPU averages over time (docs/fake-nvml.md, "Readings averaged over time"). */
 enum fake_averaged { AVG_UTIL_GPU, AVG_UTIL_MEMORY, AVG_POWER, AVG_SM, AVG_TENSOR, AVG_DRAM, AVG_COUNT };
@@ -23,6 +24,28 @@ typedef struct {
     unsigned has;
     double value[AVG_COUNT];
 } fake_integral;
+
+/* The clock of nvmlDeviceGetSamples' timestamps (docs/fake-nvml.md, "The sample buffer"). */
+enum fake_sample_clock { CLOCK_KIND_REALTIME, CLOCK_KIND_BOOTTIME, CLOCK_KIND_MONOTONIC };
+
+/* What the NVML_FI_DEV_POWER_* field values answer: neither, the instant's only, or both. */
+enum fake_power_fields { POWER_FIELDS_NONE, POWER_FIELDS_INSTANT, POWER_FIELDS_BOTH };
+
+/* A product's defaults for the keys a state omits, picked by the device name
+ * (docs/fake-nvml.md, "Products"). */
+typedef struct {
+    const char *match; /* a case-insensitive substring of the name */
+    const char *family;
+    double utilization_average_s, power_average_s, sample_period_s;
+    unsigned sample_depth;
+    enum fake_sample_clock sample_clock;
+    int energy_counter;
+    enum fake_power_fields power_fields;
+    int gpm; /* documentation only: GPM follows the state's sm/tensor/dram keys */
+} fake_profile;
+
+/* The profile for ``name``; an unknown name gets the H100's. */
+const fake_profile *fake_profile_for(const char *name);
 
 typedef struct {
     unsigned long long seq;
@@ -66,6 +89,12 @@ typedef struct {
     size_t nxids;
     fake_xid xids[FAKE_MAX_XIDS];
     double utilization_average_s, power_average_s; /* 0: the instant's value */
+    double sample_period_s;                        /* nvmlDeviceGetSamples: one sample per period */
+    unsigned sample_depth;                         /* samples the buffer holds; 0: no buffer */
+    enum fake_sample_clock sample_clock;
+    int energy_counter;
+    enum fake_power_fields power_fields;
+    double gpm_min_interval_s; /* nvmlGpmMetricsGet refuses samples closer than this (0: no floor) */
     size_t nintegrals;
     fake_integral integrals[FAKE_MAX_INTEGRALS]; /* oldest first, ``at`` strictly increasing */
 } fake_device;

@@ -16,8 +16,9 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent.core.statefile import write_atomic
 from agent.devtools import REPO
@@ -28,30 +29,59 @@ HGX_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 GIB = 1024**3
 
 
-def device(index: int, **fields: Any) -> dict[str, Any]:
-    """One idle H100 SXM5 with every capability present; ``fields`` override any key."""
+# The name (which picks the fake's per-product defaults: docs/fake-nvml.md, "Products"), memory, power
+# limit, idle power and whether the product has GPM (Hopper and later), per product.
+class Product(NamedTuple):
+    name: str
+    memory_gib: int
+    limit_w: int
+    idle_w: int
+    gpm: bool  # Hopper and later
+    nvlink: bool
+
+
+PRODUCTS: dict[str, Product] = {
+    "H100": Product("NVIDIA H100 80GB HBM3", 80, 700, 70, gpm=True, nvlink=True),
+    "H200": Product("NVIDIA H200", 141, 700, 75, gpm=True, nvlink=True),
+    "H20": Product("NVIDIA H20", 96, 500, 60, gpm=True, nvlink=True),
+    "A100": Product("NVIDIA A100-SXM4-80GB", 80, 400, 55, gpm=False, nvlink=True),
+    "A10": Product("NVIDIA A10", 24, 150, 20, gpm=False, nvlink=False),
+    "L20": Product("NVIDIA L20", 48, 350, 30, gpm=False, nvlink=False),
+    "T4": Product("Tesla T4", 16, 70, 10, gpm=False, nvlink=False),
+}
+# readings the fake averages when the state carries their running integrals
+AVERAGED = ("utilization_gpu", "utilization_memory", "power_mw", "sm_active", "tensor_active", "dram_active")
+HISTORY_SECONDS = 3.0  # integrals kept: more than a 1 s power mean or a GPM interval needs
+MAX_INTEGRALS = 60  # the fake takes 64
+
+
+def device(index: int, product: str = "H100", **fields: Any) -> dict[str, Any]:
+    """One idle GPU of ``product`` (a key of PRODUCTS: an H100 SXM5 by default) with every capability
+    it has present (GPM keys are null before Hopper); ``fields`` override any key."""
+    spec = PRODUCTS[product]
     bus = HGX_BUSES[index] if index < len(HGX_BUSES) else 0x100 + index
+    gpm = 0.0 if spec.gpm else None
     d: dict[str, Any] = {
         "index": index,
-        "name": "NVIDIA H100 80GB HBM3",
+        "name": spec.name,
         "uuid": f"GPU-{index:08x}-fa4e-4e5f-8a1b-{0x2C9E0000 + index:012x}",
         "pci_bus_id": f"00000000:{bus:02X}:00.0",
         "utilization_gpu": 0,
         "utilization_memory": 0,
-        "memory_total_bytes": 80 * GIB,
+        "memory_total_bytes": spec.memory_gib * GIB,
         "memory_used_bytes": 0,
-        "power_mw": 70_000,
-        "power_limit_mw": 700_000,
+        "power_mw": spec.idle_w * 1000,
+        "power_limit_mw": spec.limit_w * 1000,
         "temperature_c": 32,
         "sm_clock_mhz": 1980,
         "clocks_event_reasons": 0,
         "pcie_tx_bytes": 0,
         "pcie_rx_bytes": 0,
-        "nvlink_tx_kib": 0,
-        "nvlink_rx_kib": 0,
-        "sm_active": 0.0,
-        "tensor_active": 0.0,
-        "dram_active": 0.0,
+        "nvlink_tx_kib": 0 if spec.nvlink else None,
+        "nvlink_rx_kib": 0 if spec.nvlink else None,
+        "sm_active": gpm,
+        "tensor_active": gpm,
+        "dram_active": gpm,
         "ecc_uncorrected": 0,
         "row_remap_failure": False,
         "processes": [],
@@ -95,22 +125,60 @@ def library_dir(build: bool = True) -> Path:
 
 
 class FakeNvml:
-    """A state file and the state it holds; every change is written at once."""
+    """A state file and the state it holds; every change is written at once.
 
-    def __init__(self, path: str | Path, gpus: int | list[dict[str, Any]] = 8, **top: Any) -> None:
+    With ``averaged``, each write carries the running integrals of the readings a real GPU averages
+    (docs/fake-nvml.md), so utilization, power, GPM and the sample buffer answer as a real GPU's do:
+    a change shows in full only once a whole averaging period has passed. Without, the fake answers
+    the instant's values: most unit tests set a value and read it back at once (made the default,
+    it failed 8 tests in tests/gpu alone, each reading a mix of the old and new value)."""
+
+    def __init__(
+        self, path: str | Path, gpus: int | list[dict[str, Any]] = 8, averaged: bool = False, **top: Any
+    ) -> None:
         self.path = Path(path)
         self.state = state(gpus, **top)
+        self.averaged = averaged
         self._seq = 0
+        self._history: dict[int, list[dict[str, float]]] = {}
+        self._held: dict[int, dict[str, float]] = {}  # each reading since the last item
+        self._own: set[int] = set()  # devices whose integrals the caller writes
         self.write()
 
     def write(self) -> None:
+        if self.averaged:
+            now = time.monotonic()
+            for i, d in enumerate(self.state["devices"]):
+                if i not in self._own:
+                    d["integrals"] = self._integrals(i, d, now)
         write_state(self.path, self.state)
+
+    def _integrals(self, i: int, d: dict[str, Any], now: float) -> list[dict[str, float]]:
+        """The history with an item for ``now``: each reading integrated at the value it held."""
+        keys = [k for k in AVERAGED if isinstance(d.get(k), int | float) and not isinstance(d.get(k), bool)]
+        history, held = self._history.setdefault(i, []), self._held.get(i, {})
+        if history and set(history[-1]) - {"at"} != set(keys):
+            history.clear()  # a reading became null or came back: start over
+        if history:
+            prev = history[-1]
+            now = max(now, prev["at"] + 1e-6)  # ``at`` increases strictly
+            history.append({"at": now, **{k: prev[k] + held[k] * (now - prev["at"]) for k in keys}})
+        else:
+            history.append({"at": now, **dict.fromkeys(keys, 0.0)})
+        while len(history) > 2 and history[1]["at"] < now - HISTORY_SECONDS:
+            history.pop(0)
+        del history[:-MAX_INTEGRALS]
+        self._held[i] = {k: float(d[k]) for k in keys}
+        return [dict(item) for item in history]
 
     def device(self, index: int) -> dict[str, Any]:
         return self.state["devices"][index]
 
     def set(self, index: int, **fields: Any) -> None:
-        """Change fields of one GPU (``lost=True``, ``unsupported=[...]``, ``delay_ms=...``)."""
+        """Change fields of one GPU (``lost=True``, ``unsupported=[...]``, ``delay_ms=...``); given
+        ``integrals``, the caller keeps that GPU's from then on."""
+        if "integrals" in fields:
+            self._own.add(index)
         self.device(index).update(copy.deepcopy(fields))
         self.write()
 

@@ -5,6 +5,7 @@ docs/fake-nvml.md, struct layouts, and the ways it fails like a real driver."""
 from __future__ import annotations
 
 import ctypes
+import itertools
 import json
 import random
 import time
@@ -102,6 +103,7 @@ def test_gpm_samples_and_metrics(nvml: FakeNvml) -> None:
     s1, s2 = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
     try:
         pynvml.nvmlGpmSampleGet(h, s1)
+        time.sleep(0.11)  # NVML: more than 100 ms apart
         pynvml.nvmlGpmSampleGet(h, s2)
         req = pynvml.c_nvmlGpmMetricsGet_t()
         req.version = pynvml.NVML_GPM_METRICS_GET_VERSION
@@ -150,7 +152,8 @@ def test_readings_averaged_over_time_as_a_real_gpu_reports_them(nvml: FakeNvml) 
     t = time.monotonic()
     past = [(t - 0.6, COMPUTE), (t - 0.2, SPIN)]  # computed 0.4 s, spinning since 0.2 s ago
     nvml.set(0, **SPIN, integrals=_integrals(past), utilization_average_seconds=1, power_average_seconds=1)
-    nvml.set(1, **SPIN, integrals=_integrals(past), utilization_average_seconds=0.1)  # instant power (GA100)
+    # instant power (GA100): an explicit 0 wins over the H100 name's 1 s
+    nvml.set(1, **SPIN, integrals=_integrals(past), utilization_average_seconds=0.1, power_average_seconds=0)
     h0, h1 = handle(0), handle(1)
     before = time.monotonic()
     util, power = pynvml.nvmlDeviceGetUtilizationRates(h0), pynvml.nvmlDeviceGetPowerUsage(h0)
@@ -353,3 +356,199 @@ def test_the_labs_gpus_with_integrals_read_as_real_ones(nvml: FakeNvml) -> None:
     items = json.loads(nvml.path.read_text())["devices"][0]["integrals"]
     assert [x["at"] for x in items] == sorted(x["at"] for x in items) and len(items) >= 4
     assert items[-1]["power_mw"] > 0.3 * 560_000  # carried on, not started over
+
+
+# --- as a real GPU answers by default: the sample buffer, the energy counter, the power fields, GPM's
+# graphics util and 100 ms floor, and each product's defaults (docs/fake-nvml.md) ---------------------
+
+BUSY = {"utilization_gpu": 80, "utilization_memory": 40, "power_mw": 500_000, "sm_active": 70.0}
+IDLE = {"utilization_gpu": 0, "utilization_memory": 0, "power_mw": 100_000, "sm_active": 0.0}
+PERIOD = 1 / 6  # the fake's default sample period
+
+
+def _history(phases: list[tuple[float, dict[str, float]]]) -> list[dict[str, float]]:
+    out, total = [], dict.fromkeys(BUSY, 0.0)
+    for i, (at, _) in enumerate(phases):
+        if i:
+            before_at, before = phases[i - 1]
+            total = {k: total[k] + before[k] * (at - before_at) for k in total}
+        out.append({"at": at, **total})
+    return out
+
+
+def test_the_sample_buffer_holds_the_drivers_samples(nvml: FakeNvml) -> None:
+    nvml.set(0, utilization_gpu=50)
+    kind, got = pynvml.nvmlDeviceGetSamples(handle(0), pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
+    assert kind == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+    assert len(got) == 100 and {s.sampleValue.uiVal for s in got} == {50}  # the whole buffer
+    stamps = [s.timeStamp for s in got]
+    gaps = {b - a for a, b in itertools.pairwise(stamps)}
+    assert gaps <= {166_666, 166_667, 166_668}, gaps  # one sample per period, oldest first
+    _, newer = pynvml.nvmlDeviceGetSamples(handle(0), pynvml.NVML_GPU_UTILIZATION_SAMPLES, stamps[-5])
+    assert [s.timeStamp for s in newer][:4] == stamps[-4:] and all(s.timeStamp > stamps[-5] for s in newer)
+    # an idle GPU records no utilization sample: the buffer comes back empty; power is still sampled
+    with pytest.raises(pynvml.NVMLError_NotFound):
+        pynvml.nvmlDeviceGetSamples(handle(1), pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
+    _, power = pynvml.nvmlDeviceGetSamples(handle(1), pynvml.NVML_TOTAL_POWER_SAMPLES, 0)
+    assert {s.sampleValue.uiVal for s in power} == {70_000}
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetSamples(handle(1), pynvml.NVML_PROCESSOR_CLK_SAMPLES, 0)
+    nvml.set(1, sample_buffer_depth=0)  # a GPU without the buffer
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetSamples(handle(1), pynvml.NVML_TOTAL_POWER_SAMPLES, 0)
+
+
+def test_each_sample_is_the_mean_of_its_period_across_a_change(nvml: FakeNvml) -> None:
+    t = time.monotonic()
+    phases = [(t - 2.0, BUSY), (t - 1.05, IDLE)]  # busy, then idle since 1.05 s ago
+    nvml.set(2, **IDLE, integrals=_history(phases), sample_clock="monotonic")
+    _, power = pynvml.nvmlDeviceGetSamples(handle(2), pynvml.NVML_TOTAL_POWER_SAMPLES, 0)
+    for s in power:  # on the monotonic clock a timestamp is the grid time itself
+        end = s.timeStamp / 1e6
+        start = max(end - PERIOD, phases[0][0])  # the first is cut short to the history's start
+        assert abs(s.sampleValue.uiVal - _mean(phases, "power_mw", start, end)) <= 2, s  # µs stamps
+    assert 12 <= len(power) <= 13  # the buffer starts with the history: 2 s of 1/6 s
+    assert len({s.sampleValue.uiVal for s in power}) == 3  # busy, the period of the change, idle
+    _, util = pynvml.nvmlDeviceGetSamples(handle(2), pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
+    # the idle periods recorded nothing: a reader weights each sample by the period, not the gap
+    assert all(s.timeStamp / 1e6 - PERIOD < t - 1.05 for s in util) and 6 <= len(util) <= 7
+    assert 0 < util[-1].sampleValue.uiVal < 80  # the period of the change: its mean
+
+
+@pytest.mark.parametrize(
+    "clock, clock_id",
+    [
+        ("realtime", time.CLOCK_REALTIME),
+        ("boottime", time.CLOCK_BOOTTIME),
+        ("monotonic", time.CLOCK_MONOTONIC),
+    ],
+)
+def test_sample_timestamps_are_on_the_configured_clock(nvml: FakeNvml, clock: str, clock_id: int) -> None:
+    nvml.set(3, power_mw=200_000, sample_clock=clock)
+    _, got = pynvml.nvmlDeviceGetSamples(handle(3), pynvml.NVML_TOTAL_POWER_SAMPLES, 0)
+    now_us = time.clock_gettime(clock_id) * 1e6
+    assert 0 <= now_us - got[-1].timeStamp <= PERIOD * 1e6 + 5_000, (clock, now_us - got[-1].timeStamp)
+
+
+def test_the_energy_counter_integrates_the_power(nvml: FakeNvml) -> None:
+    t = time.monotonic()
+    phases = [(t - 0.5, {**BUSY, "power_mw": 300_000}), (t + 0.25, {**IDLE, "power_mw": 100_000})]
+    nvml.set(4, **phases[-1][1], integrals=_history(phases))
+    h = handle(4)
+    a0 = time.monotonic()
+    e0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
+    a1 = time.monotonic()
+    time.sleep(0.2)
+    nvml.set(0, temperature_c=40)  # a rewrite of the state in between loses nothing
+    assert pynvml.nvmlDeviceGetTotalEnergyConsumption(h) >= e0
+    time.sleep(0.3)
+    b0 = time.monotonic()
+    e1 = pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
+    b1 = time.monotonic()
+    # mW x s = mJ: 0.25 s at 300 W then 0.25 s at 100 W, as the history scheduled it
+    bounds = [_mean(phases, "power_mw", a, b) * (b - a) for a in (a0, a1) for b in (b0, b1)]
+    assert min(bounds) - 2 <= e1 - e0 <= max(bounds) + 2, (e1 - e0, bounds)
+    nvml.set(5, energy_counter=False)
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetTotalEnergyConsumption(handle(5))
+
+
+def _product(index: int, product: str, **fields: object) -> dict[str, object]:
+    """device() of that product, as keys for FakeNvml.set()."""
+    return {k: v for k, v in device(index, product=product, **fields).items() if k != "index"}
+
+
+def _power_fields(h) -> list[tuple[int, int]]:
+    got = pynvml.nvmlDeviceGetFieldValues(
+        h, [pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE]
+    )
+    assert all(v.valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT for v in got if v.nvmlReturn == 0)
+    return [(v.nvmlReturn, v.value.uiVal) for v in got]
+
+
+def test_power_fields_instant_and_one_second_mean(nvml: FakeNvml) -> None:
+    t = time.monotonic()
+    phases = [(t - 0.6, BUSY), (t - 0.2, IDLE)]
+    nvml.set(5, **IDLE, integrals=_history(phases))
+    (r_now, now), (r_avg, avg) = _power_fields(handle(5))
+    assert (r_now, now) == (0, 100_000) and r_avg == 0 and 330_000 < avg < 380_000
+    nvml.set(6, **_product(6, "A100"))  # GA100: no 1 s mean
+    assert _power_fields(handle(6)) == [(0, 55_000), (pynvml.NVML_ERROR_NOT_SUPPORTED, 0)]
+    nvml.set(6, power_fields=False)
+    assert [r for r, _ in _power_fields(handle(6))] == [pynvml.NVML_ERROR_NOT_SUPPORTED] * 2
+
+
+def _gpm(h, s1, s2, metric: int = 1) -> float:
+    req = pynvml.c_nvmlGpmMetricsGet_t()
+    req.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+    req.numMetrics = 1
+    req.sample1, req.sample2 = s1, s2
+    req.metrics[0].metricId = metric
+    pynvml.nvmlGpmMetricsGet(req)
+    assert req.metrics[0].nvmlReturn == 0
+    return req.metrics[0].value
+
+
+def test_gpm_graphics_util_and_the_100ms_floor(nvml: FakeNvml) -> None:
+    t = time.monotonic()
+    ahead = [(t - 0.5, BUSY), (t + 0.15, IDLE)]
+    nvml.set(0, **IDLE, integrals=_history(ahead))
+    h = handle(0)
+    s1, s2 = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
+    try:
+        a0 = time.monotonic()
+        pynvml.nvmlGpmSampleGet(h, s1)
+        a1 = time.monotonic()
+        pynvml.nvmlGpmSampleGet(h, s2)
+        with pytest.raises(pynvml.NVMLError_InvalidArgument):  # not more than 100 ms apart
+            _gpm(h, s1, s2)
+        time.sleep(0.3)
+        b0 = time.monotonic()
+        pynvml.nvmlGpmSampleGet(h, s2)
+        b1 = time.monotonic()
+        got = _gpm(h, s1, s2)  # NVML_GPM_METRIC_GRAPHICS_UTIL: the mean utilization between them
+        bounds = [_mean(ahead, "utilization_gpu", a, b) for a in (a0, a1) for b in (b0, b1)]
+        assert min(bounds) - 1e-6 <= got <= max(bounds) + 1e-6 and 20 < got < 60, (got, bounds)
+        nvml.set(0, gpm_min_interval_seconds=0)  # a unit test that ticks back to back
+        pynvml.nvmlGpmSampleGet(h, s1)
+        pynvml.nvmlGpmSampleGet(h, s2)
+        assert _gpm(h, s1, s2) == 0.0  # without integrals: the later sample's utilization
+    finally:
+        pynvml.nvmlGpmSampleFree(s1)
+        pynvml.nvmlGpmSampleFree(s2)
+
+
+@pytest.mark.parametrize(
+    "product, averages_power, power_fields",
+    [
+        ("H100", True, [0, 0]),
+        ("H200", True, [0, 0]),
+        ("H20", True, [0, 0]),
+        ("A100", False, [0, pynvml.NVML_ERROR_NOT_SUPPORTED]),
+        ("A10", True, [0, 0]),
+        ("L20", True, [0, 0]),
+        ("T4", False, [0, pynvml.NVML_ERROR_NOT_SUPPORTED]),
+    ],
+)
+def test_each_products_defaults_and_an_explicit_key_wins(
+    nvml: FakeNvml, product: str, averages_power: bool, power_fields: list[int]
+) -> None:
+    t = time.monotonic()
+    phases = [(t - 0.6, BUSY), (t - 0.2, IDLE)]
+    dev = _product(7, product, power_mw=IDLE["power_mw"])  # GPM keys as the product has them
+    nvml.set(7, **dev, integrals=_history(phases))
+    h = handle(7)
+    assert pynvml.nvmlDeviceGetName(h) == dev["name"]
+    power = pynvml.nvmlDeviceGetPowerUsage(h)
+    assert (power > 300_000) if averages_power else power == 100_000  # the 1 s mean, or the instant's
+    assert [r for r, _ in _power_fields(h)] == power_fields
+    assert pynvml.nvmlDeviceGetTotalEnergyConsumption(h) >= 0  # Volta and later: every profile
+    nvml.set(7, utilization_gpu=30, integrals=None)
+    _, got = pynvml.nvmlDeviceGetSamples(h, pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
+    assert len(got) == 100  # 1/6 s x 100: the default buffer
+    assert abs(time.time() * 1e6 - got[-1].timeStamp) < 200_000  # CLOCK_REALTIME
+    assert pynvml.nvmlGpmQueryDeviceSupport(h).isSupportedDevice == (product in ("H100", "H200", "H20"))
+    nvml.set(7, power_average_seconds=0, sample_buffer_depth=7, integrals=_history(phases), utilization_gpu=0)
+    assert pynvml.nvmlDeviceGetPowerUsage(h) == 100_000  # 0: the instant's, whatever the product
+    nvml.set(7, integrals=None, utilization_gpu=30)
+    assert len(pynvml.nvmlDeviceGetSamples(h, pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)[1]) == 7
