@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 LISTEN ?= 127.0.0.1:9477
 
-.PHONY: run test lint fmt demo lab bench clean fakenvml client-venv typecheck test-loaded
+.PHONY: run test lint fmt demo lab bench clean fakenvml client-venv typecheck test-loaded real-gpu-check
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -73,6 +73,16 @@ TNA_LAB_INPUT_DRAWS ?= 16
 TNA_LAB_CAPPED_RUNS ?= 5
 lab: $(TEST_STAMP) fakenvml
 	TNA_LAB_DRAWS=$(TNA_LAB_DRAWS) TNA_LAB_INPUT_DRAWS=$(TNA_LAB_INPUT_DRAWS) TNA_LAB_CAPPED_RUNS=$(TNA_LAB_CAPPED_RUNS) $(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py tests/ledger/test_ledger_lab.py $(PYTEST_ARGS)
+
+# the real-GPU check (bench/real_gpu.py; docs/gpu.md, "Checking on a real H200"): every NVML call, the
+# readings' timing and the agent's verdict on real CUDA training, about 8 minutes on one GPU and never
+# more than REAL_GPU_BUDGET seconds, into REAL_GPU_OUT/real_gpu.json and real_gpu.log. The venv's python
+# where there is one, else python3 (a GPU machine's, with torch and nvidia-ml-py); with FAKE_NVML_STATE
+# the fake NVML, and the CUDA stages skip saying why
+REAL_GPU_OUT ?= build/real-gpu
+REAL_GPU_BUDGET ?= 480
+real-gpu-check: $(if $(FAKE_NVML_STATE),$(FAKE_NVML))
+	$(if $(FAKE_NVML_STATE),LD_LIBRARY_PATH=$(CURDIR)/build/fakenvml) $(if $(wildcard $(BIN)/python),$(BIN)/python,python3) bench/real_gpu.py $(REAL_GPU_OUT) --budget-seconds $(REAL_GPU_BUDGET)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check agent client tests bench examples lab
