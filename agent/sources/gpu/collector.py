@@ -14,11 +14,13 @@ import pynvml
 import structlog
 
 from agent.core import backoff
+from agent.core.vocabulary import GpuReadingSource as Src
 from agent.sources import SourceAbsent
 from agent.sources.gpu.binding import binding
-from agent.sources.gpu.nvml import PROBE_BASE, Device, GpuLost, Nvml, NvmlDriverError
+from agent.sources.gpu.nvml import POWER_INSTANT, PROBE_BASE, Device, GpuLost, Nvml, NvmlDriverError
 from agent.sources.gpu.nvml_events import XidWatcher
 from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
+from agent.sources.gpu.readings import power_mean
 
 log = structlog.get_logger("gpu")
 
@@ -26,7 +28,8 @@ log = structlog.get_logger("gpu")
 GPM_SM_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_SM_UTIL", 2)  # share of SMs busy: DCGM's SM_ACTIVE
 GPM_TENSOR_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_ANY_TENSOR_UTIL", 5)
 GPM_DRAM_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_DRAM_BW_UTIL", 10)
-GPM_METRICS = (GPM_SM_ACTIVE, GPM_TENSOR_ACTIVE, GPM_DRAM_ACTIVE)
+GPM_BUSY = getattr(pynvml, "NVML_GPM_METRIC_GRAPHICS_UTIL", 1)  # share of time a kernel ran
+GPM_METRICS = (GPM_SM_ACTIVE, GPM_TENSOR_ACTIVE, GPM_DRAM_ACTIVE, GPM_BUSY)
 # functions an older nvidia-ml-py may lack: they then fail like a driver without them
 CLOCKS_EVENT_REASONS = binding("nvmlDeviceGetCurrentClocksEventReasons")
 CLOCKS_THROTTLE_REASONS = binding("nvmlDeviceGetCurrentClocksThrottleReasons")  # before 535
@@ -210,9 +213,13 @@ class GpuCollector:
 
     def _stats(self, nvml: Nvml, dev: Device, now: float) -> GpuStats:
         read = nvml.read
-        util = read(dev, pynvml.nvmlDeviceGetUtilizationRates)
+        rates = read(dev, pynvml.nvmlDeviceGetUtilizationRates)  # memory's, and the fallback
         mem = nvml.first(dev, nvmlDeviceGetMemoryInfo_v2, pynvml.nvmlDeviceGetMemoryInfo)
-        power = read(dev, pynvml.nvmlDeviceGetPowerUsage)
+        power, power_source = power_mean(nvml, dev), Src.ENERGY
+        if power is None:
+            milliwatts = read(dev, pynvml.nvmlDeviceGetPowerUsage)
+            power = milliwatts / 1000.0 if milliwatts is not None else None
+            power_source = Src.AVERAGE if milliwatts is not None else Src.NONE
         limit, ecc, remap = self._slow(nvml, dev, now)
         temp = read(dev, pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU)
         sm_clock = read(dev, pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM)
@@ -222,16 +229,18 @@ class GpuCollector:
         procs = read(dev, COMPUTE_PROCESSES)
         nvlink_tx = fields.get(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
         nvlink_rx = fields.get(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
+        instant = fields.get(POWER_INSTANT)
+        util, samples, util_source = _utilization(nvml, dev, rates, gpm.get(GPM_BUSY))
         return GpuStats(
             index=dev.index,
             uuid=dev.uuid,
             model=dev.model,
             up=True,
-            utilization=util.gpu / 100.0 if util is not None else None,
-            memory_utilization=util.memory / 100.0 if util is not None else None,
+            utilization=util,
+            memory_utilization=rates.memory / 100.0 if rates is not None else None,
             memory_used_bytes=int(mem.used) if mem is not None else None,
             memory_total_bytes=int(mem.total) if mem is not None else None,
-            power_watts=power / 1000.0 if power is not None else None,
+            power_watts=power,
             power_limit_watts=limit / 1000.0 if limit is not None else None,
             temperature_celsius=float(temp) if temp is not None else None,
             sm_clock_hertz=sm_clock * 1e6 if sm_clock is not None else None,
@@ -249,7 +258,28 @@ class GpuCollector:
             processes=tuple(GpuProcess(int(p.pid), p.usedGpuMemory) for p in procs or ()),
             xid_counts=self._xid_counts(dev),
             pci_bus_id=dev.pci_bus_id,
+            utilization_source=util_source,
+            utilization_samples=samples,
+            power_source=power_source,
+            power_instant_watts=instant / 1000.0 if instant is not None else None,
         )
+
+
+def _utilization(
+    nvml: Nvml, dev: Device, rates: Any, gpm_busy: float | None
+) -> tuple[float | None, int | None, Src]:
+    """The share of the tick a kernel ran, the buffer samples it came from, and its source: the
+    driver's buffer, else the last sample period's rate, else GPM's graphics activity (MIG, where
+    the parent GPU answers no utilization)."""
+    buffer = dev.utilization.share(nvml, dev) if dev.utilization is not None else None
+    if buffer is not None:
+        share, count = buffer
+        return share, count, Src.SAMPLES if count else Src.SAMPLES_IDLE
+    if rates is not None:
+        return rates.gpu / 100.0, None, Src.RATES
+    if gpm_busy is not None:
+        return _ratio(gpm_busy), None, Src.GPM
+    return None, None, Src.NONE
 
 
 def _ratio(percent: float | None) -> float | None:

@@ -3,57 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from agent.snapshot import NodeSnapshot
-from agent.sources.gpu.part import GpuPart, GpuStats
+from agent.sources.gpu.part import FIGURES, GpuPart, GpuStats
 from agent.sources.gpu.reasons import LABELS as CLOCK_LABELS
 
 LABELS = ["gpu", "uuid", "model"]
 
 Value = Callable[[GpuStats], float | int | bool | None]
 
-GAUGES: tuple[tuple[str, str, Value], ...] = (
-    ("utilization_ratio", "Share of time a kernel ran (utilization.gpu).", lambda g: g.utilization),
-    (
-        "memory_utilization_ratio",
-        "Share of time device memory was read or written (utilization.memory).",
-        lambda g: g.memory_utilization,
-    ),
-    ("memory_used_bytes", "Device memory in use.", lambda g: g.memory_used_bytes),
-    ("memory_total_bytes", "Device memory size.", lambda g: g.memory_total_bytes),
-    ("power_watts", "Power draw.", lambda g: g.power_watts),
-    ("power_limit_watts", "Enforced power limit.", lambda g: g.power_limit_watts),
-    ("temperature_celsius", "GPU core temperature.", lambda g: g.temperature_celsius),
-    ("sm_clock_hertz", "SM clock.", lambda g: g.sm_clock_hertz),
-    ("sm_active_ratio", "GPM: share of SMs busy over the last interval.", lambda g: g.sm_active),
-    ("tensor_active_ratio", "GPM: tensor pipe activity over the last interval.", lambda g: g.tensor_active),
-    ("dram_active_ratio", "GPM: DRAM bandwidth utilization over the last interval.", lambda g: g.dram_active),
-    (
-        "clocks_event_reasons",
-        "NVML clocks event (throttle) reasons as a bit set; see training_node_gpu_clocks_event_active.",
-        lambda g: g.clocks_event_reasons,
-    ),
-    (
-        "row_remap_failure",
-        "1 when row remapping failed: the GPU needs service.",
-        lambda g: g.row_remap_failure,
-    ),
-    ("row_remap_pending", "1 when a row remap waits for a GPU reset.", lambda g: g.row_remap_pending),
-)
 
-COUNTERS: tuple[tuple[str, str, Value], ...] = (
-    ("pcie_rx_bytes", "Bytes received over PCIe.", lambda g: g.pcie_rx_bytes),
-    ("pcie_tx_bytes", "Bytes transmitted over PCIe.", lambda g: g.pcie_tx_bytes),
-    ("nvlink_rx_bytes", "Bytes received over NVLink, all links.", lambda g: g.nvlink_rx_bytes),
-    ("nvlink_tx_bytes", "Bytes transmitted over NVLink, all links.", lambda g: g.nvlink_tx_bytes),
-    (
-        "ecc_uncorrected_errors",
-        "Uncorrectable ECC errors since the driver loaded (volatile).",
-        lambda g: g.ecc_uncorrected_total,
-    ),
-)
+def _table(counter: bool) -> tuple[tuple[str, str, Value], ...]:
+    return tuple((fig.metric, fig.help, attrgetter(name)) for name, fig in FIGURES if fig.counter is counter)
+
+
+GAUGES = _table(counter=False)
+COUNTERS = _table(counter=True)
 
 
 def _labels(g: GpuStats) -> list[str]:
@@ -84,7 +52,14 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
         "training_node_gpu_up", "1 while the GPU answers NVML, 0 once it is lost.", labels=LABELS
     )
     for g in part.gpus:
-        info.add_metric(_labels(g), {"pci_bus_id": g.pci_bus_id or ""})
+        info.add_metric(
+            _labels(g),
+            {
+                "pci_bus_id": g.pci_bus_id or "",
+                "utilization_source": str(g.utilization_source),
+                "power_source": str(g.power_source),
+            },
+        )
         up.add_metric(_labels(g), 1.0 if g.up else 0.0)
     yield info
     yield up

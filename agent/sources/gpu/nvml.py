@@ -32,10 +32,12 @@ from agent.sources.gpu.binding import (
     number,
 )
 from agent.sources.gpu.nvml_gpm import GpmSampler
+from agent.sources.gpu.readings import UtilizationBuffer
 
 log = structlog.get_logger("nvml")
 
 ALL_LINKS = 0xFFFFFFFF  # scopeId of NVLink field values: every link together
+POWER_INSTANT = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", 186)  # milliwatts, the instant's
 
 # after these the library as a whole needs shutting down and initialising again
 DRIVER_ERRORS = frozenset(
@@ -93,6 +95,8 @@ class Device:
     probe_failures: int = 0  # recovery probes that failed since it was lost
     fields: tuple[tuple[int, int], ...] = ()  # (fieldId, scopeId) still worth asking
     gpm: GpmSampler | None = None
+    utilization: UtilizationBuffer | None = None  # the driver's sample buffer, where it keeps one
+    energy: tuple[int, float] | None = None  # the energy counter's last read (mJ, monotonic seconds)
     skipped: set[str] = field(default_factory=set)  # functions this GPU cannot answer
     slow: tuple[Any, ...] | None = None  # the collector's reads of values that rarely change
     slow_at: float = 0.0  # monotonic time they are read again (0: at the next tick)
@@ -180,8 +184,10 @@ class Nvml:
             (pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES, 0),
             (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ALL_LINKS),
             (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ALL_LINKS),
+            (POWER_INSTANT, 0),
         )
         dev.gpm = GpmSampler.open(self, dev)
+        dev.utilization = UtilizationBuffer.open(self, dev)
         return dev
 
     def _identify(self, dev: Device) -> None:
@@ -204,7 +210,7 @@ class Nvml:
         try:
             return fn(dev.handle, *args, **kw)
         except pynvml.NVMLError as e:
-            return self._failed(dev, name, e)
+            return self.failed(dev, name, e)
 
     def first(self, dev: Device, *fns: Callable[..., Any]) -> Any:
         """The first of several equivalent functions (a new name, then its deprecated alias) that answers."""
@@ -230,7 +236,8 @@ class Nvml:
                 reason=reason,
             )
 
-    def _failed(self, dev: Device, name: str, e: pynvml.NVMLError) -> None:
+    def failed(self, dev: Device, name: str, e: pynvml.NVMLError) -> None:
+        """What a failed call means: GpuLost or NvmlDriverError raised, a skip noted, or a warning once."""
         code = e.value
         if code in LOST_ERRORS:
             raise GpuLost(f"{name}: {error_text(e)}")

@@ -3,6 +3,8 @@ samples the driver takes when asked, where utilization would only say "a kernel 
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,6 +20,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger("nvml")
 
 GPM_SAMPLE_GET = binding("nvmlGpmSampleGet")
+# NVIDIA: two samples "should be greater than 100ms" apart, "due to the internal sample refresh rate":
+# a tick closer than that to the last sample keeps the last metrics instead of asking for invalid ones
+MIN_INTERVAL = 0.1
 
 
 @dataclass
@@ -29,6 +34,8 @@ class GpmSampler:
     previous: Any = None
     metric_ids: tuple[int, ...] = ()
     slots: list[Any] = field(default_factory=list)  # views of request.metrics[i], read after each call
+    sampled_at: float = -math.inf  # monotonic time of the previous sample
+    last: dict[int, float] = field(default_factory=dict)  # the metrics between the last two samples
 
     @classmethod
     def open(cls, nvml: Nvml, dev: Device) -> GpmSampler | None:
@@ -48,10 +55,19 @@ class GpmSampler:
         return cls(samples, request)
 
     def metrics(self, nvml: Nvml, dev: Device, metric_ids: Iterable[int]) -> dict[int, float]:
-        """GPM metrics in percent between this tick's sample and the previous one ({} on the first)."""
+        """GPM metrics in percent between this tick's sample and the previous one ({} on the first);
+        within MIN_INTERVAL of the previous sample, the last ones again."""
+        now = time.monotonic()
+        if now - self.sampled_at < MIN_INTERVAL:
+            return self.last
+        self.last = self._metrics(nvml, dev, metric_ids)
+        return self.last
+
+    def _metrics(self, nvml: Nvml, dev: Device, metric_ids: Iterable[int]) -> dict[int, float]:
         current = self.samples[1] if self.previous is self.samples[0] else self.samples[0]
         if nvml.read(dev, GPM_SAMPLE_GET, current) is None:
             return {}
+        self.sampled_at = time.monotonic()
         previous, self.previous = self.previous, current
         if previous is None:
             return {}

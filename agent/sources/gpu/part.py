@@ -6,7 +6,10 @@ Counters are cumulative raw values as the kernel or driver reports them, convert
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
+
+from agent.core.vocabulary import GpuReadingSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,34 +18,105 @@ class GpuProcess:
     used_memory_bytes: int | None
 
 
+class Figure(NamedTuple):
+    """How one GPU figure is shown, declared once beside its field: ``metrics.py`` renders the
+    metric and ``status.py`` the status key from it (``tests/gpu/test_gpu_figures.py`` names a field
+    that is shown nowhere, and a classifier input that no figure feeds)."""
+
+    metric: str  # training_node_gpu_<metric> (a counter gets _total)
+    help: str
+    status: str | None = None  # its key in each GPU's status (None: not there; "": the metric's name)
+    counter: bool = False  # cumulative
+
+    def status_key(self) -> str | None:
+        return self.metric if self.status == "" else self.status
+
+
+def figure(metric: str, help: str, status: str | None = "", counter: bool = False) -> Any:
+    """A GpuStats field shown as ``metric`` (and in the status as ``status``); None by default."""
+    return field(default=None, metadata={"figure": Figure(metric, help, status, counter)})
+
+
 @dataclass(frozen=True, slots=True)
 class GpuStats:
-    index: int
-    uuid: str
-    model: str
-    up: bool  # False once NVML says GPU_IS_LOST
-    utilization: float | None = None  # ratio 0-1 (utilization.gpu)
-    memory_utilization: float | None = None  # ratio 0-1 (utilization.memory)
-    memory_used_bytes: int | None = None
-    memory_total_bytes: int | None = None
-    power_watts: float | None = None
-    power_limit_watts: float | None = None
-    temperature_celsius: float | None = None
-    sm_clock_hertz: float | None = None
-    clocks_event_reasons: int | None = None  # NVML bit set
-    pcie_tx_bytes: int | None = None  # cumulative
-    pcie_rx_bytes: int | None = None
-    nvlink_tx_bytes: int | None = None  # cumulative, all links
-    nvlink_rx_bytes: int | None = None
-    sm_active: float | None = None  # GPM ratio 0-1, None where unsupported
-    tensor_active: float | None = None
-    dram_active: float | None = None
-    ecc_uncorrected_total: int | None = None
-    row_remap_failure: bool | None = None
-    processes: tuple[GpuProcess, ...] = ()
-    xid_counts: dict[int, int] = field(default_factory=dict)  # xid -> cumulative count
-    pci_bus_id: str | None = None
-    row_remap_pending: bool | None = None
+    index: int = field(metadata={"by_hand": "the gpu label"})
+    uuid: str = field(metadata={"by_hand": "the uuid label"})
+    model: str = field(metadata={"by_hand": "the model label"})
+    up: bool = field(metadata={"by_hand": "training_node_gpu_up"})  # False once NVML says GPU_IS_LOST
+    utilization: float | None = figure(
+        "utilization_ratio",
+        "Share of the tick a kernel ran: the driver's sample buffer time-weighted, else utilization.gpu.",
+    )
+    memory_utilization: float | None = figure(
+        "memory_utilization_ratio", "Share of time device memory was read or written (utilization.memory)."
+    )
+    memory_used_bytes: int | None = figure("memory_used_bytes", "Device memory in use.")
+    memory_total_bytes: int | None = figure("memory_total_bytes", "Device memory size.")
+    power_watts: float | None = figure(
+        "power_watts", "Mean power draw over the tick (the energy counter's delta, else NVML's power)."
+    )
+    power_limit_watts: float | None = figure("power_limit_watts", "Enforced power limit.")
+    temperature_celsius: float | None = figure("temperature_celsius", "GPU core temperature.")
+    sm_clock_hertz: float | None = figure("sm_clock_hertz", "SM clock.")
+    clocks_event_reasons: int | None = figure(  # NVML bit set
+        "clocks_event_reasons",
+        "NVML clocks event (throttle) reasons as a bit set; see training_node_gpu_clocks_event_active.",
+    )
+    pcie_tx_bytes: int | None = figure("pcie_tx_bytes", "Bytes transmitted over PCIe.", None, counter=True)
+    pcie_rx_bytes: int | None = figure("pcie_rx_bytes", "Bytes received over PCIe.", None, counter=True)
+    nvlink_tx_bytes: int | None = figure(
+        "nvlink_tx_bytes", "Bytes transmitted over NVLink, all links.", None, counter=True
+    )
+    nvlink_rx_bytes: int | None = figure(
+        "nvlink_rx_bytes", "Bytes received over NVLink, all links.", None, counter=True
+    )
+    sm_active: float | None = figure("sm_active_ratio", "GPM: share of SMs busy over the last interval.")
+    tensor_active: float | None = figure(
+        "tensor_active_ratio", "GPM: tensor pipe activity over the last interval."
+    )
+    dram_active: float | None = figure(
+        "dram_active_ratio", "GPM: DRAM bandwidth utilization over the last interval."
+    )
+    ecc_uncorrected_total: int | None = figure(
+        "ecc_uncorrected_errors",
+        "Uncorrectable ECC errors since the driver loaded (volatile).",
+        "ecc_uncorrected_total",
+        counter=True,
+    )
+    row_remap_failure: bool | None = figure(
+        "row_remap_failure", "1 when row remapping failed: the GPU needs service."
+    )
+    # shown by metrics.py and status.py in ways of their own ("by_hand": how)
+    processes: tuple[GpuProcess, ...] = field(default=(), metadata={"by_hand": "a count, a series per pid"})
+    xid_counts: dict[int, int] = field(  # xid -> cumulative count
+        default_factory=dict, metadata={"by_hand": "a series per Xid"}
+    )
+    pci_bus_id: str | None = field(default=None, metadata={"by_hand": "a label of training_node_gpu_info"})
+    row_remap_pending: bool | None = figure(
+        "row_remap_pending", "1 when a row remap waits for a GPU reset.", None
+    )
+    # where utilization and power came from this tick (readings.py): a share of the whole tick from
+    # the driver's buffer and energy counter where it has them, else one period's or 1 s's reading
+    utilization_source: GpuReadingSource = field(
+        default=GpuReadingSource.NONE, metadata={"by_hand": "a label of training_node_gpu_info"}
+    )
+    utilization_samples: int | None = figure(
+        "utilization_samples",
+        "Samples of the driver's utilization buffer the tick's utilization was made of.",
+        None,
+    )
+    power_source: GpuReadingSource = field(
+        default=GpuReadingSource.NONE, metadata={"by_hand": "a label of training_node_gpu_info"}
+    )
+    power_instant_watts: float | None = figure(
+        "power_instant_watts",
+        "Power draw at the instant of the read (NVML_FI_DEV_POWER_INSTANT); power_watts is the tick's mean.",
+    )
+
+
+FIGURES: tuple[tuple[str, Figure], ...] = tuple(
+    (f.name, f.metadata["figure"]) for f in fields(GpuStats) if "figure" in f.metadata
+)
 
 
 @dataclass(frozen=True, slots=True)

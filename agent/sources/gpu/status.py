@@ -7,8 +7,19 @@ from typing import Any
 
 from agent.core.projection import Each, Spec, fields
 from agent.snapshot.summary import pct, rounded
-from agent.sources.gpu.part import GpuPart
+from agent.sources.gpu.part import FIGURES, GpuPart, GpuStats
 from agent.sources.gpu.rates import GpuRates
+
+# each figure's status key (part.py declares them), beside what the status shows by hand
+STATUS_FIGURES: tuple[tuple[str, str], ...] = tuple(
+    (name, key) for name, fig in FIGURES if (key := fig.status_key()) is not None
+)
+RATES = (
+    ("pcie_rx_bytes_per_second", "gpu_pcie_rx"),
+    ("pcie_tx_bytes_per_second", "gpu_pcie_tx"),
+    ("nvlink_rx_bytes_per_second", "gpu_nvlink_rx"),
+    ("nvlink_tx_bytes_per_second", "gpu_nvlink_tx"),
+)
 
 # GPU process PIDs stay off the network
 TCP_VIEW: dict[str, Spec] = {
@@ -20,62 +31,43 @@ TCP_VIEW: dict[str, Spec] = {
             "model",
             "up",
             "pci_bus_id",
-            "utilization_ratio",
-            "memory_utilization_ratio",
-            "memory_used_bytes",
-            "memory_total_bytes",
-            "power_watts",
-            "power_limit_watts",
-            "temperature_celsius",
-            "sm_active_ratio",
-            "tensor_active_ratio",
-            "dram_active_ratio",
-            "sm_clock_hertz",
-            "clocks_event_reasons",
-            "ecc_uncorrected_total",
-            "row_remap_failure",
-            "pcie_rx_bytes_per_second",
-            "pcie_tx_bytes_per_second",
-            "nvlink_rx_bytes_per_second",
-            "nvlink_tx_bytes_per_second",
+            *(key for _, key in STATUS_FIGURES),
+            *(key for key, _ in RATES),
             "xid_counts",
+            "readings",
         )
     ),
 }
 
 
+def _gpu(g: GpuStats, r: GpuRates) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "index": g.index,
+        "uuid": g.uuid,
+        "model": g.model,
+        "up": g.up,
+        "pci_bus_id": g.pci_bus_id,
+    }
+    for name, key in STATUS_FIGURES:
+        out[key] = getattr(g, name)
+    for key, rate in RATES:
+        out[key] = rounded(getattr(r, rate).get(g.index), 1)
+    out["processes"] = [{"pid": p.pid, "used_memory_bytes": p.used_memory_bytes} for p in g.processes]
+    out["xid_counts"] = {str(k): v for k, v in g.xid_counts.items()}
+    out["readings"] = {
+        "utilization": str(g.utilization_source),
+        "utilization_samples": g.utilization_samples,
+        "power": str(g.power_source),
+    }
+    return out
+
+
 def summary(part: GpuPart, r: GpuRates) -> dict[str, Any]:
-    gpus = [
-        {
-            "index": g.index,
-            "uuid": g.uuid,
-            "model": g.model,
-            "up": g.up,
-            "pci_bus_id": g.pci_bus_id,
-            "utilization_ratio": g.utilization,
-            "memory_utilization_ratio": g.memory_utilization,
-            "memory_used_bytes": g.memory_used_bytes,
-            "memory_total_bytes": g.memory_total_bytes,
-            "power_watts": g.power_watts,
-            "power_limit_watts": g.power_limit_watts,
-            "temperature_celsius": g.temperature_celsius,
-            "sm_active_ratio": g.sm_active,
-            "tensor_active_ratio": g.tensor_active,
-            "dram_active_ratio": g.dram_active,
-            "sm_clock_hertz": g.sm_clock_hertz,
-            "clocks_event_reasons": g.clocks_event_reasons,
-            "ecc_uncorrected_total": g.ecc_uncorrected_total,
-            "row_remap_failure": g.row_remap_failure,
-            "pcie_rx_bytes_per_second": rounded(r.gpu_pcie_rx.get(g.index), 1),
-            "pcie_tx_bytes_per_second": rounded(r.gpu_pcie_tx.get(g.index), 1),
-            "nvlink_rx_bytes_per_second": rounded(r.gpu_nvlink_rx.get(g.index), 1),
-            "nvlink_tx_bytes_per_second": rounded(r.gpu_nvlink_tx.get(g.index), 1),
-            "processes": [{"pid": p.pid, "used_memory_bytes": p.used_memory_bytes} for p in g.processes],
-            "xid_counts": {str(k): v for k, v in g.xid_counts.items()},
-        }
-        for g in part.gpus
-    ]
-    return {"gpus": gpus, "driver_version": part.driver_version, "nvml_version": part.nvml_version}
+    return {
+        "gpus": [_gpu(g, r) for g in part.gpus],
+        "driver_version": part.driver_version,
+        "nvml_version": part.nvml_version,
+    }
 
 
 def lines(summarized: Mapping[str, Any]) -> list[str]:
@@ -91,8 +83,19 @@ def lines(summarized: Mapping[str, Any]) -> list[str]:
                 f"  sm {pct(g.get('sm_active_ratio'))}"
                 f"  power {power if power is not None else '-'}/{limit if limit is not None else '-'} W"
                 f"  procs {len(g.get('processes', []))}"
+                f"  ({_sources(g.get('readings'))})"
             )
         return out
     if "collectors" in summarized and "gpu" in summarized["collectors"]:
         return [f"\n[gpus] none visible: {summarized['collectors']['gpu'].get('error')}"]
     return []
+
+
+def _sources(readings: Mapping[str, Any] | None) -> str:
+    """Where this tick's utilization and power came from, in the status line."""
+    if not readings:
+        return "sources unknown"
+    count = readings.get("utilization_samples")
+    util = readings.get("utilization")
+    util = f"{util} x{count}" if count else util
+    return f"util from {util}, power from {readings.get('power')}"

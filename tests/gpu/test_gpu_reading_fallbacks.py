@@ -1,0 +1,134 @@
+"""Each way a GPU may lack the readings the agent prefers (the driver's utilization buffer, the energy
+counter, GPM, and MIG, where the parent GPU answers no utilization at all): the collector falls back
+in its stated order, says which source it used, and the classifier still splits the GPUs' time and
+gives a verdict. The fake averages its readings as a real GPU does (running integrals): a GPU that
+computes 3/4 of each 0.4 s step and spins in a collective for the rest reads as that mix."""
+
+# ruff: noqa: F811 - pytest fixtures imported from gpu_fixtures are used as parameters
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpu_fixtures import fake_nvml_library  # noqa: F401
+
+from agent.classifier.engine import Engine
+from agent.classifier.tallies import combine, tally
+from agent.config.classifier import ClassifierSection
+from agent.core.vocabulary import GpuReadingSource as Src
+from agent.devtools.fake_nvml import FakeNvml
+from agent.snapshot import NodeSnapshot
+from agent.sources.gpu.collector import GpuCollector
+from agent.sources.gpu.part import GpuPart
+from agent.sources.gpu.rates import GpuRates
+from agent.sources.gpu.status import lines, summary
+
+COMPUTE = {"utilization_gpu": 97, "power_mw": 560_000, "sm_active": 82.0, "tensor_active": 61.0}
+SPIN = {"utilization_gpu": 100, "power_mw": 115_000, "sm_active": 3.0, "tensor_active": 0.0}
+IDLE = {"utilization_gpu": 0, "power_mw": 72_000, "sm_active": 0.0, "tensor_active": 0.0}
+NO_GPM = {"sm_active": None, "tensor_active": None, "dram_active": None}
+STEP = 0.4  # seconds: 3/4 computing, 1/4 spinning
+CFG = ClassifierSection(window="3s", evaluate_every="1s", warmup="0s", confirmations=1, sustain="0s")
+
+CASES: dict[str, tuple[dict[str, Any], Src, Src]] = {
+    # what the GPUs lack -> (their state, utilization source, power source)
+    "everything": ({}, Src.SAMPLES, Src.ENERGY),
+    "no sample buffer": ({"unsupported": ["nvmlDeviceGetSamples"]}, Src.RATES, Src.ENERGY),
+    "no energy counter": ({"energy_counter": False}, Src.SAMPLES, Src.AVERAGE),
+    "no GPM": (NO_GPM, Src.SAMPLES, Src.ENERGY),
+    # MIG: the parent GPU answers NOT_SUPPORTED for utilization, GPM still reports its activity
+    "MIG": (
+        {"unsupported": ["nvmlDeviceGetSamples", "nvmlDeviceGetUtilizationRates"]},
+        Src.GPM,
+        Src.ENERGY,
+    ),
+}
+
+
+class Workload:
+    """Both GPUs compute 3/4 of each step and spin for the rest, written as the phases change."""
+
+    def __init__(
+        self, fake: FakeNvml, lacks: dict[str, Any], phases: list[tuple[dict[str, Any], float]]
+    ) -> None:
+        self.fake, self.lacks, self.phases = fake, lacks, phases
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _show(self, fields: dict[str, Any]) -> None:
+        for d in self.fake.state["devices"]:
+            d.update(fields, processes=[{"pid": 4242, "used_memory_bytes": 1 << 30}], **self.lacks)
+        self.fake.write()
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            for fields, seconds in self.phases:
+                self._show(fields)
+                if self.done.wait(seconds):
+                    return
+
+    def __enter__(self) -> Workload:
+        self._show(self.phases[0][0])
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(5)
+
+
+def watch(tmp_path: Path, library: Path, monkeypatch, lacks, phases, seconds: float = 4.0):
+    """The collector every 0.25 s for ``seconds`` under the workload; its parts and the engine."""
+    fake = FakeNvml(tmp_path / "nvml.json", gpus=2, averaged=True)
+    monkeypatch.setenv("FAKE_NVML_STATE", str(fake.path))
+    collector = GpuCollector(library=str(library))
+    engine = Engine(CFG)
+    parts: list[GpuPart] = []
+    try:
+        with Workload(fake, lacks, phases):
+            start = time.monotonic()
+            seq = 0
+            while time.monotonic() - start < seconds:
+                part = collector.collect()
+                seq += 1
+                engine.add_snapshot(NodeSnapshot(seq, time.time(), time.monotonic(), parts={"gpu": part}))
+                parts.append(part)
+                time.sleep(0.25)
+    finally:
+        collector.close()
+    return parts, engine
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_fallback_names_its_source_splits_the_time_and_gives_a_verdict(
+    case: str, tmp_path: Path, fake_nvml_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lacks, util_source, power_source = CASES[case]
+    phases = [(COMPUTE, 0.75 * STEP), (SPIN, 0.25 * STEP)]
+    parts, engine = watch(tmp_path, fake_nvml_library, monkeypatch, lacks, phases)
+    last = parts[-1].gpus[0]
+    assert (last.utilization_source, last.power_source) == (util_source, power_source)
+    status = summary(parts[-1], GpuRates())
+    assert status["gpus"][0]["readings"]["utilization"] == util_source
+    assert f"util from {util_source}" in lines(status)[1] and f"power from {power_source}" in lines(status)[1]
+
+    # the second half of the run, split as the classifier splits it: a mix, not whole samples
+    window = engine.window()[len(engine.window()) // 2 :]
+    g = combine([tally(s, engine.baselines, engine.cfg) for s in window])
+    working, spinning = g.share(g.working), g.share(g.spinning)
+    assert 0.55 <= working <= 0.92 and 0.08 <= spinning <= 0.4, (case, working, spinning)
+    assert engine.current is not None and engine.current.verdict == "compute", engine.last
+
+
+def test_an_idle_gpus_empty_buffer_is_idle_not_unsupported(
+    tmp_path: Path, fake_nvml_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver records nothing while the GPU idles (NOT_FOUND): that is no kernel all tick, and
+    the status says the buffer was empty, not that the GPU has none."""
+    parts, engine = watch(tmp_path, fake_nvml_library, monkeypatch, {}, [(IDLE, 1.0)], seconds=2.5)
+    g = parts[-1].gpus[0]
+    assert (g.utilization, g.utilization_source, g.utilization_samples) == (0.0, Src.SAMPLES_IDLE, 0)
+    assert engine.current is not None and engine.current.verdict == "idle", engine.last
