@@ -69,9 +69,9 @@ class LabGpus:
     def __init__(self, path: Path, gpus: int = 2, averaged: bool | None = None) -> None:
         self.path = path
         self.gpus = gpus
-        # TNA_LAB_GPUS_AVERAGED=1: every writer of a lab run (the trainers inherit it), to measure
-        # the classifier on averaged readings before the lab makes them its default
-        self.averaged = os.environ.get("TNA_LAB_GPUS_AVERAGED") == "1" if averaged is None else averaged
+        # averaged, as every real GPU reports, unless TNA_LAB_GPUS_AVERAGED=0 (every writer of a lab
+        # run: the trainers inherit it), for the instant-mode figures beside the averaged ones
+        self.averaged = os.environ.get("TNA_LAB_GPUS_AVERAGED") != "0" if averaged is None else averaged
         self.current: str | None = None
         self._history: list[list[dict[str, float]]] = [[] for _ in range(gpus)]
         self._last: list[dict[str, float]] = [{} for _ in range(gpus)]

@@ -4,6 +4,8 @@
   port (the 90th percentile of a window, so one lucky interval does not set it), in two consecutive
   learning windows (so one window of a transient does not set it either);
 - each GPU's idle power (keyed by UUID: indices move when a GPU drops off the bus);
+- each GPU's work measure at full work (SM activity, or power above idle over the span, per second
+  of kernel time), sustained over a window, so a sample's work is a share of it (``gpus.shares``);
 - each NFS mount's normal READ RTT (the lowest window median).
 
 Learning is a pure function from a window to new :class:`Baselines`; the file under ``state_dir`` is
@@ -31,6 +33,9 @@ from agent.core.statefile import set_aside, write_atomic
 log = structlog.get_logger("classifier")
 
 FILE_NAME = "classifier-baselines.json"
+# the configured default of idle_power_ratio: learning is pure of the config (``idle_power`` takes
+# the lower of the two where a GPU's idle was learned)
+DEFAULT_IDLE_RATIO = ClassifierSection.model_fields["idle_power_ratio"].default
 VERSION = 1
 PEAK_QUANTILE = 0.9
 MIN_RTT_SAMPLES = 3
@@ -41,6 +46,7 @@ class Baselines:
     peaks: dict[str, dict[str, float]] = field(default_factory=lambda: {k: {} for k in KINDS})
     idle_power: dict[str, float] = field(default_factory=dict)  # GPU uuid -> watts
     nfs_rtt: dict[str, float] = field(default_factory=dict)  # mountpoint -> seconds
+    full_work: dict[str, float] = field(default_factory=dict)  # GPU uuid -> work measure 0-1
     # kind -> device -> what the last learning window sustained, not saved. A peak is learned as the
     # lower of two consecutive windows': a fresh TCP connection's slow start overshoots a cap that
     # sits beyond the host (a hypervisor's, a far shaper's), and the host's tx counter counts what
@@ -56,6 +62,7 @@ class Baselines:
             self.peaks is other.peaks
             and self.idle_power is other.idle_power
             and self.nfs_rtt is other.nfs_rtt
+            and self.full_work is other.full_work
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -64,6 +71,7 @@ class Baselines:
             "peaks_bytes_per_second": self.peaks,
             "idle_power_watts": self.idle_power,
             "nfs_read_rtt_seconds": self.nfs_rtt,
+            "full_work_ratio": self.full_work,
         }
 
     @classmethod
@@ -79,6 +87,7 @@ class Baselines:
             peaks=peaks,
             idle_power=_floats(data.get("idle_power_watts", {}), "idle_power_watts"),
             nfs_rtt=_floats(data.get("nfs_read_rtt_seconds", {}), "nfs_read_rtt_seconds"),
+            full_work=_floats(data.get("full_work_ratio", {}), "full_work_ratio"),
         )
 
 
@@ -156,7 +165,11 @@ def sorted_sustained(s: Sequence[float]) -> float:
     return min(hi, busy[(len(busy) - 1) // 2])
 
 
-PARTS = (*KINDS, "idle_power", "nfs_rtt")
+PARTS = (*KINDS, "idle_power", "nfs_rtt", "full_work")
+# a sample teaches the full-work level only where a kernel ran at least this share of it: the work
+# measure per second of kernel time is noise over a few percent of it
+FULL_MIN_UTIL = 0.5
+MIN_FULL_SAMPLES = 5
 PEAK_FAMILIES = {c.kind: c.family for c in CAPACITIES}  # a learned peak per capacity kind
 
 
@@ -174,6 +187,7 @@ def learn(
         return baselines
     gathered = gathered or {}
     peaks, idle, rtt = baselines.peaks, baselines.idle_power, baselines.nfs_rtt
+    full = baselines.full_work
     last = baselines.last_sustained
     for part in parts:
         data = gathered[part] if part in gathered else gather(window, part)
@@ -187,14 +201,17 @@ def learn(
             idle = _learn_idle(data, idle)
         elif part == "nfs_rtt":
             rtt = _learn_rtt(data, rtt)
+        elif part == "full_work":
+            full = _learn_full(data, full, idle)
     if (
         peaks is baselines.peaks
         and idle is baselines.idle_power
         and rtt is baselines.nfs_rtt
+        and full is baselines.full_work
         and last is baselines.last_sustained
     ):
         return baselines
-    return Baselines(peaks=peaks, idle_power=idle, nfs_rtt=rtt, last_sustained=last)
+    return Baselines(peaks=peaks, idle_power=idle, nfs_rtt=rtt, full_work=full, last_sustained=last)
 
 
 def gather(window: Sequence[Sample], part: str) -> Any:
@@ -211,6 +228,13 @@ def gather(window: Sequence[Sample], part: str) -> Any:
         for s in window:
             lowest(s, low)
         return low
+    if part == "full_work":
+        busy: dict[str, list[tuple[float, float | None, float | None, float | None]]] = {}
+        for s in window:
+            for g in s.gpus:
+                if g.up and g.util is not None and g.util >= FULL_MIN_UTIL:
+                    busy.setdefault(g.uuid, []).append((g.util, g.sm, g.power, g.limit))
+        return busy
     raise ValueError(f"no baselines part {part!r}")
 
 
@@ -251,6 +275,36 @@ def _learn_idle(low: Mapping[str, float], known: dict[str, float]) -> dict[str, 
         if power < out.get(uuid, math.inf):
             out = dict(out) if out is known else out
             out[uuid] = power
+    return out
+
+
+def _learn_full(
+    busy: Mapping[str, Sequence[tuple[float, float | None, float | None, float | None]]],
+    known: dict[str, float],
+    idle: Mapping[str, float],
+) -> dict[str, float]:
+    """Each GPU's work measure per second of kernel time, sustained over the window (SM activity
+    over utilization; without GPM, power above idle over the span), where it rose. A sample that
+    mixes work with starving reads it whole (SM 41% in a half-busy second is 82% of kernel time);
+    one that mixes work with a spin reads less, and the sustained quantile passes over it."""
+    out = known
+    for uuid, readings in busy.items():
+        per_kernel_second = []
+        for util, sm, power, limit in readings:
+            if sm is not None:
+                work = sm
+            elif power is not None and limit:
+                low = min(idle.get(uuid, math.inf), DEFAULT_IDLE_RATIO * limit)
+                work = max(0.0, (power - low) / (limit - low)) if limit > low else 0.0
+            else:
+                continue
+            per_kernel_second.append(min(1.0, work / util))
+        if len(per_kernel_second) < MIN_FULL_SAMPLES:
+            continue
+        level = sustained(per_kernel_second)
+        if level > out.get(uuid, 0.0):
+            out = dict(out) if out is known else out
+            out[uuid] = level
     return out
 
 

@@ -28,7 +28,7 @@ from agent.core.vocabulary import Verdict as VerdictName
 from agent.snapshot import NodeSnapshot
 
 _PENDING = GpuTally()  # a sample not tallied yet (compared by identity)
-LEARN_AT_ONCE = ("idle_power",)  # baselines parts learned in the evaluation itself (see _learn)
+LEARN_AT_ONCE = ("idle_power", "full_work")  # baselines parts learned in the evaluation itself (see _learn)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,8 @@ class Engine:
         # each sample's GPU tally, aligned with ``samples``; _PENDING until an evaluation needs it
         # (a sample that arrives after the idle powers were relearned)
         self._tallied: deque[GpuTally] = deque()
-        self._tallied_idle: dict[str, float] | None = None  # the idle powers they were made with
+        # the idle powers and full-work levels they were made with (the tables, compared by identity)
+        self._tallied_with: tuple[dict[str, float], dict[str, float]] | None = None
         self.sums = RunningSums()
         self._gathering = Gathering()
         self._gpu_window = RunningTallies()
@@ -97,7 +98,7 @@ class Engine:
         # tallied now, while its GPU readings are fresh in the cache, with the idle powers the
         # tallies in hand were made with (another table: the next evaluation tallies them all again)
         # (and counted into the window's GPUs, which the next evaluation then only checks)
-        if self.baselines.idle_power is self._tallied_idle:
+        if self._tallied_current():
             made = tally(s, self.baselines, self.cfg)
             self._tallied.append(made)
             self._gpu_window.push(made)
@@ -341,6 +342,12 @@ class Engine:
                 self.baselines_dirty = True
             self.baselines = new
 
+    def _tallied_current(self) -> bool:
+        """Whether the tallies in hand were made with the baselines' GPU tables as they stand."""
+        made = self._tallied_with
+        b = self.baselines
+        return made is not None and made[0] is b.idle_power and made[1] is b.full_work
+
     def _tallies(self, window: list[Sample]) -> list[GpuTally]:
         """Each sample's GPU tally, computed once per sample (again only if idle power was relearned).
 
@@ -350,11 +357,10 @@ class Engine:
         first = len(samples) - len(window)
         if not window or samples[first] is not window[0]:  # not the newest samples: no memo
             return [tally(s, self.baselines, self.cfg) for s in window]
-        idle = self.baselines.idle_power
-        if idle is not self._tallied_idle:
+        if not self._tallied_current():
             tallied.clear()
             tallied.extend([_PENDING] * len(samples))
-            self._tallied_idle = idle
+            self._tallied_with = (self.baselines.idle_power, self.baselines.full_work)
         i = len(samples) - 1
         while i >= first and tallied[i] is _PENDING:
             tallied[i] = tally(samples[i], self.baselines, self.cfg)

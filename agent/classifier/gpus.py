@@ -1,12 +1,19 @@
-"""What one GPU sample is doing, by the classifier's rule (pure): *working* (real work: SM activity
-from GPM, else power above idle relative to the limit), *spinning* (utilization high without real
-work: a collective waiting, as NCCL does), *starved* (utilization low: nothing to run), *between*
-the two, or *down* (lost, or no reading). ``utilization.gpu`` alone is never taken as work."""
+"""How one GPU sample's time divides (pure): *working* (real work: SM activity from GPM, else power
+above idle), *spinning* (a kernel ran without real work: a collective waiting, as NCCL does),
+*starved* (no kernel ran: nothing to feed it). A real GPU averages its readings over time (the
+utilization buffer over the tick, power over 1 s or the energy counter's delta, GPM between two
+samples), and a training step is 0.1-2 s, so a sample almost always holds a mix: it is split into
+shares, not put in one class. ``utilization.gpu`` alone is never taken as work.
+
+The share of work is the work measure over the GPU's own full-work level: what its SM activity (or
+power) reads per second of kernel time when it does nothing but real work (learned per GPU,
+``baselines.full_work``; ``full_work_sm``/``full_work_power`` until it has shown it). A sample that
+spans half a step and half a wait reads SM 41% at a full level of 82%: half working, not all."""
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from agent.classifier.baselines import Baselines, idle_power
 from agent.config.classifier import ClassifierSection
@@ -21,7 +28,7 @@ class GpuReading(Protocol):
     @property
     def up(self) -> bool: ...
     @property
-    def util(self) -> float | None: ...  # utilization.gpu ratio
+    def util(self) -> float | None: ...  # share of the tick a kernel ran
     @property
     def sm(self) -> float | None: ...  # GPM SM (or tensor) activity ratio
     @property
@@ -31,32 +38,60 @@ class GpuReading(Protocol):
 
 
 class GpuClass(StrEnum):
+    """The largest share of one sample (the goodput ledger's and ``top``'s word for it)."""
+
     WORKING = "working"
     SPINNING = "spinning"
     STARVED = "starved"
-    BETWEEN = "between"
     DOWN = "down"
 
 
-def work_of(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> tuple[float, bool, str]:
-    """(real-work measure 0-1, whether that is work, where it came from: sm | power | utilization).
-    ``g`` must be up with a utilization reading."""
+class Shares(NamedTuple):
+    """How one GPU sample's time divides; the three add up to 1."""
+
+    working: float
+    spinning: float
+    starved: float
+    work: float  # the raw work measure 0-1 (SM activity, or power above idle over the span)
+    source: str  # sm | power | utilization
+
+
+def work_of(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> tuple[float, str]:
+    """(real-work measure 0-1, where it came from: sm | power | utilization). ``g`` must be up."""
     if g.sm is not None:
-        return g.sm, g.sm >= cfg.busy_sm_active, "sm"
+        return g.sm, "sm"
     if g.power is not None and g.limit:
         idle = idle_power(g.uuid, g.limit, baselines, cfg)
         span = g.limit - idle
-        work = min(1.0, max(0.0, (g.power - idle) / span)) if span > 0 else 0.0
-        return work, work >= cfg.busy_power_ratio, "power"
-    util = g.util or 0.0  # nothing but utilization: cannot tell a spin from work
-    return util, util >= cfg.spin_utilization, "utilization"
+        return (min(1.0, max(0.0, (g.power - idle) / span)) if span > 0 else 0.0), "power"
+    return g.util or 0.0, "utilization"  # nothing but utilization: cannot tell a spin from work
+
+
+def full_work(uuid: str, source: str, baselines: Baselines, cfg: ClassifierSection) -> float:
+    """The work measure of this GPU at full work: learned, else the configured default. A learned
+    level counts from half the default up: a GPU that has only ever spun in collectives learns its
+    spin (SM 4%, power just above idle), and must not take that for work."""
+    default = cfg.full_work_sm if source == "sm" else cfg.full_work_power
+    learned = baselines.full_work.get(uuid)
+    return default if learned is None else max(learned, default / 2)
+
+
+def shares(g: GpuReading, util: float, baselines: Baselines, cfg: ClassifierSection) -> Shares:
+    """``g`` up with a utilization reading ``util``."""
+    work, source = work_of(g, baselines, cfg)
+    if source == "utilization":
+        return Shares(util, 0.0, 1.0 - util, work, source)
+    working = min(1.0, work / full_work(g.uuid, source, baselines, cfg))
+    # utilization may cover a shorter period than the work measure (the rates fallback): work is
+    # kernel time too, so the busy share is the larger of the two
+    busy = max(util, working)
+    return Shares(working, busy - working, 1.0 - busy, work, source)
 
 
 def gpu_class(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> GpuClass:
     if not g.up or g.util is None:
         return GpuClass.DOWN
-    if work_of(g, baselines, cfg)[1]:
+    s = shares(g, g.util, baselines, cfg)
+    if s.working >= s.spinning and s.working >= s.starved:
         return GpuClass.WORKING
-    if g.util >= cfg.spin_utilization:
-        return GpuClass.SPINNING
-    return GpuClass.STARVED if g.util < cfg.starved_utilization else GpuClass.BETWEEN
+    return GpuClass.SPINNING if s.spinning >= s.starved else GpuClass.STARVED

@@ -100,11 +100,11 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
     """Reasons for ``verdict``, most decisive first; every one carries its numbers."""
     out = [gpu_line(f)]
     if verdict == Verdict.COMPUTE:
-        out.append(f"GPUs doing real work in {pct(f.working_share)} of samples")
+        out.append(f"GPUs doing real work {pct(f.working_share)} of the time")
         if f.starved_share or f.spin_share:
-            out.append(f"starved {pct(f.starved_share)}, spinning {pct(f.spin_share)} of samples")
+            out.append(f"starved {pct(f.starved_share)}, spinning {pct(f.spin_share)} of the time")
     elif verdict == Verdict.DATA:
-        out.append(f"GPUs starved (low utilization, no real work) in {pct(f.starved_share)} of samples")
+        out.append(f"GPUs starved (low utilization, no real work) {pct(f.starved_share)} of the time")
         if sub_reason == DataSubReason.CPU:
             out += _cpu_text(f)
         elif sub_reason == DataSubReason.NETWORK_INPUT:
@@ -117,7 +117,7 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
                 out.append(f"training processes read {rate(f.trainer_read)} on average")
     elif verdict == Verdict.NETWORK:
         out.append(
-            f"GPUs waiting in {pct(f.spin_share + f.starved_share)} of samples "
+            f"GPUs waiting {pct(f.spin_share + f.starved_share)} of the time "
             f"(spinning {pct(f.spin_share)}: utilization high at low power/SM activity, as in NCCL)"
         )
         if f.traffic and f.traffic[0].pressure > (f.links_wait[0].pressure if f.links_wait else 0.0):
@@ -127,7 +127,7 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
         out += [signal_text(x, "waited") for x in _pressing(f.congestion)]
     elif verdict == Verdict.SYNC_WAIT:
         out.append(
-            f"GPUs spinning in {pct(f.spin_share)} of samples: utilization {pct(f.spin_util)} "
+            f"GPUs spinning {pct(f.spin_share)} of the time: utilization {pct(f.spin_util)} "
             f"with {pct(f.spin_work)} real work (a collective waiting)"
         )
         if f.traffic:

@@ -1,8 +1,10 @@
-"""The window's GPUs: each sample's GPUs sorted into working / spinning / starved once (a tally), and
-the tallies of a window added up (pure).
+"""The window's GPUs: each sample's GPUs split into working / spinning / starved shares once (a
+tally), and the tallies of a window added up (pure).
 
-The engine keeps one tally per sample, so a sliding window sorts each GPU sample once; adding up a
-window's tallies is then a handful of C-level passes over 60 small records, every evaluation.
+Shares are counted in whole thousandths (``UNIT``), so the running counts stay exact integers as the
+window slides and always equal a fresh ``combine``. The engine keeps one tally per sample, so a
+sliding window splits each GPU sample once; adding up a window's tallies is then a handful of
+C-level passes over 60 small records, every evaluation.
 """
 
 from __future__ import annotations
@@ -15,15 +17,16 @@ from operator import attrgetter, is_
 from typing import Any, NamedTuple, TypeVar
 
 from agent.classifier.baselines import Baselines
-from agent.classifier.gpus import work_of
+from agent.classifier.gpus import shares
 from agent.classifier.samples import Sample
 from agent.config.classifier import ClassifierSection
 
 K = TypeVar("K")
+UNIT = 1000  # a GPU sample's whole time, in the counts
 
 
 class GpuTally(NamedTuple):
-    """One sample's GPUs, sorted into working / spinning / starved."""
+    """One sample's GPUs, their time split into working / spinning / starved (in UNITs)."""
 
     n: int = 0
     working: int = 0
@@ -31,24 +34,22 @@ class GpuTally(NamedTuple):
     starved: int = 0
     utils: tuple[float, ...] = ()
     work_sum: float = 0.0
-    spin_util_sum: float = 0.0
-    spin_work_sum: float = 0.0
+    spin_util_sum: float = 0.0  # utilization, weighted by each GPU's spinning share
+    spin_work_sum: float = 0.0  # the work measure, weighted likewise
     seen: tuple[int, ...] = ()
-    not_working: tuple[int, ...] = ()
+    not_working: tuple[tuple[int, int], ...] = ()  # (gpu index, UNITs not working) where any
     throttled: tuple[tuple[int, int], ...] = ()  # (gpu index, clocks event reasons)
     sources: frozenset[str] = frozenset()
-    wait: float = 0.0  # share of its GPUs waiting (spinning or starved)
-    work: float = 0.0  # share of its GPUs working
-    starve: float = 0.0  # share of its GPUs starved
+    wait: float = 0.0  # share of its GPUs' time waiting (spinning or starved)
+    work: float = 0.0  # share of its GPUs' time working
+    starve: float = 0.0  # share of its GPUs' time starved
 
 
 def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
     """Pure; the engine memoizes it per sample."""
-    spin_u = cfg.spin_utilization
-    starve_u = cfg.starved_utilization
     utils: list[float] = []
     seen: list[int] = []
-    not_working: list[int] = []
+    not_working: list[tuple[int, int]] = []
     throttled: list[tuple[int, int]] = []
     sources: set[str] = set()
     working = spinning = starved = 0
@@ -57,24 +58,26 @@ def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
         util = g.util
         if not g.up or util is None:
             continue
-        work, is_working, source = work_of(g, baselines, cfg)
-        sources.add(source)
+        sh = shares(g, util, baselines, cfg)
+        sources.add(sh.source)
         utils.append(util)
         seen.append(g.nvml_index)
-        work_sum += work
-        if is_working:
-            working += 1
-        else:
-            not_working.append(g.nvml_index)
-            if util >= spin_u:
-                spinning += 1
-                spin_util_sum += util
-                spin_work_sum += work
-            elif util < starve_u:
-                starved += 1
+        work_sum += sh.work
+        w = round(sh.working * UNIT)
+        z = min(UNIT - w, round(sh.starved * UNIT))
+        sp = UNIT - w - z
+        working += w
+        spinning += sp
+        starved += z
+        if w < UNIT:
+            not_working.append((g.nvml_index, UNIT - w))
+        if sp:
+            spin_util_sum += sp / UNIT * util
+            spin_work_sum += sp / UNIT * sh.work
         if g.throttle:
             throttled.append((g.nvml_index, g.throttle))
     n = len(utils)
+    whole = n * UNIT
     return GpuTally(
         n,
         working,
@@ -88,19 +91,19 @@ def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
         tuple(not_working),
         tuple(throttled),
         frozenset(sources),
-        (spinning + starved) / n if n else 0.0,
-        working / n if n else 0.0,
-        starved / n if n else 0.0,
+        (spinning + starved) / whole if n else 0.0,
+        working / whole if n else 0.0,
+        starved / whole if n else 0.0,
     )
 
 
 class GpuWindow(NamedTuple):
-    """A window's tallies added up."""
+    """A window's tallies added up; ``working``/``spinning``/``starved`` in GPU samples' worth."""
 
     gpu_samples: int
-    working: int
-    spinning: int
-    starved: int
+    working: float
+    spinning: float
+    starved: float
     work_sum: float
     spin_util_sum: float
     spin_work_sum: float
@@ -112,7 +115,7 @@ class GpuWindow(NamedTuple):
     waiting: tuple[int, ...]  # GPUs that spent most of the window not working
     throttled: dict[tuple[int, int], int]  # (gpu index, reasons) -> samples
 
-    def share(self, count: int) -> float:
+    def share(self, count: float) -> float:
         return count / self.gpu_samples if self.gpu_samples else 0.0
 
 
@@ -160,12 +163,12 @@ class RunningTallies:
         if gpu_samples:
             util_mean = sum(chain.from_iterable(map(_UTILS, ts))) / gpu_samples
             util_p5, util_p95 = _ranks(self._utils, gpu_samples, (0.05, 0.95))
-        seen, not_working = _members(self._seen), _members(self._not_working)
+        seen, not_working = _members(self._seen), _weighted(self._not_working)
         return GpuWindow(
             gpu_samples=gpu_samples,
-            working=working,
-            spinning=spinning,
-            starved=starved,
+            working=working / UNIT,
+            spinning=spinning / UNIT,
+            starved=starved / UNIT,
             work_sum=work_sum,
             spin_util_sum=spin_util_sum,
             spin_work_sum=spin_work_sum,
@@ -174,7 +177,7 @@ class RunningTallies:
             util_p95=util_p95,
             sources=frozenset().union(*self._sources),
             gpus=len(seen),
-            waiting=tuple(sorted(i for i, k in not_working.items() if k * 2 > seen.get(i, 0))),
+            waiting=tuple(sorted(i for i, k in not_working.items() if k * 2 > seen.get(i, 0) * UNIT)),
             throttled=_members(self._throttled),
         )
 
@@ -252,6 +255,15 @@ def _members(groups: dict[tuple[K, ...], int]) -> dict[K, int]:
     for members, k in groups.items():
         for x in members:
             out[x] = out.get(x, 0) + k
+    return out
+
+
+def _weighted(groups: dict[tuple[tuple[K, int], ...], int]) -> dict[K, int]:
+    """Each member's weight, summed over the counted tuples of (member, weight)."""
+    out: dict[K, int] = {}
+    for members, k in groups.items():
+        for x, w in members:
+            out[x] = out.get(x, 0) + k * w
     return out
 
 

@@ -14,6 +14,8 @@ from rich.text import Text
 
 from agent.classifier.baselines import Baselines, idle_power
 from agent.classifier.component import ago
+from agent.classifier.gpus import GpuClass, gpu_class
+from agent.classifier.samples import GpuSample
 from agent.cli.toppanels import History, goodput, inputs, preemption, trainer
 from agent.cli.topparts import View, bar, bytes_rate, fit, pct, section, side_by_side, throttle_names
 from agent.config.classifier import ClassifierSection
@@ -177,11 +179,21 @@ def real_work(g: dict[str, Any], cfg: ClassifierSection, learned: Baselines) -> 
 
 
 def spinning(g: dict[str, Any], cfg: ClassifierSection, learned: Baselines) -> bool:
+    """Whether spinning is the largest share of the GPU's tick, by the classifier's own split."""
     util = g.get("utilization_ratio")
-    work, src = real_work(g, cfg, learned)
-    if util is None or work is None or util < cfg.spin_utilization:
+    if util is None or not g.get("up", True):
         return False
-    return work < (cfg.busy_power_ratio if src == "pwr" else cfg.busy_sm_active)
+    sm = g.get("sm_active_ratio")
+    reading = GpuSample(
+        int(g.get("index") or 0),
+        g.get("uuid") or "",
+        True,
+        float(util),
+        g.get("power_watts"),
+        g.get("power_limit_watts"),
+        sm if sm is not None else g.get("tensor_active_ratio"),
+    )
+    return gpu_class(reading, learned, cfg) is GpuClass.SPINNING
 
 
 def _gpus(

@@ -7,7 +7,7 @@ configs/agent.toml documents each key; docs/classifier.md explains how they comb
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -23,6 +23,8 @@ def _ramp(value: tuple[float, float]) -> tuple[float, float]:
 
 
 Ramp = Annotated[tuple[float, float], AfterValidator(_ramp)]
+# thresholds that put a whole GPU sample in one class, before samples were split into shares
+RETIRED = ("busy_sm_active", "busy_power_ratio", "spin_utilization", "starved_utilization")
 
 
 class ClassifierSection(StrictModel):
@@ -50,18 +52,20 @@ class ClassifierSection(StrictModel):
     publish: list[Verdict] = Field(default_factory=lambda: [Verdict.DATA, Verdict.NETWORK, Verdict.SYNC_WAIT])
     history: int = Field(200, ge=1, le=10000, description="evaluations kept for GET /classifier/history")
     # --- what a GPU sample is ---
-    busy_sm_active: float = Field(0.3, gt=0, le=1, description="SM activity (GPM) that counts as real work")
-    busy_power_ratio: float = Field(
-        0.35, gt=0, le=1, description="without GPM: (power - idle) / (limit - idle) that counts as real work"
+    full_work_sm: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="SM activity (GPM) per second of kernel time at full work, until the GPU has shown its own",
+    )
+    full_work_power: float = Field(
+        0.7,
+        gt=0,
+        le=1,
+        description="without GPM: (power - idle) / (limit - idle) at full work, until the GPU has shown its own",
     )
     idle_power_ratio: float = Field(
         0.2, gt=0, lt=1, description="idle power as a share of the limit until a lower minimum is observed"
-    )
-    spin_utilization: float = Field(
-        0.7, gt=0, le=1, description="utilization.gpu at or above this without real work is a spin-wait"
-    )
-    starved_utilization: float = Field(
-        0.3, gt=0, le=1, description="utilization.gpu below this without real work is a starved GPU"
     )
     # --- pressures, each a ramp [start, full] ---
     storage_read_utilization: Ramp = (0.6, 0.9)  # disk/NFS read throughput over capacity
@@ -96,12 +100,23 @@ class ClassifierSection(StrictModel):
     )
     save_every: Duration = Field("1m", gt=0, description="how often learned baselines are written")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _retired(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            old = sorted(k for k in RETIRED if k in data)
+            if old:
+                raise ValueError(
+                    f"{', '.join(old)}: retired: a GPU sample is now split into working, spinning and"
+                    " starved shares against the GPU's full-work level (full_work_sm, full_work_power;"
+                    " docs/classifier.md)"
+                )
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> ClassifierSection:
         if self.exit_score > self.enter_score:
             raise ValueError("exit_score must not exceed enter_score (exit sits inside entry)")
-        if self.starved_utilization > self.spin_utilization:
-            raise ValueError("starved_utilization must not exceed spin_utilization")
         if self.evaluate_every > self.window:
             raise ValueError("evaluate_every must not exceed window")
         return self

@@ -85,7 +85,6 @@ _STATE = {
     GpuClass.WORKING: GpuState.WORKING,
     GpuClass.SPINNING: GpuState.SPINNING,
     GpuClass.STARVED: GpuState.STARVED,
-    GpuClass.BETWEEN: GpuState.STARVED,
     GpuClass.DOWN: GpuState.DOWN,
 }
 

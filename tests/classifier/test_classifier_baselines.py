@@ -171,7 +171,7 @@ def test_psi_rates_come_from_the_total_counters() -> None:
 def test_learning_is_spread_over_evaluations_and_tiles_time() -> None:
     from agent.classifier.baselines import PARTS
 
-    cfg = fast_cfg(window="12s", evaluate_every="2s")  # ceil(6 parts x 2 / 12) = 1 part per evaluation
+    cfg = fast_cfg(window="14s", evaluate_every="2s")  # ceil(7 parts x 2 / 14) = 1 part per evaluation
     eng = Engine(cfg)
     learned: list[tuple[float, str]] = []
     original = eng._learn
@@ -190,4 +190,4 @@ def test_learning_is_spread_over_evaluations_and_tiles_time() -> None:
     for part in PARTS:
         times = [now for now, p in learned if p == part]
         assert len(times) >= 3
-        assert all(b - a == 12 for a, b in pairwise(times))  # once per window
+        assert all(b - a == 14 for a, b in pairwise(times))  # once per window

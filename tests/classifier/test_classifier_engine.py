@@ -267,13 +267,15 @@ def test_running_tallies_are_exactly_combine() -> None:
     def one() -> GpuTally:
         n = rnd.randint(0, 4)
         idx = tuple(sorted(rnd.sample(range(6), n)))
-        nw = tuple(i for i in idx if rnd.random() < 0.5)
+        # each GPU's thousandths not working (a share of its sample, as the tally splits it)
+        nw = tuple((i, rnd.choice([1000, 500, rnd.randint(1, 999)])) for i in idx if rnd.random() < 0.5)
+        waiting = sum(u for _, u in nw)
         utils = tuple(rnd.choice([0.0, 0.25, 0.97, 1.0, rnd.random()]) for _ in idx)
         return GpuTally(
             n,
-            n - len(nw),
-            len(nw) // 2,
-            len(nw) - len(nw) // 2,
+            n * 1000 - waiting,
+            waiting // 2,
+            waiting - waiting // 2,
             utils,
             rnd.random() * n,
             rnd.random(),

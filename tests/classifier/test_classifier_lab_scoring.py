@@ -60,14 +60,14 @@ def test_a_change_not_named_in_time_carries_what_was_voted() -> None:
     for k in range(1, 8):
         e = ev(1.0 + k, "sync-wait")
         e["scores"] = {"network": 0.3, "sync-wait": 0.7, "compute": 0.0}
-        e["reasons"] = ["GPUs spinning in 80% of samples", "network quiet meanwhile", "NIC carried 6.2 MB/s"]
+        e["reasons"] = ["GPUs spinning 80% of the time", "network quiet meanwhile", "NIC carried 6.2 MB/s"]
         evs.append(e)
     r = score("n", evs, regimes, [(0.0, "spin")], start=-1.0, end=9.0, window=1.0, warmup=1.0)
     (change,) = r.changes
     assert change.latency_evaluations is None
     # one bracket per evaluation of the allowance and one past it, the reasons that carry numbers
     assert change.seen.count("[sync-wait/sync-wait netw=0.30,sync=0.70 ") == 4
-    assert "80% of samples; NIC carried 6.2 MB/s]" in change.seen
+    assert "80% of the time; NIC carried 6.2 MB/s]" in change.seen
     assert "quiet meanwhile" not in change.seen and "comp=" not in change.seen
     # a change named in time carries none
     evs[3]["verdict"] = "network"

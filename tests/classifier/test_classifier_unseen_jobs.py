@@ -87,8 +87,9 @@ def test_workers_that_are_not_pegged_are_not_cpu_bound() -> None:
 def test_capped_link_far_below_its_reported_speed_is_network() -> None:
     v = last(run(CAPPED))
     assert v.verdict == "network", v.reasons
-    text = next(x for x in v.reasons if x.startswith("NIC eth0 moved 6.1 MB/s while the GPUs waited"))
-    assert "steady in 100% of the waits" in text and "reported speed 1.25 GB/s: an upper bound" in text
+    # the work samples' 3% of idle is waiting too, at the quieter level of the steps
+    text = next(x for x in v.reasons if x.startswith("NIC eth0 moved 5.92 MB/s while the GPUs waited"))
+    assert "steady in 97% of the waits" in text and "reported speed 1.25 GB/s: an upper bound" in text
 
 
 def test_quiet_waits_stay_sync_wait() -> None:

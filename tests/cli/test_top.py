@@ -144,7 +144,9 @@ def test_top_in_tmux_follows_compute_spinning_and_a_notice(tmp_path: Path, scena
             screen = p.wait_for(lambda s: "COMPUTE-BOUND" in s and len(gpu_rows(s)) == GPUS, 60, "compute")
             assert screen.splitlines()[0].startswith("training-node-agent top"), screen
             for m in gpu_rows(screen).values():
-                assert m.group(3) == "98" and m.group(6) == "80" and m.group(7) is None, m.group(0)
+                # utilization is the driver's buffer time-weighted over the tick: 98% to within a
+                # sample's timestamp jitter, shown rounded down
+                assert int(m.group(3)) in (97, 98) and m.group(6) == "80" and m.group(7) is None, m.group(0)
             assert "GPU health ok" in screen
             # it lays out for the pane's own size: never wider, and the wide panes are used
             longest = max(len(line.rstrip()) for line in screen.splitlines())
@@ -166,7 +168,7 @@ def test_top_in_tmux_follows_compute_spinning_and_a_notice(tmp_path: Path, scena
             for m in rows.values():
                 util_bar, work_bar = m.group(2), m.group(5)
                 assert m.group(7) == " SPIN", m.group(0)
-                assert int(m.group(3)) == 98 and int(m.group(6)) == 3, m.group(0)
+                assert int(m.group(3)) in (97, 98) and int(m.group(6)) == 3, m.group(0)
                 # the two bars tell it apart: one nearly full, the other nearly empty
                 assert (
                     filled(util_bar) >= 0.9 * len(util_bar) and filled(work_bar) <= 0.1 * len(work_bar) + 0.2

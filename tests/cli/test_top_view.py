@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.classifier.baselines import Baselines
-from agent.classifier.features import tally
+from agent.classifier.gpus import GpuClass, gpu_class
 from agent.classifier.samples import EMPTY, GpuSample, Sample
 from agent.cli.toppanels import HISTORY, History
 from agent.cli.topparts import View, sparkline
@@ -296,4 +296,4 @@ def test_spin_is_what_the_classifier_counts_as_spinning(
         0.0, 0.0, (GpuSample(0, "GPU-0", True, util, power, limit, sm if sm is not None else tensor),), None,
         EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, None, None, EMPTY, {}, EMPTY, {}, EMPTY, EMPTY,
     )  # fmt: skip
-    assert spinning(g, CFG, learned) == (tally(sample, learned, CFG).spinning == 1)
+    assert spinning(g, CFG, learned) == (gpu_class(sample.gpus[0], learned, CFG) is GpuClass.SPINNING)
