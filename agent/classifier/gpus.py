@@ -5,9 +5,9 @@ utilization buffer over the tick, power over 1 s or the energy counter's delta, 
 samples), and a training step is 0.1-2 s, so a sample almost always holds a mix: it is split into
 shares, not put in one class. ``utilization.gpu`` alone is never taken as work.
 
-The share of work is the work measure over the GPU's own full-work level: what its SM activity (or
-power) reads per second of kernel time when it does nothing but real work (learned per GPU,
-``baselines.full_work``; ``full_work_sm``/``full_work_power`` until it has shown it). A sample that
+The share of work is the work measure over the GPU's full-work level: what its SM activity (or
+power) reads per second of kernel time when it does nothing but real work (``full_work_sm`` /
+``full_work_power``, or the GPU's own learned level where it has shown a higher one). A sample that
 spans half a step and half a wait reads SM 41% at a full level of 82%: half working, not all."""
 
 from __future__ import annotations
@@ -68,12 +68,14 @@ def work_of(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> tupl
 
 
 def full_work(uuid: str, source: str, baselines: Baselines, cfg: ClassifierSection) -> float:
-    """The work measure of this GPU at full work: learned, else the configured default. A learned
-    level counts from half the default up: a GPU that has only ever spun in collectives learns its
-    spin (SM 4%, power just above idle), and must not take that for work."""
+    """The work measure of this GPU at full work: the configured default, or the GPU's own learned
+    level where it has shown a higher one. Never lower: a collective-bound job's samples mix its
+    steps with their spins (26% computing at SM 82% reads SM 24% at utilization 99%), and a GPU that
+    learned that as its full work would call a network-bound node compute-bound. A GPU whose real
+    full work reads below the default is told so by the config (``full_work_sm``)."""
     default = cfg.full_work_sm if source == "sm" else cfg.full_work_power
     learned = baselines.full_work.get(uuid)
-    return default if learned is None else max(learned, default / 2)
+    return default if learned is None or learned < default else learned
 
 
 def shares(g: GpuReading, util: float, baselines: Baselines, cfg: ClassifierSection) -> Shares:

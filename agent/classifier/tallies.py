@@ -149,7 +149,7 @@ class RunningTallies:
         # a window's samples mostly share a handful of these (the same GPUs up, the same ones
         # waiting): counted as whole tuples, spread over their members at each evaluation
         self._seen: dict[tuple[int, ...], int] = {}
-        self._not_working: dict[tuple[int, ...], int] = {}
+        self._not_working: dict[tuple[tuple[int, int], ...], int] = {}  # (gpu, UNITs not working)
         self._throttled: dict[tuple[tuple[int, int], ...], int] = {}
         self._sources: dict[frozenset[str], int] = {}
         self._utils: dict[float, int] = {}  # each value

@@ -56,13 +56,13 @@ class ClassifierSection(StrictModel):
         0.8,
         gt=0,
         le=1,
-        description="SM activity (GPM) per second of kernel time at full work, until the GPU has shown its own",
+        description="SM activity (GPM) per second of kernel time at full work (or a higher learned one)",
     )
     full_work_power: float = Field(
         0.7,
         gt=0,
         le=1,
-        description="without GPM: (power - idle) / (limit - idle) at full work, until the GPU has shown its own",
+        description="without GPM: (power - idle) / (limit - idle) at full work (or a higher learned one)",
     )
     idle_power_ratio: float = Field(
         0.2, gt=0, lt=1, description="idle power as a share of the limit until a lower minimum is observed"
