@@ -596,7 +596,9 @@ def test_pcie_link_nvlink_state_default_power_limit_and_max_clock(nvml: FakeNvml
         with pytest.raises(pynvml.NVMLError_NotSupported):
             call(h)
     assert _nvlinks(h) == []
-    nvml.set_top(missing_functions=["nvmlDeviceGetPowerManagementDefaultLimit", "nvmlDeviceGetCurrPcieLinkGeneration"])
+    nvml.set_top(
+        missing_functions=["nvmlDeviceGetPowerManagementDefaultLimit", "nvmlDeviceGetCurrPcieLinkGeneration"]
+    )
     for call in (pynvml.nvmlDeviceGetPowerManagementDefaultLimit, pynvml.nvmlDeviceGetCurrPcieLinkGeneration):
         with pytest.raises(pynvml.NVMLError_FunctionNotFound):
             call(h)
