@@ -769,6 +769,46 @@ FAKE_API nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned
     return uint_value(FN_nvmlDeviceGetPowerManagementLimit, d, limit, UINT_FIELD(has_power_limit, power_limit_mw));
 }
 
+/* "Default power management limit is a power management limit that the device boots with" (nvml.h), mW. */
+FAKE_API nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t d, unsigned int *limit) {
+    return uint_value(FN_nvmlDeviceGetPowerManagementDefaultLimit, d, limit,
+                      UINT_FIELD(has_power_default_limit, power_default_limit_mw));
+}
+
+/* The PCIe link (nvml.h): the current generation and width, and the max "possible with this device and
+ * system" (a Gen5 GPU in a Gen4 slot reports 4). nvmlDeviceGetGpuMaxPcieLinkGeneration is the GPU's own
+ * max; the fake has no slot of its own, so it answers the same max. */
+FAKE_API nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t d, unsigned int *gen) {
+    return uint_value(FN_nvmlDeviceGetCurrPcieLinkGeneration, d, gen, UINT_FIELD(has_pcie_generation, pcie_generation));
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t d, unsigned int *width) {
+    return uint_value(FN_nvmlDeviceGetCurrPcieLinkWidth, d, width, UINT_FIELD(has_pcie_width, pcie_width));
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned int *gen) {
+    return uint_value(FN_nvmlDeviceGetMaxPcieLinkGeneration, d, gen,
+                      UINT_FIELD(has_pcie_generation_max, pcie_generation_max));
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t d, unsigned int *width) {
+    return uint_value(FN_nvmlDeviceGetMaxPcieLinkWidth, d, width, UINT_FIELD(has_pcie_width_max, pcie_width_max));
+}
+FAKE_API nvmlReturn_t nvmlDeviceGetGpuMaxPcieLinkGeneration(nvmlDevice_t d, unsigned int *gen) {
+    return uint_value(FN_nvmlDeviceGetGpuMaxPcieLinkGeneration, d, gen,
+                      UINT_FIELD(has_pcie_generation_max, pcie_generation_max));
+}
+
+/* "Retrieves the state of the device's NvLink for the link specified" (nvml.h): NVML_FEATURE_ENABLED (1)
+ * when active. A GPU without NVLink answers NOT_SUPPORTED for every link; past the GPU's own links the
+ * fake answers NOT_SUPPORTED up to NVML_NVLINK_MAX_LINKS and INVALID_ARGUMENT from there (the fake's
+ * choice: what a real driver answers past its links is not documented). */
+FAKE_API nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, unsigned int *isActive) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetNvLinkState, device, &d);
+    if (r == NVML_SUCCESS && (!isActive || link >= FAKE_NVLINK_MAX_LINKS)) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS && (!d->has_nvlink_links || link >= d->nvlink_links)) r = NVML_ERROR_NOT_SUPPORTED;
+    if (r == NVML_SUCCESS) *isActive = d->nvlink_inactive[link] ? 0U : 1U;
+    return leave(r);
+}
+
 FAKE_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
                                                unsigned int *temp) {
     const fake_device *d;
@@ -797,6 +837,18 @@ FAKE_API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_
     if (r == NVML_SUCCESS) {
         if ((type == NVML_CLOCK_SM || type == NVML_CLOCK_GRAPHICS) && d->has_sm_clock) *clock = d->sm_clock_mhz;
         else if (type == NVML_CLOCK_MEM && d->has_mem_clock) *clock = d->mem_clock_mhz;
+        else r = NVML_ERROR_NOT_SUPPORTED;
+    }
+    return leave(r);
+}
+
+/* nvmlDeviceGetMaxClockInfo: "Retrieves the maximum clock speeds for the device" (nvml.h), in MHz. */
+FAKE_API nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock) {
+    const fake_device *d;
+    nvmlReturn_t r = enter(FN_nvmlDeviceGetMaxClockInfo, device, &d);
+    if (r == NVML_SUCCESS && (!clock || (unsigned)type > NVML_CLOCK_VIDEO)) r = NVML_ERROR_INVALID_ARGUMENT;
+    if (r == NVML_SUCCESS) {
+        if ((type == NVML_CLOCK_SM || type == NVML_CLOCK_GRAPHICS) && d->has_sm_clock_max) *clock = d->sm_clock_max_mhz;
         else r = NVML_ERROR_NOT_SUPPORTED;
     }
     return leave(r);

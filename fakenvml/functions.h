@@ -32,9 +32,17 @@
     X(nvmlDeviceGetSamples)                                                                          \
     X(nvmlDeviceGetEnforcedPowerLimit)                                                               \
     X(nvmlDeviceGetPowerManagementLimit)                                                             \
+    X(nvmlDeviceGetPowerManagementDefaultLimit)                                                      \
     X(nvmlDeviceGetTemperature)                                                                      \
     X(nvmlDeviceGetTemperatureV)                                                                     \
     X(nvmlDeviceGetClockInfo)                                                                        \
+    X(nvmlDeviceGetMaxClockInfo)                                                                     \
+    X(nvmlDeviceGetCurrPcieLinkGeneration)                                                           \
+    X(nvmlDeviceGetCurrPcieLinkWidth)                                                                \
+    X(nvmlDeviceGetMaxPcieLinkGeneration)                                                            \
+    X(nvmlDeviceGetMaxPcieLinkWidth)                                                                 \
+    X(nvmlDeviceGetGpuMaxPcieLinkGeneration)                                                         \
+    X(nvmlDeviceGetNvLinkState)                                                                      \
     X(nvmlDeviceGetCurrentClocksEventReasons)                                                        \
     X(nvmlDeviceGetCurrentClocksThrottleReasons)                                                     \
     X(nvmlDeviceGetFieldValues)                                                                      \

@@ -193,15 +193,18 @@ const char *const fake_averaged_names[AVG_COUNT] = {"utilization_gpu", "utilizat
  * and older architectures, instantaneous power is returned." The utilization period ("between 1 second
  * and 1/6 second depending on the product"), the buffer's depth and its clock are not pinned by any
  * source: 1/6 s, 100 samples, CLOCK_REALTIME everywhere (the lab draws them). Checked in order, so
- * "A100" before "A10" ("H20" also matches "H200": both Hopper). */
+ * "A100" before "A10" ("H20" also matches "H200": both Hopper). The PCIe link, NVLink count, default
+ * power limit and max SM clock: docs/fake-nvml.md, "Products", says which come from NVIDIA's datasheets
+ * and which are the fake's choice. */
 static const fake_profile profiles[] = {
-    {"H100", "Hopper", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 1},
-    {"H200", "Hopper", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 1},
-    {"H20", "Hopper", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 1},
-    {"A100", "Ampere GA100", 1.0 / 6, 0, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_INSTANT, 0},
-    {"A10", "Ampere GA102", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 0},
-    {"L20", "Ada", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 0},
-    {"T4", "Turing", 1.0 / 6, 0, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_INSTANT, 0},
+    {"H100", "Hopper", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 1, 5, 16, 18, 700000, 1980},
+    {"H200", "Hopper", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 1, 5, 16, 18, 700000, 1980},
+    {"H20", "Hopper", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 1, 5, 16, 18, 500000, 1980},
+    {"A100", "Ampere GA100", 1.0 / 6, 0, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_INSTANT, 0, 4, 16, 12, 400000,
+     1410},
+    {"A10", "Ampere GA102", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 0, 4, 16, 0, 150000, 1695},
+    {"L20", "Ada", 1.0 / 6, 1, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_BOTH, 0, 4, 16, 0, 350000, 2520},
+    {"T4", "Turing", 1.0 / 6, 0, 1.0 / 6, 100, CLOCK_KIND_REALTIME, 1, POWER_FIELDS_INSTANT, 0, 3, 16, 0, 70000, 1590},
 };
 
 static int contains_nocase(const char *hay, const char *needle) {
@@ -247,6 +250,35 @@ static int get_power_fields(ctx *c, const json_value *dev, enum fake_power_field
     return 0;
 }
 
+/* The PCIe link, NVLink links, default power limit and max SM clock: the product's unless the state
+ * says (null: NOT_SUPPORTED). */
+static int parse_link_keys(ctx *c, const json_value *dev, fake_device *d, const fake_profile *p) {
+    const json_value *list;
+    if (get_u32(c, dev, "pcie_link_generation_max", 1, p->pcie_generation, &d->pcie_generation_max,
+                &d->has_pcie_generation_max) ||
+        get_u32(c, dev, "pcie_link_width_max", 1, p->pcie_width, &d->pcie_width_max, &d->has_pcie_width_max) ||
+        get_u32(c, dev, "pcie_link_generation", 1, d->pcie_generation_max, &d->pcie_generation,
+                &d->has_pcie_generation) ||
+        get_u32(c, dev, "pcie_link_width", 1, d->pcie_width_max, &d->pcie_width, &d->has_pcie_width) ||
+        get_u32(c, dev, "nvlink_links", p->nvlinks > 0, p->nvlinks, &d->nvlink_links, &d->has_nvlink_links) ||
+        get_u32(c, dev, "power_default_limit_mw", 1, p->power_default_limit_mw, &d->power_default_limit_mw,
+                &d->has_power_default_limit) ||
+        get_u32(c, dev, "sm_clock_max_mhz", 1, p->sm_clock_max_mhz, &d->sm_clock_max_mhz, &d->has_sm_clock_max))
+        return -1;
+    list = json_get(dev, "nvlink_inactive");
+    if (list && list->type == JSON_NULL) list = NULL;
+    if (list && list->type != JSON_ARRAY) return bad(c, "nvlink_inactive", "expected a list of link numbers");
+    if (d->has_nvlink_links && d->nvlink_links > FAKE_NVLINK_MAX_LINKS)
+        return bad(c, "nvlink_links", "at most %d", FAKE_NVLINK_MAX_LINKS);
+    for (size_t i = 0; list && i < list->count; i++) {
+        const json_value *v = &list->items[i];
+        unsigned long link = v->type == JSON_NUMBER && !strpbrk(v->text, "-.eE") ? strtoul(v->text, NULL, 10) : ULONG_MAX;
+        if (link >= FAKE_NVLINK_MAX_LINKS) return bad(c, "nvlink_inactive", "item %zu: a link number 0-%d", i, FAKE_NVLINK_MAX_LINKS - 1);
+        d->nvlink_inactive[link] = 1;
+    }
+    return 0;
+}
+
 /* The keys whose defaults come from the product the name picks. */
 static int parse_profile_keys(ctx *c, const json_value *dev, fake_device *d) {
     const fake_profile *p = fake_profile_for(d->name);
@@ -265,7 +297,7 @@ static int parse_profile_keys(ctx *c, const json_value *dev, fake_device *d) {
     if (!has) d->sample_depth = p->sample_depth;
     if (d->sample_depth > FAKE_MAX_SAMPLE_DEPTH)
         return bad(c, "sample_buffer_depth", "at most %d", FAKE_MAX_SAMPLE_DEPTH);
-    return 0;
+    return parse_link_keys(c, dev, d, p);
 }
 
 static int parse_integrals(ctx *c, const json_value *dev, fake_device *d) {

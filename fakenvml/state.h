@@ -13,6 +13,7 @@
 #define FAKE_MAX_XIDS 256
 #define FAKE_MAX_INTEGRALS 64
 #define FAKE_MAX_SAMPLE_DEPTH 10000
+#define FAKE_NVLINK_MAX_LINKS 36 /* pynvml's NVML_NVLINK_MAX_LINKS (nvidia-ml-py 13) */
 
 /* The readings a real GPU averages over time (docs/fake-nvml.md, "Readings averaged over time"). */
 enum fake_averaged { AVG_UTIL_GPU, AVG_UTIL_MEMORY, AVG_POWER, AVG_SM, AVG_TENSOR, AVG_DRAM, AVG_COUNT };
@@ -42,6 +43,9 @@ typedef struct {
     int energy_counter;
     enum fake_power_fields power_fields;
     int gpm; /* documentation only: GPM follows the state's sm/tensor/dram keys */
+    unsigned pcie_generation, pcie_width; /* the link's max, and its default current value */
+    unsigned nvlinks;                     /* NVLink links; 0: no NVLink (NOT_SUPPORTED) */
+    unsigned power_default_limit_mw, sm_clock_max_mhz;
 } fake_profile;
 
 /* The profile for ``name``; an unknown name gets the H100's. */
@@ -81,6 +85,13 @@ typedef struct {
     unsigned long long ecc_uncorrected, ecc_corrected;
     int has_row_remap;
     unsigned int row_remap_failure, row_remap_pending, remapped_rows_correctable, remapped_rows_uncorrectable;
+    int has_pcie_generation, has_pcie_width, has_pcie_generation_max, has_pcie_width_max;
+    unsigned int pcie_generation, pcie_width, pcie_generation_max, pcie_width_max;
+    int has_nvlink_links;
+    unsigned int nvlink_links;
+    unsigned char nvlink_inactive[FAKE_NVLINK_MAX_LINKS];
+    int has_power_default_limit, has_sm_clock_max;
+    unsigned int power_default_limit_mw, sm_clock_max_mhz;
     int lost;
     unsigned int delay_ms;
     unsigned char unsupported[FN_COUNT];

@@ -69,6 +69,12 @@ TEXT: dict[str, tuple[str, str]] = {
     ),
     "t.gpu.thermal-throttle": ("GPU {gpu} thermal throttling on {host}", "{host} GPU {gpu} 过热降频"),
     "t.gpu.power-throttle": ("GPU {gpu} power throttling on {host}", "{host} GPU {gpu} 功耗封顶降频"),
+    "t.gpu.pcie-degraded": ("GPU {gpu} PCIe link trained down on {host}", "{host} GPU {gpu} PCIe 链路降级"),
+    "t.gpu.nvlink-down": ("GPU {gpu} NVLink links down on {host}", "{host} GPU {gpu} NVLink 链路断开"),
+    "t.gpu.power-limit-low": (
+        "GPU {gpu} power limit below its default on {host}",
+        "{host} GPU {gpu} 功耗上限低于默认值",
+    ),
     "t.gpu.other": ("GPU {gpu} {fault} on {host}", "{host} GPU {gpu} {fault}"),
     "t.collector": (
         "Collector {name} failing for {took} on {host}",

@@ -21,3 +21,15 @@ class GpuSection(StrictModel):
     power_throttle_hold: Duration = Field(
         "5m", ge=0, description="power capping lasting this long raises a power-throttle event"
     )
+    pcie_degraded_hold: Duration = Field(
+        "1m",
+        ge=0,
+        description="a PCIe link below its max width (or generation, while the GPU works) this long "
+        "raises a pcie-degraded event",
+    )
+    nvlink_down_hold: Duration = Field(
+        "1m", ge=0, description="NVLink links down this long raise an nvlink-down event"
+    )
+    power_limit_hold: Duration = Field(
+        "5m", ge=0, description="a power limit below the default this long raises a power-limit-low event"
+    )

@@ -179,6 +179,9 @@ class GpuFault(StrEnum):
     ECC = "ecc"
     THERMAL_THROTTLE = "thermal-throttle"
     POWER_THROTTLE = "power-throttle"
+    PCIE_DEGRADED = "pcie-degraded"  # the PCIe link trained below its max generation or width
+    NVLINK_DOWN = "nvlink-down"  # fewer NVLink links active than present
+    POWER_LIMIT_LOW = "power-limit-low"  # the enforced power limit below the default
 
 
 class GpuReadingSource(StrEnum):

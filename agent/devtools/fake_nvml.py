@@ -30,24 +30,32 @@ GIB = 1024**3
 
 
 # The name (which picks the fake's per-product defaults: docs/fake-nvml.md, "Products"), memory, power
-# limit, idle power and whether the product has GPM (Hopper and later), per product.
+# limit (also the default limit the GPU boots with), idle power, whether the product has GPM (Hopper and
+# later), its NVLink links (0: a PCIe card without NVLink), PCIe generation and max SM clock, per
+# product. The last four are the fake's profile in fakenvml/state.c too: keep the two in step.
 class Product(NamedTuple):
     name: str
     memory_gib: int
     limit_w: int
     idle_w: int
     gpm: bool  # Hopper and later
-    nvlink: bool
+    nvlinks: int
+    pcie_generation: int
+    sm_clock_max_mhz: int
+
+    @property
+    def nvlink(self) -> bool:
+        return self.nvlinks > 0
 
 
 PRODUCTS: dict[str, Product] = {
-    "H100": Product("NVIDIA H100 80GB HBM3", 80, 700, 70, gpm=True, nvlink=True),
-    "H200": Product("NVIDIA H200", 141, 700, 75, gpm=True, nvlink=True),
-    "H20": Product("NVIDIA H20", 96, 500, 60, gpm=True, nvlink=True),
-    "A100": Product("NVIDIA A100-SXM4-80GB", 80, 400, 55, gpm=False, nvlink=True),
-    "A10": Product("NVIDIA A10", 24, 150, 20, gpm=False, nvlink=False),
-    "L20": Product("NVIDIA L20", 48, 350, 30, gpm=False, nvlink=False),
-    "T4": Product("Tesla T4", 16, 70, 10, gpm=False, nvlink=False),
+    "H100": Product("NVIDIA H100 80GB HBM3", 80, 700, 70, True, 18, 5, 1980),
+    "H200": Product("NVIDIA H200", 141, 700, 75, True, 18, 5, 1980),
+    "H20": Product("NVIDIA H20", 96, 500, 60, True, 18, 5, 1980),
+    "A100": Product("NVIDIA A100-SXM4-80GB", 80, 400, 55, False, 12, 4, 1410),
+    "A10": Product("NVIDIA A10", 24, 150, 20, False, 0, 4, 1695),
+    "L20": Product("NVIDIA L20", 48, 350, 30, False, 0, 4, 2520),
+    "T4": Product("Tesla T4", 16, 70, 10, False, 0, 3, 1590),
 }
 # readings the fake averages when the state carries their running integrals
 AVERAGED = ("utilization_gpu", "utilization_memory", "power_mw", "sm_active", "tensor_active", "dram_active")
@@ -73,7 +81,15 @@ def device(index: int, product: str = "H100", **fields: Any) -> dict[str, Any]:
         "power_mw": spec.idle_w * 1000,
         "power_limit_mw": spec.limit_w * 1000,
         "temperature_c": 32,
-        "sm_clock_mhz": 1980,
+        "sm_clock_mhz": min(1980, spec.sm_clock_max_mhz),
+        "sm_clock_max_mhz": spec.sm_clock_max_mhz,
+        "power_default_limit_mw": spec.limit_w * 1000,
+        "pcie_link_generation": spec.pcie_generation,
+        "pcie_link_generation_max": spec.pcie_generation,
+        "pcie_link_width": 16,
+        "pcie_link_width_max": 16,
+        "nvlink_links": spec.nvlinks or None,
+        "nvlink_inactive": [],
         "clocks_event_reasons": 0,
         "pcie_tx_bytes": 0,
         "pcie_rx_bytes": 0,

@@ -100,7 +100,7 @@ _TCP_VIEW: dict[str, Spec] = {
         "active": Each(_EPISODE),
         "recent": Each(_EPISODE),
     },
-    "gpu-health": _fields("lost", "throttled", "events"),
+    "gpu-health": _fields("lost", "throttled", "degraded", "events"),
     "alerts": {
         **_fields("active", "held"),
         "channels": Each(_fields("type", "state", "queued", "sent", "messages", "failed", "dropped")),

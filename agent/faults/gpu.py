@@ -1,14 +1,15 @@
 """GPU faults as events: each snapshot is compared with the one before and a :class:`GpuFaultEvent`
 is published for a new Xid error, a GPU that fell off the bus (and its return), a rise in
-uncorrectable ECC errors or a failed row remap, and thermal or power throttling that lasts longer
-than its hold (with a ``cleared`` event when it ends).
+uncorrectable ECC errors or a failed row remap, and a condition that lasts longer than its hold (with
+a ``cleared`` event when it ends): thermal or power throttling, a PCIe link trained down, NVLink
+links down, a power limit below the default.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, Metric
@@ -23,9 +24,54 @@ from agent.sources.gpu.part import GpuPart, GpuStats
 
 
 @dataclass
-class _Throttle:
-    since: float | None = None  # monotonic time the reason was first seen in this stretch
+class _Held:
+    since: float | None = None  # monotonic time the condition was first seen in this stretch
     raised: bool = False
+    evidence: str = ""  # what the last snapshot showed of it
+
+
+# a condition of one GPU: what shows it (its evidence), or None while it does not hold
+Condition = Callable[[GpuStats], str | None]
+# the faults that throttle clocks (the status's "throttled"); the others degrade the GPU ("degraded")
+THROTTLES = frozenset({GpuFault.THERMAL_THROTTLE, GpuFault.POWER_THROTTLE})
+
+
+def _reasons(bits: int) -> Condition:
+    def active(g: GpuStats) -> str | None:
+        on = (g.clocks_event_reasons or 0) & bits
+        return clock_reasons.names(on) if on else None
+
+    return active
+
+
+def pcie_degraded(g: GpuStats) -> str | None:
+    """Width below its max, or generation below its max while a kernel runs: an idle GPU's link drops
+    to a lower generation to save power (nvidia-smi shows it), and trains up again under load."""
+    gen, gen_max, width, width_max = (
+        g.pcie_link_generation,
+        g.pcie_link_generation_max,
+        g.pcie_link_width,
+        g.pcie_link_width_max,
+    )
+    narrow = width is not None and width_max is not None and width < width_max
+    slow = gen is not None and gen_max is not None and gen < gen_max and (g.utilization or 0) > 0
+    if not (narrow or slow):
+        return None
+    return f"PCIe link Gen{gen or '?'} x{width or '?'} of Gen{gen_max or '?'} x{width_max or '?'}"
+
+
+def nvlink_down(g: GpuStats) -> str | None:
+    active, present = g.nvlink_links_active, g.nvlink_links
+    if active is None or not present or active >= present:
+        return None
+    return f"{present - active} of {present} NVLink links down"
+
+
+def power_limit_low(g: GpuStats) -> str | None:
+    limit, default = g.power_limit_watts, g.power_default_limit_watts
+    if limit is None or default is None or limit >= default - 0.5:  # NVML counts mW: not a rounding
+        return None
+    return f"power limit {limit:.0f} W, below the default {default:.0f} W"
 
 
 class GpuHealth(HasMetrics, HasStatus):
@@ -33,13 +79,17 @@ class GpuHealth(HasMetrics, HasStatus):
 
     def __init__(self, ctx: Context) -> None:
         self._bus = ctx.bus
-        self._holds = (
-            (GpuFault.THERMAL_THROTTLE, clock_reasons.THERMAL, ctx.cfg.gpu.thermal_throttle_hold),
-            (GpuFault.POWER_THROTTLE, clock_reasons.POWER, ctx.cfg.gpu.power_throttle_hold),
+        cfg = ctx.cfg.gpu
+        self._holds: tuple[tuple[GpuFault, Condition, float], ...] = (
+            (GpuFault.THERMAL_THROTTLE, _reasons(clock_reasons.THERMAL), cfg.thermal_throttle_hold),
+            (GpuFault.POWER_THROTTLE, _reasons(clock_reasons.POWER), cfg.power_throttle_hold),
+            (GpuFault.PCIE_DEGRADED, pcie_degraded, cfg.pcie_degraded_hold),
+            (GpuFault.NVLINK_DOWN, nvlink_down, cfg.nvlink_down_hold),
+            (GpuFault.POWER_LIMIT_LOW, power_limit_low, cfg.power_limit_hold),
         )
         # by index: a GPU lost since start has no UUID until it answers again
         self._prev: dict[int, GpuStats] = {}
-        self._throttle: dict[tuple[int, str], _Throttle] = {}
+        self._held: dict[tuple[int, GpuFault], _Held] = {}
         self.published: Counter[str] = Counter()
         ctx.snapshot_listeners.append(self.on_snapshot)
 
@@ -60,7 +110,7 @@ class GpuHealth(HasMetrics, HasStatus):
             self._lost(g, prev)
             self._xids(g, prev)
             self._memory_errors(g, prev)
-            self._throttling(g, snap.monotonic)
+            self._conditions(g, snap.monotonic)
             self._prev[g.index] = g
 
     def _publish(
@@ -96,32 +146,40 @@ class GpuHealth(HasMetrics, HasStatus):
         if g.row_remap_failure and not (prev and prev.row_remap_failure):
             self._publish(g, GpuFault.ECC, "row remapping failed: the GPU needs service")
 
-    def _throttling(self, g: GpuStats, now: float) -> None:
-        reasons = g.clocks_event_reasons if g.up else None
-        for fault, bits, hold in self._holds:
-            st = self._throttle.setdefault((g.index, fault), _Throttle())
-            active = 0 if reasons is None else reasons & bits
-            if active:
+    def _conditions(self, g: GpuStats, now: float) -> None:
+        """Each condition raises once it has held for its hold, and clears when it ends; a GPU that is
+        down shows none of them."""
+        for fault, condition, hold in self._holds:
+            st = self._held.setdefault((g.index, fault), _Held())
+            evidence = condition(g) if g.up else None
+            if evidence is not None:
+                st.evidence = evidence
                 if st.since is None:
                     st.since = now
                 if not st.raised and now - st.since >= hold:
                     st.raised = True
-                    self._publish(g, fault, f"{clock_reasons.names(active)} for {now - st.since:.0f}s")
+                    self._publish(g, fault, f"{evidence} for {now - st.since:.0f}s")
             else:
                 if st.raised and st.since is not None:
                     self._publish(g, fault, f"ended after {now - st.since:.0f}s", cleared=True)
-                st.since, st.raised = None, False
+                st.since, st.raised, st.evidence = None, False, ""
 
     # --- faces -------------------------------------------------------------------------------------
 
     def status(self) -> dict[str, object]:
         lost = [g for g in self._prev.values() if not g.up]
-        throttled = sorted((index, fault) for (index, fault), st in self._throttle.items() if st.raised)
+        raised = sorted((index, fault, st.evidence) for (index, fault), st in self._held.items() if st.raised)
         lines = [f"GPU {g.index} ({g.uuid or 'uuid unknown'}) is lost" for g in lost]
-        lines += [f"GPU {index}: {fault}" for index, fault in throttled]
+        lines += [f"GPU {index}: {fault}" for index, fault, _ in raised if fault in THROTTLES]
+        lines += [f"GPU {i}: {fault}: {evidence}" for i, fault, evidence in raised if fault not in THROTTLES]
         return {
             "lost": [g.index for g in lost],
-            "throttled": [{"gpu": index, "fault": fault} for index, fault in throttled],
+            "throttled": [{"gpu": index, "fault": fault} for index, fault, _ in raised if fault in THROTTLES],
+            "degraded": [
+                {"gpu": index, "fault": fault, "evidence": evidence}
+                for index, fault, evidence in raised
+                if fault not in THROTTLES
+            ],
             "events": dict(self.published),
             "lines": lines,
         }

@@ -16,7 +16,7 @@ import pynvml
 import pytest
 from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
 
-from agent.devtools.fake_nvml import FakeNvml, device, write_state
+from agent.devtools.fake_nvml import PRODUCTS, FakeNvml, device, write_state
 from agent.sources.gpu.binding import load_library
 
 
@@ -552,3 +552,87 @@ def test_each_products_defaults_and_an_explicit_key_wins(
     assert pynvml.nvmlDeviceGetPowerUsage(h) == 100_000  # 0: the instant's, whatever the product
     nvml.set(7, integrals=None, utilization_gpu=30)
     assert len(pynvml.nvmlDeviceGetSamples(h, pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)[1]) == 7
+
+
+def _link(h) -> tuple[int, int, int, int, int]:
+    return (
+        pynvml.nvmlDeviceGetCurrPcieLinkGeneration(h),
+        pynvml.nvmlDeviceGetCurrPcieLinkWidth(h),
+        pynvml.nvmlDeviceGetMaxPcieLinkGeneration(h),
+        pynvml.nvmlDeviceGetMaxPcieLinkWidth(h),
+        pynvml.nvmlDeviceGetGpuMaxPcieLinkGeneration(h),
+    )
+
+
+def _nvlinks(h) -> list[int]:
+    """NVLink state of each link that answers, from link 0 until the first that does not."""
+    states = []
+    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            states.append(pynvml.nvmlDeviceGetNvLinkState(h, link))
+        except pynvml.NVMLError_NotSupported:
+            break
+    return states
+
+
+def test_pcie_link_nvlink_state_default_power_limit_and_max_clock(nvml: FakeNvml) -> None:
+    h = handle(0)  # an H100 SXM5: Gen5 x16, 18 NVLinks, 700 W, 1980 MHz
+    assert _link(h) == (5, 16, 5, 16, 5)
+    assert _nvlinks(h) == [1] * 18
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):  # past NVML_NVLINK_MAX_LINKS
+        pynvml.nvmlDeviceGetNvLinkState(h, pynvml.NVML_NVLINK_MAX_LINKS)
+    assert pynvml.nvmlDeviceGetPowerManagementDefaultLimit(h) == 700_000
+    assert pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM) == 1980
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)
+    # trained down, two links down, the limit lowered: each from the state
+    nvml.set(0, pcie_link_generation=3, pcie_link_width=8, nvlink_inactive=[2, 17], power_limit_mw=500_000)
+    assert _link(h) == (3, 8, 5, 16, 5)
+    assert [link for link, active in enumerate(_nvlinks(h)) if not active] == [2, 17]
+    assert pynvml.nvmlDeviceGetPowerManagementDefaultLimit(h) == 700_000
+    assert pynvml.nvmlDeviceGetEnforcedPowerLimit(h) == 500_000
+    nvml.set(0, pcie_link_width=None, sm_clock_max_mhz=None, unsupported=["nvmlDeviceGetNvLinkState"])
+    for call in (pynvml.nvmlDeviceGetCurrPcieLinkWidth, lambda h: pynvml.nvmlDeviceGetMaxClockInfo(h, 1)):
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            call(h)
+    assert _nvlinks(h) == []
+    nvml.set_top(
+        missing_functions=["nvmlDeviceGetPowerManagementDefaultLimit", "nvmlDeviceGetCurrPcieLinkGeneration"]
+    )
+    for call in (pynvml.nvmlDeviceGetPowerManagementDefaultLimit, pynvml.nvmlDeviceGetCurrPcieLinkGeneration):
+        with pytest.raises(pynvml.NVMLError_FunctionNotFound):
+            call(h)
+
+
+@pytest.mark.parametrize(
+    ("product", "link", "nvlinks", "default_mw", "max_mhz"),
+    [
+        ("H200", (5, 16, 5, 16, 5), 18, 700_000, 1980),
+        ("A100", (4, 16, 4, 16, 4), 12, 400_000, 1410),
+        ("A10", (4, 16, 4, 16, 4), 0, 150_000, 1695),
+        ("L20", (4, 16, 4, 16, 4), 0, 350_000, 2520),
+        ("T4", (3, 16, 3, 16, 3), 0, 70_000, 1590),
+    ],
+)
+def test_link_and_limits_follow_the_product_when_the_state_omits_them(
+    nvml: FakeNvml, product: str, link: tuple, nvlinks: int, default_mw: int, max_mhz: int
+) -> None:
+    """The C profile's defaults, with a state that names only the product (as a hand-written one would);
+    device() writes the same values."""
+    name = PRODUCTS[product].name
+    write_state(nvml.path, {"devices": [{"name": name}]})
+    h = handle(0)
+    assert _link(h) == link
+    assert len(_nvlinks(h)) == nvlinks
+    if not nvlinks:  # a PCIe card: no NVLink at all, link 0 included
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            pynvml.nvmlDeviceGetNvLinkState(h, 0)
+    assert pynvml.nvmlDeviceGetPowerManagementDefaultLimit(h) == default_mw
+    assert pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM) == max_mhz
+    written = device(0, product=product)
+    assert (written["nvlink_links"] or 0, written["power_default_limit_mw"], written["sm_clock_max_mhz"]) == (
+        nvlinks,
+        default_mw,
+        max_mhz,
+    )
+    assert written["pcie_link_generation_max"] == link[2]

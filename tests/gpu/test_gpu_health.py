@@ -1,15 +1,22 @@
 """GpuHealth on snapshot sequences: which GpuFaultEvents a run of snapshots raises, and when."""
 
+# ruff: noqa: F811 - pytest fixtures imported from gpu_fixtures are used as parameters
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
+import pytest
+from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
+
 from agent.config import parse_config
 from agent.core.events import EventBus, GpuFaultEvent
+from agent.devtools.fake_nvml import FakeNvml
 from agent.faults.gpu import GpuHealth
 from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
+from agent.sources.gpu import collector
+from agent.sources.gpu.collector import GpuCollector
 from agent.sources.gpu.part import GpuPart, GpuStats
 
 
@@ -111,3 +118,66 @@ def test_throttling_raises_after_its_hold_and_clears(tmp_path: Path) -> None:
         "power-throttle": 1,
         "power-throttle-cleared": 1,
     }
+
+
+def test_degradation_read_through_the_fake_nvml_raises_after_its_hold_and_clears(
+    tmp_path: Path, fake_nvml: FakeNvml, fake_nvml_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The in-process collector on the fake NVML, its snapshots fed to GpuHealth at chosen times: a
+    PCIe link trained down, an NVLink link down and a lowered power limit each raise once their hold
+    has passed, and clear when they end."""
+    monkeypatch.setattr(collector, "SLOW_SECONDS", 0.0)  # the slow reads at every tick
+    run = Run(tmp_path, pcie_degraded_hold="60s", nvlink_down_hold="30s", power_limit_hold="5m")
+    c = GpuCollector(library=str(fake_nvml_library), xid_events=False)
+
+    def tick(at: float) -> list[tuple]:
+        return brief(run.tick(at, *c.collect().gpus))
+
+    try:
+        assert tick(0) == []  # eight healthy H100s: Gen5 x16, 18 of 18 links, 700 W of 700 W
+        fake_nvml.set(3, pcie_link_width=8, nvlink_inactive=[4], power_limit_mw=500_000)
+        assert tick(1) == []
+        assert tick(30) == []
+        assert tick(31) == [("nvlink-down", 3, None, False)]
+        assert tick(60) == []
+        events = run.tick(61, *c.collect().gpus)
+        assert brief(events) == [("pcie-degraded", 3, None, False)]
+        assert events[0].detail == "PCIe link Gen5 x8 of Gen5 x16 for 60s"
+        lines = run.health.status()["lines"]
+        assert "GPU 3: nvlink-down: 1 of 18 NVLink links down" in lines
+        assert "GPU 3: pcie-degraded: PCIe link Gen5 x8 of Gen5 x16" in lines
+        assert tick(301) == [("power-limit-low", 3, None, False)]
+        assert run.health.status()["degraded"][-1] == {
+            "gpu": 3,
+            "fault": "power-limit-low",
+            "evidence": "power limit 500 W, below the default 700 W",
+        }
+        assert tick(302) == []  # raised once per stretch
+        fake_nvml.set(3, pcie_link_width=16, nvlink_inactive=[], power_limit_mw=700_000)
+        assert tick(303) == [
+            ("pcie-degraded", 3, None, True),
+            ("nvlink-down", 3, None, True),
+            ("power-limit-low", 3, None, True),
+        ]
+        assert run.health.status()["degraded"] == []
+        # a lower generation on an idle GPU is the link saving power; under load it is trained down
+        fake_nvml.set(5, pcie_link_generation=1)
+        assert tick(400) == [] and tick(500) == []
+        fake_nvml.set(5, utilization_gpu=90)
+        assert tick(501) == []
+        assert tick(561) == [("pcie-degraded", 5, None, False)]
+        fake_nvml.set(5, lost=True)  # a lost GPU shows no condition (as for throttling): lost ends it
+        assert tick(562) == [("lost", 5, None, False), ("pcie-degraded", 5, None, True)]
+    finally:
+        c.close()
+    assert run.health.published["nvlink-down-cleared"] == 1
+
+
+def test_a_gpu_without_nvlink_or_a_limit_reading_raises_nothing(tmp_path: Path) -> None:
+    run = Run(tmp_path, nvlink_down_hold="0s", power_limit_hold="0s", pcie_degraded_hold="0s")
+    pcie_card = g(0, nvlink_links=None, nvlink_links_active=None, power_limit_watts=70.0)
+    assert run.tick(1, pcie_card) == []  # no default limit read: nothing to compare with
+    assert run.tick(2, g(0, pcie_link_width=16, pcie_link_width_max=None, utilization=1.0)) == []
+    assert brief(run.tick(3, g(0, power_limit_watts=69.0, power_default_limit_watts=70.0))) == [
+        ("power-limit-low", 0, None, False)
+    ]

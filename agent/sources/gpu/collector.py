@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import pynvml
 import structlog
@@ -35,10 +35,33 @@ CLOCKS_EVENT_REASONS = binding("nvmlDeviceGetCurrentClocksEventReasons")
 CLOCKS_THROTTLE_REASONS = binding("nvmlDeviceGetCurrentClocksThrottleReasons")  # before 535
 COMPUTE_PROCESSES = binding("nvmlDeviceGetComputeRunningProcesses_v3")
 REMAPPED_ROWS = binding("nvmlDeviceGetRemappedRows")
-# The enforced power limit, the uncorrectable ECC count and row remapping change on an admin's action
-# or a memory error, not tick by tick: read every SLOW_SECONDS, and at the next tick after an Xid on
-# that GPU (a memory error raises one). A quarter of the NVML calls a GPU costs each tick.
+PCIE_GENERATION = binding("nvmlDeviceGetCurrPcieLinkGeneration")
+PCIE_WIDTH = binding("nvmlDeviceGetCurrPcieLinkWidth")
+PCIE_GENERATION_MAX = binding("nvmlDeviceGetMaxPcieLinkGeneration")  # the GPU's and the slot's
+PCIE_WIDTH_MAX = binding("nvmlDeviceGetMaxPcieLinkWidth")
+POWER_DEFAULT_LIMIT = binding("nvmlDeviceGetPowerManagementDefaultLimit")
+MAX_CLOCK = binding("nvmlDeviceGetMaxClockInfo")
+# The enforced power limit, the uncorrectable ECC count, row remapping, the PCIe link, the NVLink links
+# and the GPU's limits change on an admin's action, a memory error or a link retraining, not tick by
+# tick: read every SLOW_SECONDS, and at the next tick after an Xid on that GPU (a memory error raises
+# one). They would be two thirds of the NVML calls a GPU costs each tick (more with 18 NVLinks).
 SLOW_SECONDS = 5.0
+
+
+class Slow(NamedTuple):
+    """The slow reads of one GPU (None: the GPU or driver cannot give it)."""
+
+    power_limit: int | None
+    ecc_uncorrected: int | None
+    remapped_rows: Any
+    pcie_generation: int | None
+    pcie_width: int | None
+    pcie_generation_max: int | None
+    pcie_width_max: int | None
+    nvlinks_active: int | None
+    nvlinks: int | None
+    power_default_limit: int | None
+    sm_clock_max_mhz: int | None
 
 
 def nvmlDeviceGetMemoryInfo_v2(handle: Any) -> Any:  # named after the C function it stands for
@@ -194,12 +217,14 @@ class GpuCollector:
             xid_counts=self._xid_counts(dev),
         )
 
-    def _slow(self, nvml: Nvml, dev: Device, now: float) -> tuple[Any, ...]:
-        """(enforced power limit, uncorrectable ECC count, remapped rows), read every SLOW_SECONDS."""
-        if dev.slow is None or now >= dev.slow_at:
+    def _slow(self, nvml: Nvml, dev: Device, now: float) -> Slow:
+        """What rarely changes, read every SLOW_SECONDS."""
+        slow = dev.slow
+        if not isinstance(slow, Slow) or now >= dev.slow_at:
             dev.slow_at = now + SLOW_SECONDS  # before the reads: an Xid meanwhile asks again
             read = nvml.read
-            dev.slow = (
+            active, links = nvml.nvlink_active(dev)
+            slow = dev.slow = Slow(
                 read(dev, pynvml.nvmlDeviceGetEnforcedPowerLimit),
                 read(
                     dev,
@@ -208,8 +233,16 @@ class GpuCollector:
                     pynvml.NVML_VOLATILE_ECC,
                 ),
                 read(dev, REMAPPED_ROWS),
+                read(dev, PCIE_GENERATION),
+                read(dev, PCIE_WIDTH),
+                read(dev, PCIE_GENERATION_MAX),
+                read(dev, PCIE_WIDTH_MAX),
+                active,
+                links,
+                read(dev, POWER_DEFAULT_LIMIT),
+                read(dev, MAX_CLOCK, pynvml.NVML_CLOCK_SM),
             )
-        return dev.slow
+        return slow
 
     def _stats(self, nvml: Nvml, dev: Device, now: float) -> GpuStats:
         read = nvml.read
@@ -220,7 +253,8 @@ class GpuCollector:
             milliwatts = read(dev, pynvml.nvmlDeviceGetPowerUsage)
             power = milliwatts / 1000.0 if milliwatts is not None else None
             power_source = Src.AVERAGE if milliwatts is not None else Src.NONE
-        limit, ecc, remap = self._slow(nvml, dev, now)
+        slow = self._slow(nvml, dev, now)
+        limit, ecc, remap = slow.power_limit, slow.ecc_uncorrected, slow.remapped_rows
         temp = read(dev, pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU)
         sm_clock = read(dev, pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM)
         reasons = nvml.first(dev, CLOCKS_EVENT_REASONS, CLOCKS_THROTTLE_REASONS)
@@ -262,6 +296,14 @@ class GpuCollector:
             utilization_samples=samples,
             power_source=power_source,
             power_instant_watts=instant / 1000.0 if instant is not None else None,
+            pcie_link_generation=slow.pcie_generation,
+            pcie_link_generation_max=slow.pcie_generation_max,
+            pcie_link_width=slow.pcie_width,
+            pcie_link_width_max=slow.pcie_width_max,
+            nvlink_links_active=slow.nvlinks_active,
+            nvlink_links=slow.nvlinks,
+            power_default_limit_watts=_watts(slow.power_default_limit),
+            sm_clock_max_hertz=slow.sm_clock_max_mhz * 1e6 if slow.sm_clock_max_mhz is not None else None,
         )
 
 
@@ -280,6 +322,10 @@ def _utilization(
     if gpm_busy is not None:
         return _ratio(gpm_busy), None, Src.GPM
     return None, None, Src.NONE
+
+
+def _watts(milliwatts: int | None) -> float | None:
+    return milliwatts / 1000.0 if milliwatts is not None else None
 
 
 def _ratio(percent: float | None) -> float | None:

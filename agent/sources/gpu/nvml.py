@@ -38,6 +38,8 @@ log = structlog.get_logger("nvml")
 
 ALL_LINKS = 0xFFFFFFFF  # scopeId of NVLink field values: every link together
 POWER_INSTANT = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", 186)  # milliwatts, the instant's
+NVLINK_STATE = binding("nvmlDeviceGetNvLinkState")
+MAX_NVLINKS = getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 36)
 
 # after these the library as a whole needs shutting down and initialising again
 DRIVER_ERRORS = frozenset(
@@ -100,6 +102,8 @@ class Device:
     skipped: set[str] = field(default_factory=set)  # functions this GPU cannot answer
     slow: tuple[Any, ...] | None = None  # the collector's reads of values that rarely change
     slow_at: float = 0.0  # monotonic time they are read again (0: at the next tick)
+    nvlinks: int | None = None  # NVLink links answering NVML (None: no NVLink, or not probed yet)
+    nvlinks_probed: bool = False
 
 
 @dataclass
@@ -282,6 +286,35 @@ class Nvml:
         """GPM metrics in percent between this tick's sample and the previous one ({} on the first,
         and on a GPU without GPM)."""
         return dev.gpm.metrics(self, dev, metric_ids) if dev.gpm is not None else {}
+
+    def nvlink_active(self, dev: Device) -> tuple[int | None, int | None]:
+        """(links active, links present). The links are counted once per GPU (links 0, 1 ... up to the
+        first that does not answer: NVML has no call for the count); then each present link is read,
+        and one that stops answering counts as down."""
+        if not dev.nvlinks_probed:
+            dev.nvlinks = self._count_nvlinks(dev)
+            dev.nvlinks_probed = True
+        if not dev.nvlinks:
+            return None, None
+        active = 0
+        for link in range(dev.nvlinks):
+            state = self.read(dev, NVLINK_STATE, link, name=f"nvmlDeviceGetNvLinkState link {link}")
+            active += bool(state)
+        return active, dev.nvlinks
+
+    def _count_nvlinks(self, dev: Device) -> int | None:
+        if "nvmlDeviceGetNvLinkState" in self._missing:
+            return None
+        for link in range(MAX_NVLINKS):
+            try:
+                NVLINK_STATE(dev.handle, link)
+            except pynvml.NVMLError as e:
+                if e.value in LOST_ERRORS or e.value in DRIVER_ERRORS:
+                    self.failed(dev, "nvmlDeviceGetNvLinkState", e)
+                if link == 0 and e.value == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+                    self.skip(None, "nvmlDeviceGetNvLinkState", error_text(e))
+                return link or None
+        return MAX_NVLINKS
 
     # --- lost GPUs --------------------------------------------------------------------------------
 

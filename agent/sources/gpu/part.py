@@ -108,6 +108,21 @@ class GpuStats:
     power_source: GpuReadingSource = field(
         default=GpuReadingSource.NONE, metadata={"by_hand": "a label of training_node_gpu_info"}
     )
+    # the GPU's links and limits against their max: read with the slow reads (collector.SLOW_SECONDS)
+    pcie_link_generation: int | None = figure("pcie_link_generation", "PCIe link generation now.")
+    pcie_link_generation_max: int | None = figure(
+        "pcie_link_generation_max", "Highest PCIe generation the GPU and the system support."
+    )
+    pcie_link_width: int | None = figure("pcie_link_width", "PCIe link width (lanes) now.")
+    pcie_link_width_max: int | None = figure(
+        "pcie_link_width_max", "Widest PCIe link the GPU and the system support (lanes)."
+    )
+    nvlink_links_active: int | None = figure("nvlink_links_active", "NVLink links active.")
+    nvlink_links: int | None = figure("nvlink_links", "NVLink links present (answering NVML at open).")
+    power_default_limit_watts: float | None = figure(
+        "power_default_limit_watts", "Power limit the GPU boots with (its default)."
+    )
+    sm_clock_max_hertz: float | None = figure("sm_clock_max_hertz", "Highest SM clock the GPU supports.")
     power_instant_watts: float | None = figure(
         "power_instant_watts",
         "Power draw at the instant of the read (NVML_FI_DEV_POWER_INSTANT); power_watts is the tick's mean.",
