@@ -15,7 +15,7 @@ from agent.sources.registry import BuildContext, Source, register
 
 def _build(ctx: BuildContext) -> Collector | None:
     from agent.sources.jobs.collector import JobCollector
-    from agent.sources.jobs.scontrol import Scontrol
+    from agent.sources.jobs.scontrol import JobLookup
 
     c = ctx.cfg.jobs
     if not c.enabled:
@@ -23,7 +23,7 @@ def _build(ctx: BuildContext) -> Collector | None:
     return JobCollector(
         ctx.cfg.agent.procfs,
         ctx.training_pids,
-        Scontrol(c.scontrol, c.timeout, c.refresh, c.max_jobs, c.node_name or ctx.cfg.scheduler.node_name),
+        JobLookup(c.scontrol, c.timeout, c.refresh, c.max_jobs, c.node_name or ctx.cfg.scheduler.node_name),
     )
 
 
