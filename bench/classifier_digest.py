@@ -103,8 +103,10 @@ def main() -> None:
         out += bench_stream(cost.NODES[seed % 2], seed, 400)
     for seed in range(12):
         out += synth_stream(seed, 12)
-    # GpuSample.index was renamed nvml_index (a NamedTuple cannot have a field called index)
-    body = "\n".join(map(str, out)).replace("nvml_index=", "index=")
+    # GpuSample.index was renamed nvml_index (a NamedTuple cannot have a field called index), and the
+    # classifier's verdict record Verdict renamed Judgement (one class per name): the reprs are read
+    # with the old names, so a digest stays comparable with trees from before either rename
+    body = "\n".join(map(str, out)).replace("nvml_index=", "index=").replace("Judgement(", "Verdict(")
     if len(sys.argv) > 2:
         Path(sys.argv[2]).write_text(body)
     evaluations = sum(1 for x in out if x and x.startswith("("))

@@ -28,7 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent.alerts.connect import build_channel
 from agent.alerts.delivery import Delivery
 from agent.alerts.facts import Facts, facts
-from agent.alerts.message import Message, Node
+from agent.alerts.message import Message, NodeIdentity
 from agent.alerts.render import reminder, render
 from agent.alerts.scene import Scene, gpu_inventory, job_inventory
 from agent.alerts.services.base import Channel
@@ -158,7 +158,7 @@ class Alerter(HasMetrics, HasStatus):
 
     def scene(self) -> Scene:
         ident = self.identity
-        node = Node(
+        node = NodeIdentity(
             hostname=self.hostname,
             instance_id=ident.instance_id if ident else None,
             instance_type=ident.instance_type if ident else None,

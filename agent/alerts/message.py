@@ -12,7 +12,7 @@ from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
-class Node:
+class NodeIdentity:
     hostname: str
     instance_id: str | None = None
     instance_type: str | None = None
@@ -33,7 +33,7 @@ class Message:
     severity: str  # critical | warning | info
     resolved: bool
     title: str
-    node: Node
+    node: NodeIdentity
     language: str
     at: datetime  # when it happened (UTC)
     fields: tuple[tuple[str, str], ...] = ()  # (label, value), worded
@@ -59,7 +59,7 @@ class Message:
             "severity": self.severity,
             "resolved": self.resolved,
             "title": self.title,
-            "node": {k: getattr(self.node, k) for k in Node.__slots__},
+            "node": {k: getattr(self.node, k) for k in NodeIdentity.__slots__},
             "language": self.language,
             "at": self.at.isoformat(),
             "fields": [list(f) for f in self.fields],
@@ -85,7 +85,7 @@ class Message:
             severity=d["severity"],
             resolved=bool(d["resolved"]),
             title=d["title"],
-            node=Node(**d["node"]),
+            node=NodeIdentity(**d["node"]),
             language=d["language"],
             at=datetime.fromisoformat(d["at"]),
             fields=tuple((str(a), str(b)) for a, b in d.get("fields", [])),

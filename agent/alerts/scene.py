@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
 from agent.alerts.i18n import t
-from agent.alerts.message import Node
+from agent.alerts.message import NodeIdentity
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import GpuPart
 from agent.sources.jobs.part import JobIdentity, JobPart
@@ -24,7 +24,7 @@ class GpuInfo:
 class Scene:
     """What the renderer knows besides the event."""
 
-    node: Node
+    node: NodeIdentity
     gpus: tuple[GpuInfo, ...]
     tz: tzinfo
     now: datetime

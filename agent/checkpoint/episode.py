@@ -21,7 +21,7 @@ from agent.core.vocabulary import UNREACHABLE_OUTCOMES, CheckpointPhase, Deliver
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class EpisodeStep:
     """What one event does to an episode."""
 
     state: EpisodeState  # the episode's state afterwards
@@ -53,35 +53,35 @@ def on_notice_again(ep: Episode, deadline: float | None) -> Again:
     return Again.IGNORE
 
 
-def on_resume(ep: Episode) -> Step:
+def on_resume(ep: Episode) -> EpisodeStep:
     """After an agent restart: an episode that died while signalling is not signalled again (the
     request file, which trainers de-duplicate by event id, is rewritten instead)."""
     if ep.phase == EpisodeState.ACTING:
-        return Step(EpisodeState.REQUESTED, request_state=EpisodeState.REQUESTED)
+        return EpisodeStep(EpisodeState.REQUESTED, request_state=EpisodeState.REQUESTED)
     if ep.phase == EpisodeState.REQUESTED:
         # the file names the agent that is gone, and trainers ignore such requests: it is ours now
-        return Step(EpisodeState.REQUESTED, request_state=EpisodeState.REQUESTED)
-    return Step(ep.phase)
+        return EpisodeStep(EpisodeState.REQUESTED, request_state=EpisodeState.REQUESTED)
+    return EpisodeStep(ep.phase)
 
 
-def on_signals_sent(outcomes: Sequence[DeliveryOutcome], dry_run: bool) -> Step:
+def on_signals_sent(outcomes: Sequence[DeliveryOutcome], dry_run: bool) -> EpisodeStep:
     """The request went out (file first, then the signals). ``unreachable`` is published before
     ``requested``: consumers treat it as an end of the episode (the classifier stops holding
     verdicts), so it must not follow the event that starts the hold."""
     if dry_run:
-        return Step(EpisodeState.DRY_RUN)
+        return EpisodeStep(EpisodeState.DRY_RUN)
     publish: list[CheckpointPhase] = []
     if any(o in UNREACHABLE_OUTCOMES for o in outcomes):
         publish.append(CheckpointPhase.UNREACHABLE)
     publish.append(CheckpointPhase.REQUESTED if outcomes else CheckpointPhase.NO_TARGET)
-    return Step(EpisodeState.REQUESTED, tuple(publish))
+    return EpisodeStep(EpisodeState.REQUESTED, tuple(publish))
 
 
-def on_ack(ep: Episode, ack_at: float) -> Step:
+def on_ack(ep: Episode, ack_at: float) -> EpisodeStep:
     """An ack counts when it came by the deadline; a late one is a miss."""
     if ack_at > ep.deadline:
-        return Step(EpisodeState.MISSED, (CheckpointPhase.MISSED,), EpisodeState.MISSED, late_ack=True)
-    return Step(EpisodeState.COMPLETED, (CheckpointPhase.COMPLETED,), EpisodeState.COMPLETED)
+        return EpisodeStep(EpisodeState.MISSED, (CheckpointPhase.MISSED,), EpisodeState.MISSED, late_ack=True)
+    return EpisodeStep(EpisodeState.COMPLETED, (CheckpointPhase.COMPLETED,), EpisodeState.COMPLETED)
 
 
 def on_time(ep: Episode, now: float) -> list[Wake]:
@@ -94,17 +94,17 @@ def on_time(ep: Episode, now: float) -> list[Wake]:
     return due
 
 
-def on_deadline(ep: Episode) -> Step:
-    return Step(EpisodeState.MISSED, (CheckpointPhase.MISSED,), EpisodeState.MISSED)
+def on_deadline(ep: Episode) -> EpisodeStep:
+    return EpisodeStep(EpisodeState.MISSED, (CheckpointPhase.MISSED,), EpisodeState.MISSED)
 
 
-def on_withdrawn(ep: Episode) -> Step | None:
+def on_withdrawn(ep: Episode) -> EpisodeStep | None:
     """The cloud took the notice back (or a drill stopped waiting); None when nothing is pending.
     The request file is marked only when the request went out."""
     if not ep.open:
         return None
     requested = ep.phase != EpisodeState.SCHEDULED
-    return Step(
+    return EpisodeStep(
         EpisodeState.CANCELED,
         (CheckpointPhase.CANCELED,),
         EpisodeState.CANCELED if requested else None,

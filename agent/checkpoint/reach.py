@@ -24,7 +24,7 @@ from agent.checkpoint.request import (
     request_payload,
     write_request,
 )
-from agent.checkpoint.signals import Delivery, deliver
+from agent.checkpoint.signals import SignalDelivery, deliver
 from agent.checkpoint.targets import Target
 from agent.config.trainer import TrainerSection
 from agent.core.vocabulary import DeliveryOutcome, EpisodeState
@@ -88,7 +88,9 @@ class TrainerReach:
                 ack["at"] = trainer_time(raw.get("at"), ep, ack["at"])
         return ack
 
-    def signal(self, ep: Episode, targets: Sequence[Target], signum: int, procfs: str) -> list[Delivery]:
+    def signal(
+        self, ep: Episode, targets: Sequence[Target], signum: int, procfs: str
+    ) -> list[SignalDelivery]:
         """Send the checkpoint signal to each target (each checked first, see ``signals.py``).
 
         On the event loop, not in a worker thread: the caller has just recorded ``acting``, and a
@@ -143,7 +145,7 @@ def trainer_time(value: Any, ep: Episode, fallback: float) -> float:
     return fallback
 
 
-def delivery_dict(d: Delivery) -> dict[str, Any]:
+def delivery_dict(d: SignalDelivery) -> dict[str, Any]:
     return {
         "pid": d.target.pid,
         "start_time_ticks": d.target.start_time_ticks,

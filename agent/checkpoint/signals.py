@@ -23,7 +23,7 @@ _HARMLESS_BY_DEFAULT = {signal.SIGCHLD, signal.SIGCONT, signal.SIGURG, signal.SI
 
 
 @dataclass(frozen=True, slots=True)
-class Delivery:
+class SignalDelivery:
     target: Target
     signal: str
     outcome: DeliveryOutcome
@@ -70,7 +70,7 @@ def _open_pidfd(pid: int) -> int | None:
 
 def deliver(
     target: Target, signum: int, procfs: str = "/proc", dry_run: bool = False, check_handler: bool = True
-) -> Delivery:
+) -> SignalDelivery:
     """Send ``signum`` to ``target`` if, and only if, it is still the same process and (with
     ``check_handler``) the signal will not kill it. The final SIGTERM escalation passes
     ``check_handler=False``: it is meant to end the process. Never raises for a vanished or foreign
@@ -79,13 +79,13 @@ def deliver(
     try:
         fd = _open_pidfd(target.pid)
     except ProcessLookupError:
-        return Delivery(target, name, DeliveryOutcome.GONE, "exited")
+        return SignalDelivery(target, name, DeliveryOutcome.GONE, "exited")
     try:
         st = read_pid_stat(procfs, target.pid)
         if st is None or st.state in ("Z", "X"):
-            return Delivery(target, name, DeliveryOutcome.GONE, "exited")
+            return SignalDelivery(target, name, DeliveryOutcome.GONE, "exited")
         if st.start_time != target.start_time_ticks:
-            return Delivery(
+            return SignalDelivery(
                 target,
                 name,
                 DeliveryOutcome.REUSED,
@@ -94,28 +94,30 @@ def deliver(
             )
         state = handler_state(procfs, target.pid, signum) if check_handler else HandlerState.UNCHECKED
         if state == HandlerState.UNKNOWN:
-            return Delivery(target, name, DeliveryOutcome.UNKNOWN, "cannot read its signal masks; not sent")
+            return SignalDelivery(
+                target, name, DeliveryOutcome.UNKNOWN, "cannot read its signal masks; not sent"
+            )
         if state == HandlerState.NO_HANDLER:
-            return Delivery(
+            return SignalDelivery(
                 target,
                 name,
                 DeliveryOutcome.NO_HANDLER,
                 f"no {name} handler installed; sending it would kill it",
             )
         if state == HandlerState.IGNORED:
-            return Delivery(target, name, DeliveryOutcome.IGNORED, f"it ignores {name}")
+            return SignalDelivery(target, name, DeliveryOutcome.IGNORED, f"it ignores {name}")
         if dry_run:
-            return Delivery(target, name, DeliveryOutcome.DRY_RUN, f"would send {name}")
+            return SignalDelivery(target, name, DeliveryOutcome.DRY_RUN, f"would send {name}")
         try:
             if fd is not None:
                 signal.pidfd_send_signal(fd, signum)
             else:
                 os.kill(target.pid, signum)
         except ProcessLookupError:
-            return Delivery(target, name, DeliveryOutcome.GONE, "exited")
+            return SignalDelivery(target, name, DeliveryOutcome.GONE, "exited")
         except PermissionError:
-            return Delivery(target, name, DeliveryOutcome.DENIED, "permission denied")
-        return Delivery(target, name, DeliveryOutcome.SIGNALLED)
+            return SignalDelivery(target, name, DeliveryOutcome.DENIED, "permission denied")
+        return SignalDelivery(target, name, DeliveryOutcome.SIGNALLED)
     finally:
         if fd is not None:
             os.close(fd)

@@ -3,27 +3,26 @@ and the fleet rules that name a job's straggler with its cause (pure)."""
 
 from __future__ import annotations
 
-from agent.classifier.verdict import Verdict
-from agent.core.vocabulary import DataSubReason, VerdictReason
-from agent.core.vocabulary import Verdict as Name
+from agent.classifier.verdict import Judgement
+from agent.core.vocabulary import DataSubReason, Verdict, VerdictReason
 
 
-def cause(v: Verdict) -> VerdictReason:
+def cause(v: Judgement) -> VerdictReason:
     f = v.features
-    if v.verdict == Name.DATA:
+    if v.verdict == Verdict.DATA:
         if v.sub_reason == DataSubReason.CPU:
             return VerdictReason.CPU
         if v.sub_reason == DataSubReason.NETWORK_INPUT:
             return VerdictReason.NETWORK_INPUT
         return VerdictReason.STORAGE
-    if v.verdict == Name.NETWORK:
+    if v.verdict == Verdict.NETWORK:
         link = max([x.pressure for x in f.links_wait] + [x.pressure for x in f.traffic], default=0.0)
         jam = max((x.pressure for x in f.congestion), default=0.0)
         return VerdictReason.CONGESTION if jam > link else VerdictReason.LINK
-    if v.verdict == Name.SYNC_WAIT:
+    if v.verdict == Verdict.SYNC_WAIT:
         return VerdictReason.PEER
-    if v.verdict == Name.COMPUTE:
+    if v.verdict == Verdict.COMPUTE:
         return VerdictReason.GPU
-    if v.verdict == Name.IDLE:
+    if v.verdict == Verdict.IDLE:
         return VerdictReason.NO_JOB if f.trainers == 0 else VerdictReason.NO_WORK
     return VerdictReason.UNCLEAR

@@ -20,11 +20,10 @@ from agent.classifier.gathering import Gathering
 from agent.classifier.running import RunningSums
 from agent.classifier.samples import Sample, sample_from_snapshot
 from agent.classifier.tallies import GpuTally, RunningTallies, tally
-from agent.classifier.verdict import Verdict, classify, verdict_for
+from agent.classifier.verdict import Judgement, classify, verdict_for
 from agent.config.classifier import ClassifierSection
 from agent.core.events import VerdictEvent
-from agent.core.vocabulary import CHECKPOINT_ENDS, CheckpointPhase
-from agent.core.vocabulary import Verdict as VerdictName
+from agent.core.vocabulary import CHECKPOINT_ENDS, CheckpointPhase, Verdict
 from agent.snapshot import NodeSnapshot
 
 _PENDING = GpuTally()  # a sample not tallied yet (compared by identity)
@@ -36,8 +35,8 @@ class Evaluation:
     """One evaluation: what it voted, what is in force, and why a change may be held back."""
 
     wall: float
-    vote: Verdict  # this window's own decision
-    current: Verdict | None  # the verdict in force after hysteresis (None before the first)
+    vote: Judgement  # this window's own decision
+    current: Judgement | None  # the verdict in force after hysteresis (None before the first)
     held: str | None  # "warming up", "checkpoint in progress", "filling window"
     changed: bool
     events: tuple[VerdictEvent, ...] = ()
@@ -50,7 +49,7 @@ class Engine:
 
     def __post_init__(self) -> None:
         self.samples: deque[Sample] = deque()
-        self.current: Verdict | None = None
+        self.current: Judgement | None = None
         self.since_wall: float | None = None
         self.since_mono: float | None = None
         self.candidate: str | None = None
@@ -197,7 +196,7 @@ class Engine:
             held = "filling window"
         changed = False
         events: list[VerdictEvent] = []
-        if current == VerdictName.COMPUTE and vote.detail.compute_vetoed:
+        if current == Verdict.COMPUTE and vote.detail.compute_vetoed:
             # the GPUs spin more than they work: never leave that standing as compute, not even for
             # the confirmations or a hold
             changed = True
@@ -215,8 +214,8 @@ class Engine:
             if vote.verdict == self.candidate:
                 self.count += 1
             elif (
-                vote.verdict == VerdictName.MIXED
-                and self.candidate not in (None, VerdictName.MIXED)
+                vote.verdict == Verdict.MIXED
+                and self.candidate not in (None, Verdict.MIXED)
                 and not self.undecided
             ):
                 # one undecided window (a TCP stall, a straggling read) is no vote against the
@@ -250,7 +249,7 @@ class Engine:
         )
         return ev
 
-    def _adopt(self, vote: Verdict, now: float, wall: float) -> list[VerdictEvent]:
+    def _adopt(self, vote: Judgement, now: float, wall: float) -> list[VerdictEvent]:
         events: list[VerdictEvent] = []
         previous = self.current.verdict if self.current else None
         if self.published is not None:
@@ -285,7 +284,7 @@ class Engine:
         return [ev]
 
     @staticmethod
-    def _cleared(ended: VerdictEvent, now: Verdict) -> VerdictEvent:
+    def _cleared(ended: VerdictEvent, now: Judgement) -> VerdictEvent:
         """The announced verdict ended; the reasons say what the node is now."""
         return VerdictEvent(
             verdict=ended.verdict,

@@ -21,7 +21,7 @@ from agent.config.classifier import ClassifierSection
 
 class GpuReading(Protocol):
     """What the rule reads of one GPU sample: the classifier's ``GpuSample`` and the goodput
-    ledger's own reading both are one."""
+    ledger's ``LedgerReading`` both are one."""
 
     @property
     def uuid(self) -> str: ...

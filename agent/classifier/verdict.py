@@ -1,5 +1,5 @@
 """The classifier as one pure function: a window of samples, the learned baselines and the config in,
-a :class:`Verdict` with its reasons and remedy out. Hysteresis, warm-up and checkpoint holds are
+a :class:`Judgement` with its reasons and remedy out. Hysteresis, warm-up and checkpoint holds are
 layered on top by :mod:`agent.classifier.engine`.
 """
 
@@ -17,11 +17,11 @@ from agent.classifier.samples import Sample
 from agent.classifier.scores import Scores, decide, score
 from agent.classifier.tallies import GpuTally, GpuWindow
 from agent.config.classifier import ClassifierSection
-from agent.core.vocabulary import Verdict as VerdictName
+from agent.core.vocabulary import Verdict
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class Judgement:
     verdict: str  # a Verdict
     sub_reason: str | None  # a DataSubReason, for data
     scores: dict[str, float]
@@ -36,14 +36,14 @@ class Verdict:
         return f"{self.verdict}/{self.sub_reason}" if self.sub_reason else self.verdict
 
 
-def verdict_for(f: Features, s: Scores, verdict: str, sub_reason: str | None = None) -> Verdict:
-    """A :class:`Verdict` for ``verdict`` (which may be one the hysteresis keeps) on these numbers.
+def verdict_for(f: Features, s: Scores, verdict: str, sub_reason: str | None = None) -> Judgement:
+    """A :class:`Judgement` for ``verdict`` (which may be one the hysteresis keeps) on these numbers.
     A kept ``data`` verdict keeps its ``sub_reason`` unless this window shows data pressure itself."""
     sub = None
-    if verdict == VerdictName.DATA:
+    if verdict == Verdict.DATA:
         shown = s.data_storage or s.data_cpu or s.data_network
         sub = s.sub_reason if (shown or sub_reason is None) else sub_reason
-    return Verdict(
+    return Judgement(
         verdict=verdict,
         sub_reason=sub,
         scores=s.by_class,
@@ -63,7 +63,7 @@ def classify(
     tallies: Sequence[GpuTally] | None = None,
     family_means: FamilyMeans | None = None,
     gpus: GpuWindow | None = None,
-) -> Verdict:
+) -> Judgement:
     """This window's vote. ``current`` is the verdict in force: it keeps the vote inside its exit band.
     ``tallies``, ``family_means`` and ``gpus`` are the caller's memo of parts of the computation (see
     ``features.measure``); the result is the same without them."""

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import aiohttp
 
 from agent.alerts.connect import build_channel
-from agent.alerts.message import Node
+from agent.alerts.message import NodeIdentity
 from agent.alerts.render import build_test_alert
 from agent.alerts.scene import Scene
 from agent.alerts.services.base import Outcome, post
@@ -35,7 +35,7 @@ def _add_args(p: argparse.ArgumentParser) -> None:
 
 
 async def _send_all(section: AlertsSection, channels: list[WebhookChannel]) -> bool:
-    scene = Scene(Node(socket.gethostname()), (), zone(section.timezone), datetime.now(UTC))
+    scene = Scene(NodeIdentity(socket.gethostname()), (), zone(section.timezone), datetime.now(UTC))
     all_ok = True
     async with aiohttp.ClientSession(headers={"User-Agent": "training-node-agent"}) as session:
         for cfg in channels:

@@ -205,7 +205,7 @@ class AgentPhase(StrEnum):
 
 
 class DeliveryOutcome(StrEnum):
-    """What happened to one checkpoint signal (``Delivery.outcome``, the drill report)."""
+    """What happened to one checkpoint signal (``SignalDelivery.outcome``, the drill report)."""
 
     SIGNALLED = "signalled"
     NO_HANDLER = "no-handler"  # not sent: it would have killed the job

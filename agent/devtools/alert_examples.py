@@ -8,7 +8,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from agent.alerts.facts import facts
-from agent.alerts.message import Node
+from agent.alerts.message import NodeIdentity
 from agent.alerts.render import render
 from agent.alerts.scene import GpuInfo, Scene
 from agent.alerts.services import channel_class
@@ -18,7 +18,7 @@ from agent.core.vocabulary import ChannelType, Cloud, Language, NoticeKind, Verd
 from agent.core.zones import zone
 
 NOW = datetime(2025, 3, 14, 6, 21, 13, tzinfo=UTC)
-NODE = Node(
+NODE = NodeIdentity(
     hostname="gpu-node-17",
     instance_id="i-bp1f2x9kq3c8lmn0v7wz",
     instance_type="ecs.gn7e-c16g1.32xlarge",

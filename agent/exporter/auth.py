@@ -29,7 +29,7 @@ CACHE_SIZE = 256
 MAX_PENDING = 4
 
 
-class Outcome(StrEnum):
+class AuthOutcome(StrEnum):
     OK = "ok"
     NO_CREDENTIALS = "no credentials"
     MALFORMED = "malformed credentials"
@@ -39,13 +39,13 @@ class Outcome(StrEnum):
 
 
 @dataclass(frozen=True)
-class Verdict:
-    outcome: Outcome
+class AuthDecision:
+    outcome: AuthOutcome
     user: str | None = None  # only a configured user's name, never what a stranger typed
 
     @property
     def ok(self) -> bool:
-        return self.outcome is Outcome.OK
+        return self.outcome is AuthOutcome.OK
 
 
 def parse_basic(header: str | None) -> tuple[str, str] | None:
@@ -83,13 +83,13 @@ class BasicAuth:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    async def check(self, header: str | None) -> Verdict:
+    async def check(self, header: str | None) -> AuthDecision:
         try:
             creds = parse_basic(header)
         except ValueError:
-            return Verdict(Outcome.MALFORMED)
+            return AuthDecision(AuthOutcome.MALFORMED)
         if creds is None:
-            return Verdict(Outcome.NO_CREDENTIALS)
+            return AuthDecision(AuthOutcome.NO_CREDENTIALS)
         user, password = creds
         known = user in self.users
         hashed = self.users.get(user, _DECOY)
@@ -97,7 +97,7 @@ class BasicAuth:
         ok = self._cache.get(key)
         if ok is None:
             if self._pending >= MAX_PENDING:
-                return Verdict(Outcome.BUSY)
+                return AuthDecision(AuthOutcome.BUSY)
             self._pending += 1
             try:
                 loop = asyncio.get_running_loop()
@@ -111,8 +111,10 @@ class BasicAuth:
         else:
             self._cache.move_to_end(key)
         if ok:
-            return Verdict(Outcome.OK, user)
-        return Verdict(Outcome.WRONG_PASSWORD, user) if known else Verdict(Outcome.UNKNOWN_USER)
+            return AuthDecision(AuthOutcome.OK, user)
+        if known:
+            return AuthDecision(AuthOutcome.WRONG_PASSWORD, user)
+        return AuthDecision(AuthOutcome.UNKNOWN_USER)
 
 
 def request_limit(interval: float, burst: int, clock: Callable[[], float] = time.monotonic) -> TokenBucket:

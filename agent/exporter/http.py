@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, generate_latest
 
 from agent.core.tokens import TokenBucket
-from agent.exporter.auth import BasicAuth, Outcome, Verdict
+from agent.exporter.auth import AuthDecision, AuthOutcome, BasicAuth
 from agent.exporter.guard import ConnectionTable
 from agent.exporter.text import render_text
 
@@ -49,7 +49,7 @@ class Access:
     excluded: frozenset[str] = frozenset()
 
 
-Unauthorized = Callable[[web.Request, Verdict], None]
+Unauthorized = Callable[[web.Request, AuthDecision], None]
 
 
 def accepts_gzip(header: str) -> bool:
@@ -189,7 +189,7 @@ async def _apply(
         if not verdict.ok:
             if on_unauthorized is not None:
                 on_unauthorized(request, verdict)
-            if verdict.outcome is Outcome.BUSY:
+            if verdict.outcome is AuthOutcome.BUSY:
                 return web.Response(status=429, text="Too Many Requests\n", headers={"Retry-After": "1"})
             return web.Response(status=401, text="Unauthorized\n", headers={"WWW-Authenticate": REALM})
     return await handler(request)

@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.config.core import HttpSection
 from agent.config.types import split_listen
-from agent.exporter.auth import BasicAuth, LogThrottle, Outcome, Verdict, request_limit
+from agent.exporter.auth import AuthDecision, AuthOutcome, BasicAuth, LogThrottle, request_limit
 from agent.exporter.guard import Closed, ConnectionTable, Guard, Limits, Tls
 from agent.exporter.handshake import HandshakeGate
 from agent.exporter.http import EXPOSITION, Access, Exposition, make_app
@@ -112,7 +112,7 @@ class HttpFace:
         self._server: asyncio.Server | None = None
         self._watch: asyncio.Task[None] | None = None
         self._throttle = LogThrottle()
-        self.unauthorized: dict[Outcome, int] = {}
+        self.unauthorized: dict[AuthOutcome, int] = {}
         self.reloads = {"success": 0, "failure": 0}
         self.last_error: str | None = None
         self.loaded_at: float | None = None
@@ -228,7 +228,7 @@ class HttpFace:
             if self.loaded is not None and _fingerprint(path, self.loaded.config) != self.loaded.fingerprint:
                 await self.reload()
 
-    def _log_unauthorized(self, request: web.Request, verdict: Verdict) -> None:
+    def _log_unauthorized(self, request: web.Request, verdict: AuthDecision) -> None:
         self.unauthorized[verdict.outcome] = self.unauthorized.get(verdict.outcome, 0) + 1
         left_out = self._throttle.ready()
         if left_out is None:
@@ -237,7 +237,7 @@ class HttpFace:
         # what the client sent is never logged: neither the header nor a stranger's user name
         log.warning(
             "http request refused",
-            status=429 if verdict.outcome is Outcome.BUSY else 401,
+            status=429 if verdict.outcome is AuthOutcome.BUSY else 401,
             reason=str(verdict.outcome),
             user=verdict.user,
             path=request.path,
@@ -288,8 +288,8 @@ class HttpFace:
             "Requests refused by basic auth (401) or for too many password checks at once (429), by reason.",
             labels=["reason"],
         )
-        for outcome in Outcome:
-            if outcome is not Outcome.OK:
+        for outcome in AuthOutcome:
+            if outcome is not AuthOutcome.OK:
                 refused.add_metric([str(outcome)], self.unauthorized.get(outcome, 0))
         yield refused
         if self.exposition is not None:

@@ -56,7 +56,7 @@ class GpuState(StrEnum):
     DOWN = "down"  # lost, or no reading
 
 
-class GpuReading(NamedTuple):
+class LedgerReading(NamedTuple):
     """What the ledger needs of one GPU in one snapshot. A named tuple rather than a frozen
     dataclass: one is made per GPU every tick, and a tuple costs a third as much to make."""
 
@@ -72,7 +72,7 @@ class GpuReading(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Tick:
     seconds: float  # elapsed since the previous snapshot
-    gpus: tuple[GpuReading, ...]
+    gpus: tuple[LedgerReading, ...]
     job: bool  # a training process exists on the node (NVML or the process collector)
     pressures: Pressures = NO_PRESSURES
     checkpointing: bool = False  # a checkpoint request is open
@@ -89,7 +89,7 @@ _STATE = {
 }
 
 
-def gpu_state(g: GpuReading, classifier: Published) -> GpuState:
+def gpu_state(g: LedgerReading, classifier: Published) -> GpuState:
     """The classifier's sorting of one GPU sample, in the ledger's words."""
     return _STATE[classifier.gpu_class(g)]
 

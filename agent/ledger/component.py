@@ -32,7 +32,7 @@ from agent.core.zones import zone
 from agent.ledger import cadence, saved, store
 from agent.ledger import jobs as by_jobs
 from agent.ledger import metrics as ledger_metrics
-from agent.ledger.assign import BUCKETS, NO_JOB, GpuReading, gpu_state
+from agent.ledger.assign import BUCKETS, NO_JOB, LedgerReading, gpu_state
 from agent.ledger.book import Book
 from agent.ledger.summary import lines, summarize
 from agent.runtime.context import Context
@@ -50,12 +50,12 @@ RECLAIM_KINDS = (NoticeKind.MAINTENANCE_TERMINATE, NoticeKind.MAINTENANCE_STOP)
 DUE = Event()  # put on the ledger's own queue when its periodic work is due (``_due``)
 
 
-def readings(snap: NodeSnapshot) -> tuple[GpuReading, ...]:
+def readings(snap: NodeSnapshot) -> tuple[LedgerReading, ...]:
     gpu = snap.part(GpuPart)
     if gpu is None:
         return ()
     return tuple(
-        GpuReading(
+        LedgerReading(
             g.uuid,
             g.up,
             g.utilization,

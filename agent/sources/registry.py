@@ -43,8 +43,9 @@ class Source:
 
     ``name`` is the key of its part in ``snap.parts``, the collector's name and the ``collector``
     label; consumers read the part by ``part_type`` (``snap.part(GpuPart)``) and the rates by
-    ``rates_type`` (``snap.rates.of(GpuRates)``). ``build`` returns the collector, or None when the
-    config switches the source off.
+    ``rates_type`` (``snap.rates.of(GpuRates)``). ``build`` returns the collector (None: nothing
+    to collect). A source whose ``config_section`` says ``enabled = false`` is neither built nor
+    rendered: the registry checks that once (:func:`enabled`), the source does not.
     ``rates`` turns two consecutive parts and the seconds between them into a ``rates_type``.
     ``metrics`` returns the source's renderer for /metrics given the config (None: no families).
     ``status`` gives the source's keys of the status JSON; ``status_lines`` the text that
@@ -162,11 +163,15 @@ def _owner(table: Mapping[type, V], kind: type, what: str) -> V:
 
 
 def build_collectors(ctx: BuildContext) -> list[Collector]:
-    return [c for s in sources() if (c := s.build(ctx)) is not None]
+    return [c for s in sources() if enabled(ctx.cfg, s.config_section) and (c := s.build(ctx)) is not None]
 
 
 def renderers(cfg: Config) -> list[Renderer]:
-    return [r for s in sources() if s.metrics is not None and (r := s.metrics(cfg)) is not None]
+    return [
+        r
+        for s in sources()
+        if s.metrics is not None and enabled(cfg, s.config_section) and (r := s.metrics(cfg)) is not None
+    ]
 
 
 def enabled(cfg: Config, section: str | None) -> bool:

@@ -18,7 +18,7 @@ from conftest import free_port, http_get, need_binary
 from fake_chat import FakeChat, alertmanager_problems
 
 from agent.alerts.facts import facts
-from agent.alerts.message import Node
+from agent.alerts.message import NodeIdentity
 from agent.alerts.render import digest, render
 from agent.alerts.scene import GpuInfo, Scene
 from agent.alerts.services.webhook import ZERO_TIME, payload
@@ -81,7 +81,7 @@ def alertmanager(tmp_path: Path):
 def ours() -> dict[str, Any]:
     now = datetime.now(UTC)
     scene = Scene(
-        Node("gpu-node-17", "i-bp1abc", "ecs.gn7e", "cn-wulanchabu"),
+        NodeIdentity("gpu-node-17", "i-bp1abc", "ecs.gn7e", "cn-wulanchabu"),
         (GpuInfo(3, "A100"),),
         ZoneInfo("UTC"),
         now,

@@ -13,7 +13,7 @@ from fake_chat import alertmanager_problems, dingtalk_reply, feishu_reply, slack
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.alerts.message import Message, Node
+from agent.alerts.message import Message, NodeIdentity
 from agent.alerts.services import channel_types
 from agent.alerts.services.base import Reply, fit_lines, redact_url, truncate_utf8
 from agent.alerts.services.dingtalk import DingTalk
@@ -32,7 +32,7 @@ def message(lines: tuple[str, ...] = (), lang: str = "en", **kw) -> Message:
         "severity": "critical",
         "resolved": False,
         "title": "Uncorrectable ECC errors on GPU 1 of gpu-node-17",
-        "node": Node("gpu-node-17", "i-1"),
+        "node": NodeIdentity("gpu-node-17", "i-1"),
         "language": lang,
         "at": NOW,
         "fields": (("Node", "gpu-node-17 · i-1"), ("GPUs", "GPU 1 · A100")),

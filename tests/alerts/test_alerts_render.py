@@ -11,7 +11,7 @@ import pytest
 
 from agent.alerts import i18n
 from agent.alerts.facts import facts
-from agent.alerts.message import Message, Node
+from agent.alerts.message import Message, NodeIdentity
 from agent.alerts.render import build_test_alert, digest, reminder, render
 from agent.alerts.scene import GpuInfo, Scene
 from agent.core.events import (
@@ -26,7 +26,7 @@ from agent.core.events import (
 from agent.devtools import alert_examples as examples
 
 NOW = datetime(2025, 3, 14, 6, 21, 13, tzinfo=UTC)
-NODE = Node(
+NODE = NodeIdentity(
     "gpu-node-17", "i-bp1f2x9kq3c8lmn0v7wz", "ecs.gn7e-c16g1.32xlarge", "cn-wulanchabu", None, "alibaba"
 )
 GPUS = tuple(GpuInfo(i, "NVIDIA A100-SXM4-80GB", f"GPU-{i}") for i in range(8))

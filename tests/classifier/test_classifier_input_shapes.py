@@ -90,9 +90,9 @@ def test_streamed_input_is_booked_as_data_network_by_the_ledger() -> None:
     assert p.network_input > 0.8
     got = dict(zip(BUCKETS, assign(Tick(10.0, (), True, p), ()), strict=True))
     assert sum(got.values()) == 0  # no GPUs: nothing to book; now one starved GPU
-    from agent.ledger.assign import GpuReading
+    from agent.ledger.assign import LedgerReading
 
-    g = GpuReading("GPU-0", True, 0.0, 0.0, 60.0, 400.0, True)
+    g = LedgerReading("GPU-0", True, 0.0, 0.0, 60.0, 400.0, True)
     got = dict(zip(BUCKETS, assign(Tick(10.0, (g,), True, p), (GpuState.STARVED,)), strict=True))
     assert got[Bucket.DATA_NETWORK] >= 8.0 and got[Bucket.IDLE] < 1.0, got
 

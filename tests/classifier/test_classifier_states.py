@@ -14,12 +14,12 @@ from agent.classifier.gpus import GpuClass, gpu_class
 from agent.classifier.published import published
 from agent.classifier.samples import Sample, sample_from_snapshot
 from agent.core.vocabulary import Bucket
-from agent.ledger.assign import BUCKETS, GpuReading, GpuState, Pressures, Tick, assign, gpu_state
+from agent.ledger.assign import BUCKETS, GpuState, LedgerReading, Pressures, Tick, assign, gpu_state
 
 
 def book(s: Sample, f: Features | None, engine, job: bool = True) -> dict[Bucket, float]:
     """Seconds per bucket for one 1 s tick of ``s``'s GPUs."""
-    gpus = tuple(GpuReading(g.uuid, g.up, g.util, g.sm, g.power, g.limit, job) for g in s.gpus)
+    gpus = tuple(LedgerReading(g.uuid, g.up, g.util, g.sm, g.power, g.limit, job) for g in s.gpus)
     view = published(engine.baselines, f, engine.cfg)  # what the classifier part hands the ledger
     p = view.pressures
     if f is not None:

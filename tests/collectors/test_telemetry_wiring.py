@@ -10,6 +10,7 @@ from agent.config import parse_config
 from agent.exporter import SnapshotExporter
 from agent.runtime import build
 from agent.snapshot import NodeSnapshot
+from agent.sources import registry
 from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
 from agent.sources.network.part import NetworkPart, NicStat, RdmaPort
 from agent.sources.processes.part import ProcessPart, ProcessStat
@@ -46,6 +47,18 @@ def test_collectors_follow_the_config():
     cfg = parse_config({"storage": {"enabled": False}, "network": {"enabled": False}})
     names = [c.name for c in build.build_collectors(cfg)]
     assert "storage" not in names and "network" not in names
+
+
+def test_a_section_switched_off_is_neither_built_nor_rendered():
+    """The registry checks ``[section] enabled`` once for every source (registry.enabled)."""
+    sectioned = [s for s in registry.sources() if s.config_section is not None]
+    assert {s.name for s in sectioned} >= {"gpu", "storage", "network", "jobs"}
+    cfg = parse_config({s.config_section: {"enabled": False} for s in sectioned if s.config_section})
+    built = {c.name for c in build.build_collectors(cfg)}
+    assert not built & {s.name for s in sectioned}
+    assert len(registry.renderers(cfg)) == len(
+        [s for s in registry.sources() if s.config_section is None and s.metrics is not None]
+    )
 
 
 def test_process_collector_follows_the_latest_snapshot(tmp_path):

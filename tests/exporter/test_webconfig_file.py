@@ -9,7 +9,7 @@ import pytest
 from webtls import bcrypt_hash, make_pki
 
 from agent.config.webconfig import WebConfigError, load_web_config
-from agent.exporter.auth import BasicAuth, LogThrottle, Outcome, parse_basic, request_limit
+from agent.exporter.auth import AuthOutcome, BasicAuth, LogThrottle, parse_basic, request_limit
 from agent.exporter.http import accepts_gzip
 from agent.exporter.server import WebConfigInvalid, load
 from agent.exporter.tls import build_context
@@ -162,12 +162,12 @@ async def test_basic_auth_outcomes_and_cache():
 
             return "Basic " + base64.b64encode(f"{u}:{p}".encode()).decode()
 
-        assert (await auth.check(header("alice", "right"))).outcome is Outcome.OK
-        assert (await auth.check(header("alice", "wrong"))).outcome is Outcome.WRONG_PASSWORD
+        assert (await auth.check(header("alice", "right"))).outcome is AuthOutcome.OK
+        assert (await auth.check(header("alice", "wrong"))).outcome is AuthOutcome.WRONG_PASSWORD
         v = await auth.check(header("mallory", "right"))
-        assert v.outcome is Outcome.UNKNOWN_USER and v.user is None  # a stranger's name is not kept
-        assert (await auth.check(None)).outcome is Outcome.NO_CREDENTIALS
-        assert (await auth.check("Basic %%%")).outcome is Outcome.MALFORMED
+        assert v.outcome is AuthOutcome.UNKNOWN_USER and v.user is None  # a stranger's name is not kept
+        assert (await auth.check(None)).outcome is AuthOutcome.NO_CREDENTIALS
+        assert (await auth.check("Basic %%%")).outcome is AuthOutcome.MALFORMED
         # cached: the same triple again does not queue another bcrypt
         assert len(auth._cache) == 3
         assert (await auth.check(header("alice", "right"))).ok

@@ -19,7 +19,7 @@ from conftest import wait_until
 from agent.core.vocabulary import SchedulerKind
 from agent.sources.jobs.collector import JobCollector
 from agent.sources.jobs.part import JobSource
-from agent.sources.jobs.scontrol import Scontrol
+from agent.sources.jobs.scontrol import JobLookup
 
 SLURM_ENV = {
     "SLURM_JOB_ID": "4127",
@@ -43,7 +43,7 @@ def trainer() -> Iterator[subprocess.Popen[bytes]]:
 
 
 def _collector(pids: list[int], program: str) -> JobCollector:
-    return JobCollector("/proc", lambda: pids, Scontrol(program, timeout=5.0, refresh=60.0, max_jobs=8))
+    return JobCollector("/proc", lambda: pids, JobLookup(program, timeout=5.0, refresh=60.0, max_jobs=8))
 
 
 def _timed(c: JobCollector):
@@ -100,7 +100,7 @@ def test_a_failing_scontrol_is_waited_out_and_never_holds_up_a_tick(trainer, tmp
     # the real scontrol with no config it can read: it looks for a config server (DNS SRV) and then
     # fails ("Could not establish a configuration source"), or hangs past the time limit doing so
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "absent" / "slurm.conf"))
-    c = JobCollector("/proc", lambda: [trainer.pid], Scontrol(real, timeout=1.0, refresh=60.0, max_jobs=8))
+    c = JobCollector("/proc", lambda: [trainer.pid], JobLookup(real, timeout=1.0, refresh=60.0, max_jobs=8))
     try:
         part = wait_until(lambda: (p := c.collect()).problem and p, 20, what="scontrol's failure said")
         assert part.problem is not None

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.alerts.facts import facts
-from agent.alerts.message import Node
+from agent.alerts.message import NodeIdentity
 from agent.alerts.render import render
 from agent.alerts.scene import GpuInfo, Scene
 from agent.cli.report import render as render_report
@@ -64,7 +64,7 @@ def test_without_nvml_processes_one_job_holds_every_gpu_and_two_hold_none():
 
 @pytest.mark.parametrize(("lang", "word"), [("en", "will lose 8.0 GPU-h"), ("zh-CN", "将损失 8.0 GPU 时")])
 def test_every_alert_names_the_jobs_and_what_they_would_lose(lang: str, word: str):
-    node = Node("cn-17")
+    node = NodeIdentity("cn-17")
     sc = Scene(node, (GpuInfo(0, "H100"),), ZoneInfo("UTC"), NOW, jobs=((LLAMA, 8 * 3600.0), (EVAL, None)))
     events = [
         PreemptionEvent("aws", "spot-termination", "e-1", NOW, NOW),

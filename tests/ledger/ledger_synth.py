@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agent.classifier.published import unclassified
 from agent.config.classifier import ClassifierSection
-from agent.ledger.assign import BUCKETS, INDEX, Bucket, GpuReading, Pressures, gpu_state
+from agent.ledger.assign import BUCKETS, INDEX, Bucket, LedgerReading, Pressures, gpu_state
 from agent.ledger.book import Book
 from agent.ledger.state import Ledger
 
@@ -21,9 +21,9 @@ STATES = {
 }
 
 
-def gpu(i: int, state: str, busy: bool = True) -> GpuReading:
+def gpu(i: int, state: str, busy: bool = True) -> LedgerReading:
     util, sm = STATES[state]
-    return GpuReading(
+    return LedgerReading(
         uuid=f"GPU-{i}",
         up=state != "down",
         util=util,

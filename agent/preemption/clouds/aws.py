@@ -99,7 +99,7 @@ def parse_rebalance(body: str) -> Rebalance:
 
 
 @dataclass(frozen=True, slots=True)
-class ScheduledEvent:
+class MaintenanceEvent:
     code: str
     event_id: str | None  # AWS always gives one; None: the tracker knows it by its kind
     state: str
@@ -109,7 +109,7 @@ class ScheduledEvent:
     raw: str
 
 
-def parse_scheduled_events(body: str) -> list[ScheduledEvent]:
+def parse_scheduled_events(body: str) -> list[MaintenanceEvent]:
     text = body.strip()
     if not text:
         return []
@@ -130,7 +130,7 @@ def parse_scheduled_events(body: str) -> list[ScheduledEvent]:
         not_before, problem = first_time(str(item.get("NotBefore") or ""), parse_aws_time, parse_iso_time)
         raw = json.dumps(item, sort_keys=True)
         event_id = str(item["EventId"]) if item.get("EventId") else None
-        out.append(ScheduledEvent(code, event_id, state or "active", description, not_before, problem, raw))
+        out.append(MaintenanceEvent(code, event_id, state or "active", description, not_before, problem, raw))
     return out
 
 

@@ -33,7 +33,7 @@ IDENTITY_PATHS = {
 
 
 @dataclass(frozen=True, slots=True)
-class SpotTermination:
+class TencentSpotTermination:
     time: datetime
     text: str
 
@@ -44,12 +44,12 @@ def parse_tencent_time(text: str) -> datetime:
     return parse_iso_time(text, assume=BEIJING)
 
 
-def parse_spot_termination(body: str) -> SpotTermination:
+def parse_spot_termination(body: str) -> TencentSpotTermination:
     text = body.strip()
     if not text:
         raise BodyFormatError("empty termination-time body")
     try:
-        return SpotTermination(parse_tencent_time(text), text)
+        return TencentSpotTermination(parse_tencent_time(text), text)
     except TimeFormatError:
         raise BodyFormatError(f"termination-time is not a time: {text[:80]!r}") from None
 

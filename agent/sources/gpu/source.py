@@ -11,10 +11,8 @@ from agent.sources.gpu.rates import GpuRates, gpu_rates
 from agent.sources.registry import BuildContext, Source, register
 
 
-def _build(ctx: BuildContext) -> Collector | None:
+def _build(ctx: BuildContext) -> Collector:
     gpu = ctx.cfg.gpu
-    if not gpu.enabled:
-        return None
     from agent.sources.gpu.probe import NvmlProbe
 
     return NvmlProbe(gpu.library, gpu.reinit_backoff_max, gpu.xid_events)
@@ -28,9 +26,7 @@ SOURCE = register(
         config_section="gpu",
         rates_type=GpuRates,
         rates=gpu_rates,
-        metrics=lambda cfg: (
-            partial(metrics.render, processes=cfg.gpu.process_metrics) if cfg.gpu.enabled else None
-        ),
+        metrics=lambda cfg: partial(metrics.render, processes=cfg.gpu.process_metrics),
         status=status.summary,
         tcp_view=status.TCP_VIEW,
         status_lines=status.lines,

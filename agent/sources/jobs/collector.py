@@ -23,7 +23,7 @@ from agent.core.fsread import read_attr, read_optional
 from agent.core.vocabulary import SchedulerKind
 from agent.sources.jobs.parse import ProcJob, job_from_environ, job_from_proc_cgroup
 from agent.sources.jobs.part import JobIdentity, JobPart, JobSource
-from agent.sources.jobs.scontrol import Scontrol
+from agent.sources.jobs.scontrol import JobLookup
 from agent.sources.processes.procpid import parse_pid_stat
 
 ENVIRON_BYTES = 256 * 1024  # ARG_MAX's usual share; a longer environment is cut, SLURM_* come early
@@ -38,7 +38,7 @@ class JobCollector:
         self,
         procfs: str,
         pids: Callable[[], Iterable[int]],
-        scontrol: Scontrol,
+        scontrol: JobLookup,
     ) -> None:
         self.proc = Path(procfs)
         self.pids = pids

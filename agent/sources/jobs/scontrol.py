@@ -39,7 +39,7 @@ def _said(out: str | bytes | None) -> str:
     return " ".join((out or "").split())[:200]
 
 
-class Scontrol:
+class JobLookup:
     def __init__(self, program: str, timeout: float, refresh: float, max_jobs: int, node: str = "") -> None:
         self.program = program
         self.node = node  # slurmd's node name where it is not the hostname (listpids needs it)

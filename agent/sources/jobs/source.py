@@ -13,17 +13,15 @@ from agent.sources.jobs.part import JobPart
 from agent.sources.registry import BuildContext, Source, register
 
 
-def _build(ctx: BuildContext) -> Collector | None:
+def _build(ctx: BuildContext) -> Collector:
     from agent.sources.jobs.collector import JobCollector
-    from agent.sources.jobs.scontrol import Scontrol
+    from agent.sources.jobs.scontrol import JobLookup
 
     c = ctx.cfg.jobs
-    if not c.enabled:
-        return None
     return JobCollector(
         ctx.cfg.agent.procfs,
         ctx.training_pids,
-        Scontrol(c.scontrol, c.timeout, c.refresh, c.max_jobs, c.node_name or ctx.cfg.scheduler.node_name),
+        JobLookup(c.scontrol, c.timeout, c.refresh, c.max_jobs, c.node_name or ctx.cfg.scheduler.node_name),
     )
 
 
@@ -33,7 +31,7 @@ SOURCE = register(
         part_type=JobPart,
         build=_build,
         config_section="jobs",
-        metrics=lambda cfg: metrics.render if cfg.jobs.enabled else None,
+        metrics=lambda cfg: metrics.render,
         status=status.summary,
         status_lines=status.lines,
         tcp_view=status.TCP_VIEW,

@@ -9,10 +9,8 @@ from agent.sources.network.rates import NetworkRates, network_rates
 from agent.sources.registry import BuildContext, Source, register
 
 
-def _build(ctx: BuildContext) -> Collector | None:
+def _build(ctx: BuildContext) -> Collector:
     net = ctx.cfg.network
-    if not net.enabled:
-        return None
     from agent.sources.network.collector import NetworkCollector
 
     a = ctx.cfg.agent
@@ -27,7 +25,7 @@ SOURCE = register(
         config_section="network",
         rates_type=NetworkRates,
         rates=network_rates,
-        metrics=lambda cfg: metrics.render if cfg.network.enabled else None,
+        metrics=lambda cfg: metrics.render,
         status=status.summary,
         tcp_view=status.TCP_VIEW,
         status_lines=status.lines,

@@ -9,10 +9,8 @@ from agent.sources.storage.part import StoragePart
 from agent.sources.storage.rates import StorageRates, storage_rates
 
 
-def _build(ctx: BuildContext) -> Collector | None:
+def _build(ctx: BuildContext) -> Collector:
     st = ctx.cfg.storage
-    if not st.enabled:
-        return None
     from agent.sources.storage.collector import StorageCollector
 
     return StorageCollector(ctx.cfg.agent.procfs, st.device_exclude, st.mountstats_pid)
@@ -26,7 +24,7 @@ SOURCE = register(
         config_section="storage",
         rates_type=StorageRates,
         rates=storage_rates,
-        metrics=lambda cfg: metrics.render if cfg.storage.enabled else None,
+        metrics=lambda cfg: metrics.render,
         status=status.summary,
         tcp_view=status.TCP_VIEW,
         status_lines=status.lines,
