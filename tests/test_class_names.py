@@ -17,6 +17,8 @@ def classes(roots: tuple[Path, ...]) -> dict[str, list[str]]:
     where: dict[str, list[str]] = defaultdict(list)
     for root in roots:
         for path in sorted(root.rglob("*.py")):
+            if "build" in path.relative_to(root).parts:  # the client's wheel build copies its sources
+                continue
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.ClassDef):
                     where[node.name].append(f"{path.relative_to(root.parent)}:{node.lineno}")

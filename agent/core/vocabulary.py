@@ -184,19 +184,6 @@ class GpuFault(StrEnum):
     POWER_LIMIT_LOW = "power-limit-low"  # the enforced power limit below the default
 
 
-class GpuReadingSource(StrEnum):
-    """Where one GPU figure of a tick came from (``GpuStats.utilization_source``/``power_source``),
-    best first; docs/gpu.md says what each is worth."""
-
-    SAMPLES = "samples"  # the driver's utilization buffer, time-weighted over the tick
-    SAMPLES_IDLE = "samples-idle"  # the buffer held nothing new: no kernel ran all tick
-    RATES = "rates"  # nvmlDeviceGetUtilizationRates: the last sample period only
-    GPM = "gpm"  # GPM graphics activity between two samples (MIG, or no utilization call)
-    ENERGY = "energy"  # the energy counter's delta over the tick: the exact mean
-    AVERAGE = "average"  # nvmlDeviceGetPowerUsage: 1 s mean on Ampere and later, else the instant's
-    NONE = "none"  # the GPU gives no such figure
-
-
 class AgentPhase(StrEnum):
     """``AgentLifecycleEvent.phase``."""
 

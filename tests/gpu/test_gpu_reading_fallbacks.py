@@ -18,11 +18,11 @@ from gpu_fixtures import fake_nvml_library  # noqa: F401
 from agent.classifier.engine import Engine
 from agent.classifier.tallies import combine, tally
 from agent.config.classifier import ClassifierSection
-from agent.core.vocabulary import GpuReadingSource as Src
 from agent.devtools.fake_nvml import FakeNvml
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.collector import GpuCollector
 from agent.sources.gpu.part import GpuPart
+from agent.sources.gpu.part import GpuReadingSource as Src
 from agent.sources.gpu.rates import GpuRates
 from agent.sources.gpu.status import lines, summary
 

@@ -14,12 +14,12 @@ import pynvml
 import structlog
 
 from agent.core import backoff
-from agent.core.vocabulary import GpuReadingSource as Src
 from agent.sources import SourceAbsent
 from agent.sources.gpu.binding import binding
 from agent.sources.gpu.nvml import POWER_INSTANT, PROBE_BASE, Device, GpuLost, Nvml, NvmlDriverError
 from agent.sources.gpu.nvml_events import XidWatcher
 from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
+from agent.sources.gpu.part import GpuReadingSource as Src
 from agent.sources.gpu.readings import power_mean
 
 log = structlog.get_logger("gpu")

@@ -7,9 +7,21 @@ Counters are cumulative raw values as the kernel or driver reports them, convert
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from typing import Any, NamedTuple
 
-from agent.core.vocabulary import GpuReadingSource
+
+class GpuReadingSource(StrEnum):
+    """Where one GPU figure of a tick came from (``GpuStats.utilization_source``/``power_source``),
+    best first; docs/gpu.md says what each is worth."""
+
+    SAMPLES = "samples"  # the driver's utilization buffer, time-weighted over the tick
+    SAMPLES_IDLE = "samples-idle"  # the buffer held nothing new: no kernel ran all tick
+    RATES = "rates"  # nvmlDeviceGetUtilizationRates: the last sample period only
+    GPM = "gpm"  # GPM graphics activity between two samples (MIG, or no utilization call)
+    ENERGY = "energy"  # the energy counter's delta over the tick: the exact mean
+    AVERAGE = "average"  # nvmlDeviceGetPowerUsage: 1 s mean on Ampere and later, else the instant's
+    NONE = "none"  # the GPU gives no such figure
 
 
 @dataclass(frozen=True, slots=True)
