@@ -28,7 +28,7 @@ import structlog
 from agent.classifier.families import CAPACITIES, KINDS
 from agent.classifier.samples import Sample, columns
 from agent.config.classifier import ClassifierSection
-from agent.core.statefile import set_aside, write_atomic
+from agent.core.statefile import load_state, write_atomic
 
 log = structlog.get_logger("classifier")
 
@@ -323,25 +323,14 @@ def _learn_rtt(values: Mapping[str, Sequence[float]], known: dict[str, float]) -
 
 
 def load(state_dir: Path) -> Baselines:
-    path = state_dir / FILE_NAME
-    try:
-        raw = path.read_text()
-    except FileNotFoundError:
-        return Baselines()
-    except OSError as e:
-        log.warning("cannot read classifier baselines; learning afresh", path=str(path), error=e.strerror)
-        return Baselines()
-    try:
-        return Baselines.from_json(json.loads(raw))
-    except (ValueError, json.JSONDecodeError) as e:
-        aside = set_aside(path)
-        log.warning(
-            "classifier baselines damaged; set aside and learning afresh",
-            path=str(path),
-            kept_as=str(aside),
-            error=str(e)[:200],
-        )
-        return Baselines()
+    loaded = load_state(
+        state_dir / FILE_NAME,
+        lambda raw: Baselines.from_json(json.loads(raw)),
+        log,
+        unreadable="cannot read classifier baselines; learning afresh",
+        damaged="classifier baselines damaged; set aside and learning afresh",
+    )
+    return Baselines() if loaded is None else loaded
 
 
 def save(state_dir: Path, baselines: Baselines) -> None:

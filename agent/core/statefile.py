@@ -1,12 +1,16 @@
 """Files replaced whole (state under ``state_dir``, request files, fake device state): written to a
-temp file, fsynced, renamed."""
+temp file, fsynced, renamed; read back with a damaged one set aside (``load_state``)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+T = TypeVar("T")
 
 
 def write_atomic(path: str | Path, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:
@@ -48,3 +52,37 @@ def set_aside(path: Path, suffix: str = ".bad") -> Path:
     except OSError:
         return path
     return aside
+
+
+def load_state(
+    path: Path,
+    parse: Callable[[bytes], T],
+    log: Any,
+    *,
+    damaged: str,
+    unreadable: str | None = None,
+    read: Callable[[Path], bytes] = Path.read_bytes,
+    level: Literal["warning", "error"] = "warning",
+    key: str = "path",
+) -> T | None:
+    """What ``parse`` makes of the file, or ``None``: when it is missing (silently); when it cannot
+    be read (``unreadable`` logged with the reason, the file left where it is); when ``parse`` (or
+    ``read``) raises ``ValueError`` or ``TypeError``, the file is damaged: set aside and ``damaged``
+    logged with where it was kept. ``unreadable=None``: a file that cannot be read is damaged too
+    (the trainer's untrusted reports). ``key`` names the file's field in the log lines."""
+    try:
+        value = parse(read(path))
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if unreadable is not None:
+            getattr(log, level)(unreadable, **{key: str(path)}, error=e.strerror)
+            return None
+        error = e.strerror or str(e)
+    except (ValueError, TypeError) as e:  # UnicodeDecodeError and JSONDecodeError among them
+        error = str(e)[:200]
+    else:
+        return value
+    aside = set_aside(path)
+    getattr(log, level)(damaged, **{key: str(path)}, kept_as=str(aside), error=error)
+    return None

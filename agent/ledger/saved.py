@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from agent.core.fsread import read_trainer_file
-from agent.core.statefile import set_aside
+from agent.core.statefile import load_state
 
 log = structlog.get_logger("ledger")
 
@@ -102,14 +102,16 @@ def collect(directory: Path, now: float, kept: set[str]) -> list[Saved]:
     out: list[Saved] = []
     for name in names:
         path = directory / name
-        try:
-            report = parse_saved(_read(path), now)
-        except FileNotFoundError:
-            continue
-        except (OSError, ValueError) as e:
-            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-            aside = set_aside(path)
-            log.error("unusable checkpoint report set aside", file=str(path), kept_as=str(aside), error=why)
+        report = load_state(
+            path,
+            lambda raw: parse_saved(raw, now),
+            log,
+            damaged="unusable checkpoint report set aside",
+            read=_read,
+            level="error",
+            key="file",
+        )
+        if report is None:  # gone, or set aside
             continue
         try:
             os.unlink(path)

@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from agent.core.statefile import set_aside, write_atomic
+from agent.core.statefile import load_state, write_atomic
 from agent.ledger.book import Book, join_text
 from agent.ledger.state import KEEP_SAVES, Ledger, Reclaim
 
@@ -113,25 +113,16 @@ def _jobs_lost(d: Any) -> dict[str, float]:
 
 
 def load(state_dir: Path, book: Book) -> Ledger:
-    path = state_dir / FILE_NAME
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return Ledger(book)
-    except OSError as e:
-        log.warning("cannot read the goodput ledger; starting empty", path=str(path), error=e.strerror)
-        return Ledger(book)
-    try:
-        return from_json(json.loads(raw), book)
-    except (ValueError, TypeError, UnicodeDecodeError) as e:
-        aside = set_aside(path)
-        log.warning(
-            "goodput ledger damaged; set aside and starting empty",
-            path=str(path),
-            kept_as=str(aside),
-            error=str(e)[:200],
-        )
-        return Ledger(Book(book.resolution, book.settle, book.keep))
+    """The saved ledger, or an empty one on ``book``; a damaged file is read into a book of its own,
+    so ``book`` is never left half-loaded."""
+    loaded = load_state(
+        state_dir / FILE_NAME,
+        lambda raw: from_json(json.loads(raw), Book(book.resolution, book.settle, book.keep)),
+        log,
+        unreadable="cannot read the goodput ledger; starting empty",
+        damaged="goodput ledger damaged; set aside and starting empty",
+    )
+    return Ledger(book) if loaded is None else loaded
 
 
 # the file's text in pieces: the ledger without its book, the book's head, its slots
