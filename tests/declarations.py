@@ -13,8 +13,7 @@ import aiohttp
 
 from agent.alerts import i18n
 from agent.alerts.connect import build_channel
-from agent.alerts.facts import facts
-from agent.alerts.render import render
+from agent.alerts.kinds import facts, render
 from agent.alerts.scene import Scene
 from agent.alerts.services import channel_class
 from agent.alerts.services.base import Channel, Outcome, post

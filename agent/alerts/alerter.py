@@ -27,25 +27,19 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.alerts.connect import build_channel
 from agent.alerts.delivery import Delivery
-from agent.alerts.facts import Facts, facts
+from agent.alerts.facts import Facts
+from agent.alerts.kinds import KINDS, facts, render
 from agent.alerts.message import Message, NodeIdentity
-from agent.alerts.render import reminder, render
+from agent.alerts.render import reminder
 from agent.alerts.scene import Scene, gpu_inventory, job_inventory
 from agent.alerts.services.base import Channel
 from agent.alerts.spool import Spool
 from agent.core.aio import wait_within
 from agent.core.component import HasMetrics, HasStatus
 from agent.core.events import (
-    AgentLifecycleEvent,
-    CheckpointEvent,
-    CollectorFailingEvent,
     Event,
-    GoodputDigestEvent,
-    GpuFaultEvent,
     InstanceIdentityEvent,
     PreemptionEvent,
-    SchedulerEvent,
-    VerdictEvent,
 )
 from agent.core.zones import zone
 from agent.runtime.context import Context
@@ -53,17 +47,8 @@ from agent.runtime.context import Context
 log = structlog.get_logger("alerts")
 
 SPOOL_FILE = "alerts.sqlite3"
-EVENT_TYPES = (
-    PreemptionEvent,
-    InstanceIdentityEvent,
-    CheckpointEvent,
-    VerdictEvent,
-    GpuFaultEvent,
-    CollectorFailingEvent,
-    AgentLifecycleEvent,
-    GoodputDigestEvent,
-    SchedulerEvent,
-)
+# the node's identity (for the scene), and every kind of event alerts say something of
+EVENT_TYPES: tuple[type[Event], ...] = (InstanceIdentityEvent, *KINDS)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """What the alerter needs to know of an event before any wording: which condition it is (the
 fingerprint that deduplicates and resolves), how bad, whether it stays active until a clearing event,
-whether it jumps the queue or waits out ``[alerts] verdict_hold``. Pure: events in, facts out.
+whether it jumps the queue or waits out ``[alerts] verdict_hold``. Pure: events in, facts out; one
+function per kind of event, which ``kinds.KINDS`` names beside its wording.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from agent.core.events import (
     AgentLifecycleEvent,
     CheckpointEvent,
     CollectorFailingEvent,
-    Event,
     GoodputDigestEvent,
     GpuFaultEvent,
     PreemptionEvent,
@@ -44,51 +44,62 @@ class Facts:
     held: bool = False  # waits [alerts] verdict_hold before it goes out
 
 
-def facts(event: Event) -> Facts | None:
-    """Routing facts, or None for events that are not alerts (instance identity)."""
-    if isinstance(event, PreemptionEvent):
-        return Facts(
-            f"preemption/{event.provider}/{event.event_id}",
-            AlertKind.PREEMPTION,
-            Severity.WARNING if event.drill else Severity.CRITICAL,
-            resolved=event.withdrawn,
-            sustained=False,
-            priority=not event.withdrawn,
-        )
-    if isinstance(event, CheckpointEvent):
-        bad = event.phase in CHECKPOINT_FAILURES
-        sev = Severity.INFO if event.drill and not bad else Severity.CRITICAL if bad else Severity.INFO
-        return Facts(f"checkpoint/{event.event_id}/{event.phase}", AlertKind.CHECKPOINT, sev, False, False)
-    if isinstance(event, VerdictEvent):
-        quiet = event.verdict in QUIET_VERDICTS
-        return Facts(
-            f"verdict/{event.verdict}",
-            AlertKind.VERDICT,
-            Severity.INFO if quiet else Severity.WARNING,
-            resolved=event.cleared,
-            sustained=not quiet,
-            held=True,
-        )
-    if isinstance(event, GpuFaultEvent):
-        if event.fault == GpuFault.XID:
-            sev = Severity.CRITICAL if event.xid in FATAL_XIDS else Severity.WARNING
-            return Facts(f"gpu/{event.uuid}/xid/{event.xid}", AlertKind.GPU_FAULT, sev, event.cleared, False)
-        sev = Severity.CRITICAL if event.fault in (GpuFault.LOST, GpuFault.ECC) else Severity.WARNING
-        return Facts(f"gpu/{event.uuid}/{event.fault}", AlertKind.GPU_FAULT, sev, event.cleared, True)
-    if isinstance(event, CollectorFailingEvent):
-        return Facts(
-            f"collector/{event.collector}", AlertKind.COLLECTOR_FAILING, Severity.WARNING, event.cleared, True
-        )
-    if isinstance(event, SchedulerEvent):
-        if event.problem == SchedulerProblem.FAILING:
-            key = f"scheduler/{event.node}/{event.problem}"
-            return Facts(key, AlertKind.SCHEDULER, Severity.WARNING, event.cleared, True)
-        key = f"scheduler/{event.node}/{event.problem}/{event.event_id}"
-        return Facts(key, AlertKind.SCHEDULER, Severity.CRITICAL, False, False)
-    if isinstance(event, GoodputDigestEvent):
-        return Facts(f"goodput/{event.until:%Y%m%dT%H%M%S}", AlertKind.GOODPUT, Severity.INFO, False, False)
-    if isinstance(event, AgentLifecycleEvent):
-        # every start and stop is its own alert
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
-        return Facts(f"agent/{event.phase}/{stamp}", AlertKind.AGENT, Severity.INFO, False, False)
-    return None
+def preemption(event: PreemptionEvent) -> Facts:
+    return Facts(
+        f"preemption/{event.provider}/{event.event_id}",
+        AlertKind.PREEMPTION,
+        Severity.WARNING if event.drill else Severity.CRITICAL,
+        resolved=event.withdrawn,
+        sustained=False,
+        priority=not event.withdrawn,
+    )
+
+
+def checkpoint(event: CheckpointEvent) -> Facts:
+    bad = event.phase in CHECKPOINT_FAILURES
+    sev = Severity.INFO if event.drill and not bad else Severity.CRITICAL if bad else Severity.INFO
+    return Facts(f"checkpoint/{event.event_id}/{event.phase}", AlertKind.CHECKPOINT, sev, False, False)
+
+
+def verdict(event: VerdictEvent) -> Facts:
+    quiet = event.verdict in QUIET_VERDICTS
+    return Facts(
+        f"verdict/{event.verdict}",
+        AlertKind.VERDICT,
+        Severity.INFO if quiet else Severity.WARNING,
+        resolved=event.cleared,
+        sustained=not quiet,
+        held=True,
+    )
+
+
+def gpu_fault(event: GpuFaultEvent) -> Facts:
+    if event.fault == GpuFault.XID:
+        sev = Severity.CRITICAL if event.xid in FATAL_XIDS else Severity.WARNING
+        return Facts(f"gpu/{event.uuid}/xid/{event.xid}", AlertKind.GPU_FAULT, sev, event.cleared, False)
+    sev = Severity.CRITICAL if event.fault in (GpuFault.LOST, GpuFault.ECC) else Severity.WARNING
+    return Facts(f"gpu/{event.uuid}/{event.fault}", AlertKind.GPU_FAULT, sev, event.cleared, True)
+
+
+def collector_failing(event: CollectorFailingEvent) -> Facts:
+    return Facts(
+        f"collector/{event.collector}", AlertKind.COLLECTOR_FAILING, Severity.WARNING, event.cleared, True
+    )
+
+
+def scheduler(event: SchedulerEvent) -> Facts:
+    if event.problem == SchedulerProblem.FAILING:
+        key = f"scheduler/{event.node}/{event.problem}"
+        return Facts(key, AlertKind.SCHEDULER, Severity.WARNING, event.cleared, True)
+    key = f"scheduler/{event.node}/{event.problem}/{event.event_id}"
+    return Facts(key, AlertKind.SCHEDULER, Severity.CRITICAL, False, False)
+
+
+def goodput(event: GoodputDigestEvent) -> Facts:
+    return Facts(f"goodput/{event.until:%Y%m%dT%H%M%S}", AlertKind.GOODPUT, Severity.INFO, False, False)
+
+
+def agent(event: AgentLifecycleEvent) -> Facts:
+    # every start and stop is its own alert
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
+    return Facts(f"agent/{event.phase}/{stamp}", AlertKind.AGENT, Severity.INFO, False, False)

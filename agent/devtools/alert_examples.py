@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from agent.alerts.facts import facts
+from agent.alerts.kinds import facts, render
 from agent.alerts.message import NodeIdentity
-from agent.alerts.render import render
 from agent.alerts.scene import GpuInfo, Scene
 from agent.alerts.services import channel_class
 from agent.alerts.services.base import Channel

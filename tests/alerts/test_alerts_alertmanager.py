@@ -17,9 +17,9 @@ import pytest
 from conftest import free_port, http_get, need_binary
 from fake_chat import FakeChat, alertmanager_problems
 
-from agent.alerts.facts import facts
+from agent.alerts.kinds import facts, render
 from agent.alerts.message import NodeIdentity
-from agent.alerts.render import digest, render
+from agent.alerts.render import digest
 from agent.alerts.scene import GpuInfo, Scene
 from agent.alerts.services.webhook import ZERO_TIME, payload
 from agent.core.events import GpuFaultEvent, PreemptionEvent

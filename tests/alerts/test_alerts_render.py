@@ -10,9 +10,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.alerts import i18n
-from agent.alerts.facts import facts
+from agent.alerts.kinds import facts, render
 from agent.alerts.message import Message, NodeIdentity
-from agent.alerts.render import build_test_alert, digest, reminder, render
+from agent.alerts.render import build_test_alert, digest, reminder
 from agent.alerts.scene import GpuInfo, Scene
 from agent.core.events import (
     AgentLifecycleEvent,

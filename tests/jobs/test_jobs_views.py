@@ -10,9 +10,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.alerts.facts import facts
+from agent.alerts.kinds import facts, render
 from agent.alerts.message import NodeIdentity
-from agent.alerts.render import render
 from agent.alerts.scene import GpuInfo, Scene
 from agent.cli.report import render as render_report
 from agent.core.events import CheckpointEvent, GpuFaultEvent, PreemptionEvent

@@ -131,8 +131,7 @@ def test_health_gate() -> None:
 
 
 def test_the_alert_names_the_jobs_that_cannot_be_requeued_and_slurm_failing_once() -> None:
-    from agent.alerts.facts import facts
-    from agent.alerts.render import render
+    from agent.alerts.kinds import facts, render
     from agent.alerts.scene import Scene
     from agent.core.events import SchedulerEvent
     from agent.core.vocabulary import Language, SchedulerProblem
