@@ -32,6 +32,7 @@ import pynvml  # noqa: E402
 import structlog  # noqa: E402
 
 from agent.devtools.fake_nvml import LIBRARY, device, state, write_state  # noqa: E402
+from agent.sources.gpu import nvml_gpm  # noqa: E402
 from agent.sources.gpu.binding import load_library  # noqa: E402
 from agent.sources.gpu.collector import GPM_METRICS, GpuCollector  # noqa: E402
 from agent.sources.gpu.nvml import ALL_LINKS  # noqa: E402
@@ -64,6 +65,11 @@ def busy_state(gpus: int) -> dict:
                 tensor_active=55.0,
                 dram_active=61.0,
                 ecc_uncorrected=0,
+                # ticks here come back to back, not a second apart: the fake's shortest buffer period
+                # (20 ms: the agent takes closer samples for one seen again) so drains find samples
+                # now and then, and no GPM floor
+                sample_period_seconds=0.02,
+                gpm_min_interval_seconds=0,
                 processes=[
                     {"pid": 1000 + i, "used_memory_bytes": 60 * 1024**3},
                     {"pid": 2000 + i, "used_memory_bytes": 1024**3},
@@ -160,6 +166,8 @@ def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     subprocess.run(["make", "-s", "fakenvml"], cwd=REPO, check=True)
     load_library(str(LIBRARY))
+    # every tick reads GPM, as a tick a second apart does (the agent keeps GPM's 100 ms floor itself)
+    nvml_gpm.MIN_INTERVAL = 0.0
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "state.json"

@@ -14,6 +14,7 @@ GPM activity is ``nvml_gpm.py``, Xid events ``nvml_events.py``.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +75,23 @@ ABSENT_ERRORS = frozenset(
 )
 
 
+def field_request(fields: tuple[tuple[int, int], ...]) -> Any:
+    """NVML's array of field values asking for ``fields``, made once and filled by each call: pynvml's
+    wrapper builds it anew each tick, through its Python-level __setattr__, a third of the call."""
+    values = (pynvml.c_nvmlFieldValue_t * len(fields))()
+    for slot, (field_id, scope_id) in zip(values, fields, strict=True):
+        slot.fieldId, slot.scopeId = field_id, scope_id
+    return values
+
+
+def nvmlDeviceGetFieldValues(handle: Any, values: Any) -> Any:  # named after the C function it calls
+    fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetFieldValues")
+    ret = fn(handle, ctypes.c_int32(len(values)), ctypes.byref(values))
+    if ret != pynvml.NVML_SUCCESS:
+        raise pynvml.NVMLError(ret)
+    return values
+
+
 class NvmlDriverError(Exception):
     """NVML as a whole failed; the library must be initialised again."""
 
@@ -96,6 +114,7 @@ class Device:
     probe_at: float = 0.0  # monotonic time of the next recovery probe while lost
     probe_failures: int = 0  # recovery probes that failed since it was lost
     fields: tuple[tuple[int, int], ...] = ()  # (fieldId, scopeId) still worth asking
+    field_request: tuple[tuple[tuple[int, int], ...], Any] | None = None  # those fields, as NVML's array
     gpm: GpmSampler | None = None
     utilization: UtilizationBuffer | None = None  # the driver's sample buffer, where it keeps one
     energy: tuple[int, float] | None = None  # the energy counter's last read (mJ, monotonic seconds)
@@ -263,7 +282,9 @@ class Nvml:
         (no NVLink on a PCIe card) is dropped from later calls."""
         if not dev.fields:
             return {}
-        values = self.read(dev, pynvml.nvmlDeviceGetFieldValues, list(dev.fields))
+        if dev.field_request is None or dev.field_request[0] is not dev.fields:
+            dev.field_request = (dev.fields, field_request(dev.fields))
+        values = self.read(dev, nvmlDeviceGetFieldValues, dev.field_request[1])
         if values is None:
             return {}
         out: dict[int, int] = {}
@@ -279,7 +300,8 @@ class Nvml:
                 raise GpuLost(f"field {asked[0]}: {error_text(pynvml.NVMLError(ret))}")
             else:
                 keep.append(asked)
-        dev.fields = tuple(keep)
+        if len(keep) != len(dev.fields):  # the same tuple otherwise: its request array is kept
+            dev.fields = tuple(keep)
         return out
 
     def gpm_metrics(self, dev: Device, metric_ids: Iterable[int]) -> dict[int, float]:
