@@ -69,7 +69,7 @@ def test_metrics_status_and_line(tmp_path: Path) -> None:
     assert 'training_node_bottleneck{class="data"} 1.0' in text
     assert 'training_node_bottleneck{class="compute"} 0.0' in text
     assert 'training_node_bottleneck{class="mixed"} 0.0' in text
-    assert 'training_node_bottleneck_score{class="data"} 0.7' in text
+    assert 'training_node_bottleneck_score{class="data"} 0.709' in text
     assert "training_node_bottleneck_changes_total 1.0" in text
     promtool = need_binary("promtool", "prometheus")
     check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
@@ -78,8 +78,9 @@ def test_metrics_status_and_line(tmp_path: Path) -> None:
     st = comp.status()
     assert st["verdict"] == "data" and st["sub_reason"] == "storage"
     assert st["since"] is not None and st["hint"].startswith("Input is storage-bound")
-    assert any(r.startswith("disk vda read 140 MB/s on average = 100% of ~200 MB/s") for r in st["reasons"])
-    assert st["scores"]["data"] == 0.7 and st["changes_total"] == 1
+    # 140 MB/s over the 71% of the time the GPUs starved (the working samples' 3% without a kernel too)
+    assert any(r.startswith("disk vda read 140 MB/s on average = 99% of ~200 MB/s") for r in st["reasons"])
+    assert st["scores"]["data"] == 0.709 and st["changes_total"] == 1
     assert st["learned"]["peaks_bytes_per_second"]["disk"]["vda"] == 200e6
     json.dumps(st)  # served as JSON
     lines = st["lines"]
@@ -87,7 +88,7 @@ def test_metrics_status_and_line(tmp_path: Path) -> None:
     assert any(x.startswith("  - disk vda read 140 MB/s") for x in lines)
     assert any(x.startswith("hint: Input is storage-bound") for x in lines)
     # compute: its 30% working share less half the 70% of starvation the storage explains
-    assert any(x.startswith("scores: compute 0.00  data 0.70") for x in lines), lines
+    assert any(x.startswith("scores: compute 0.00  data 0.71") for x in lines), lines
     line = comp.verdict_line()
     assert line.startswith("data/storage for ") and "GPUs starved" in line and "\n" not in line
 

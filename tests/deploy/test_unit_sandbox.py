@@ -203,9 +203,9 @@ def test_agent_works_inside_the_unit_sandbox(tmp_path: Path) -> None:
             assert proc.poll() is None, log.read_text()
             time.sleep(0.2)
         text = metrics()
-        assert re.search(r'^training_node_gpu_utilization_ratio\{gpu="0",.*\} 0\.91$', text, re.M), (
-            log.read_text()
-        )
+        # the driver's buffer time-weighted over the tick: 91% to within a sample's timestamp jitter
+        util = re.search(r'^training_node_gpu_utilization_ratio\{gpu="0",.*\} ([\d.e-]+)$', text, re.M)
+        assert util and abs(float(util.group(1)) - 0.91) < 0.005, (text, log.read_text())
         assert 'training_node_collector_success{collector="gpu"} 1.0' in text
         assert 'training_node_collector_success{collector="host"} 1.0' in text
 

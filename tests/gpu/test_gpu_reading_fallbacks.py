@@ -31,6 +31,8 @@ SPIN = {"utilization_gpu": 100, "power_mw": 115_000, "sm_active": 3.0, "tensor_a
 IDLE = {"utilization_gpu": 0, "power_mw": 72_000, "sm_active": 0.0, "tensor_active": 0.0}
 NO_GPM = {"sm_active": None, "tensor_active": None, "dram_active": None}
 STEP = 0.4  # seconds: 3/4 computing, 1/4 spinning
+# the shares come from a writer thread's timing against the collector's ticks: alone, not side by side
+pytestmark = pytest.mark.serial
 CFG = ClassifierSection(window="3s", evaluate_every="1s", warmup="0s", confirmations=1, sustain="0s")
 
 CASES: dict[str, tuple[dict[str, Any], Src, Src]] = {

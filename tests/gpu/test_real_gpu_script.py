@@ -310,6 +310,7 @@ def test_the_trainer_makes_steps_each_way_on_the_cpu(tmp_path: Path, monkeypatch
     assert not list(tmp_path.glob("checkpoint-*.pt"))  # the trainer leaves no checkpoint behind
 
 
+@pytest.mark.serial  # the stage runs a CPU trainer under its deadline: side by side it overran
 def test_the_agent_stage_watches_the_installed_agent_judge_a_trainer(
     fake_h200: dict[str, str], tmp_path: Path
 ) -> None:
