@@ -167,6 +167,10 @@ class FakeNvml:
             for i, d in enumerate(self.state["devices"]):
                 if i not in self._own:
                     d["integrals"] = self._integrals(i, d, now)
+            # a writer of averaged readings changes phases several times a second: no fsync, whose
+            # latency on a busy disk would stretch the phase before the change (lab.gpu does the same)
+            write_atomic(self.path, json.dumps(self.state).encode(), durable=False)
+            return
         write_state(self.path, self.state)
 
     def _integrals(self, i: int, d: dict[str, Any], now: float) -> list[dict[str, float]]:
