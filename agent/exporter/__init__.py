@@ -4,17 +4,23 @@ Each source's families live in their own module (``host.py``, ``gpu.py`` ...) as
 ``render(snapshot) -> Iterable[Metric]``; :class:`SnapshotExporter` chains them. Components with
 state of their own (preemption notices, checkpoints, alerts) register their own collectors on the
 same registry.
+
+A snapshot never changes once taken, so :class:`SnapshotExporter` keeps the text of the latest one:
+every scrape between two ticks costs only the live families (the parts', the port's), however many
+scrapers come. The registry remembers its collectors in order so the exposition can ask each.
 """
 
 from __future__ import annotations
 
 import platform
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 
 from agent import __version__
+from agent.exporter.text import render_text
 from agent.snapshot import NodeSnapshot
 
 Renderer = Callable[[NodeSnapshot], Iterable[Metric]]
@@ -26,9 +32,23 @@ class SnapshotExporter:
     def __init__(self, latest: Callable[[], NodeSnapshot], renderers: list[Renderer]) -> None:
         self._latest = latest
         self.renderers = renderers
+        self._text: tuple[NodeSnapshot, list[Renderer], bytes] | None = None
+
+    def text(self) -> bytes:
+        """The text format of ``collect()``, rendered once per snapshot (and per renderer list: a
+        reload replaces it)."""
+        snap = self._latest()
+        cached = self._text
+        if cached is not None and cached[0] is snap and cached[1] is self.renderers:
+            return cached[2]
+        body = render_text(self._families(snap))
+        self._text = (snap, self.renderers, body)
+        return body
 
     def collect(self) -> Iterable[Metric]:
-        snap = self._latest()
+        return self._families(self._latest())
+
+    def _families(self, snap: NodeSnapshot) -> Iterable[Metric]:
         build = InfoMetricFamily("training_node_build", "Agent build information.")
         build.add_metric([], {"version": __version__, "python": platform.python_version()})
         yield build
@@ -63,6 +83,29 @@ def collector_families(snap: NodeSnapshot) -> Iterable[Metric]:
     yield ts
 
 
-def make_registry() -> CollectorRegistry:
+class Registry(CollectorRegistry):
+    """A CollectorRegistry that lists its collectors in the order ``collect()`` asks them."""
+
+    def __init__(self) -> None:
+        super().__init__(auto_describe=False)
+        self.collectors: list[Any] = []
+
+    def register(self, collector: Any) -> None:
+        super().register(collector)
+        self.collectors.append(collector)
+
+    def unregister(self, collector: Any) -> None:
+        super().unregister(collector)
+        self.collectors.remove(collector)
+
+    def text(self) -> bytes:
+        """What ``render_text(self.collect())`` gives, from each collector's own cached text where
+        it keeps one."""
+        return b"".join(
+            c.text() if isinstance(c, SnapshotExporter) else render_text(c.collect()) for c in self.collectors
+        )
+
+
+def make_registry() -> Registry:
     """A registry of our own: no default process/platform/gc collectors from the global one."""
-    return CollectorRegistry(auto_describe=False)
+    return Registry()

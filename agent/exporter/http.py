@@ -78,6 +78,10 @@ class Exposition:
         self.renders = 0
         self.served: dict[str, list[int]] = {"gzip": [0, 0], "identity": [0, 0]}  # [responses, bytes]
 
+    def _text(self) -> bytes:
+        text = getattr(self.registry, "text", None)  # agent.exporter.Registry: the snapshot's text is kept
+        return text() if text is not None else render_text(self.registry.collect())
+
     async def body(self, accept: str, compressed: bool) -> tuple[bytes, str]:
         encoder, content_type = choose_encoder(accept)
         key = (content_type, compressed)
@@ -88,11 +92,7 @@ class Exposition:
             try:
                 await asyncio.sleep(0)  # requests already read in this pass join this render
                 # the text format the way generate_latest writes it, at a fraction of its cost
-                raw = (
-                    render_text(self.registry.collect())
-                    if encoder is generate_latest
-                    else encoder(self.registry)
-                )
+                raw = encoder(self.registry) if encoder is not generate_latest else self._text()
                 self.renders += 1
                 fut.set_result(gzip.compress(raw, GZIP_LEVEL) if compressed else raw)
             except BaseException as e:

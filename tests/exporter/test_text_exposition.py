@@ -79,6 +79,18 @@ async def test_a_live_agents_registry_renders_the_same(tmp_path) -> None:
         fams = list(daemon.registry.collect())
         assert len(fams) > 30
         assert render_text(fams) == reference(fams)
+        # what a scrape sends: each collector's text, the snapshot's kept until the next tick
+        reg, snap_text = daemon.registry, daemon._exporter.text
+        assert reg.text() == generate_latest(reg)
+        seq, kept = daemon._latest().seq, snap_text()
+        assert snap_text() is kept  # no tick in between: the loop did not run
+        await async_wait_until(lambda: daemon._latest().seq > seq, timeout=10, what="a tick")
+        assert snap_text() != kept  # a new snapshot, a new text (its timestamp at least)
+        renderers = daemon._exporter.renderers
+        daemon._exporter.renderers = []  # as a reload that turns every source off would
+        assert len(snap_text()) < len(kept) / 2
+        daemon._exporter.renderers = renderers
+        assert reg.text() == generate_latest(reg)
     finally:
         daemon._stop.set()
         await run
