@@ -7,11 +7,13 @@ speed, a link counts as the bottleneck where, per sample:
 
 - **bulk**: the bytes moving while the GPUs wait amount to a real transfer, not a barrier's few KB;
 - **contrast**: the link carries far more while the GPUs wait than while they work (where the window
-  has enough intervals that worked from end to end to tell), unless it is at its ceiling even while
-  they work: a step whose phases are shorter than the sample (0.25 s of compute, 0.7 s of exchange)
-  puts the exchange into every interval, and TCP drains its buffers through the compute, so "while
-  they worked" reads the same saturated rate. A link that never idles below its ceiling is what the
-  waits wait on, whichever way the phases fall into the samples (the verdict flipped with that);
+  has enough intervals that worked from end to end to tell), unless the transfer runs through the
+  work as well (steady while they work, as below): a step whose phases are shorter than the sample
+  (0.25 s of compute, 0.7 s of exchange) puts the exchange into every interval, and TCP drains its
+  buffers through the compute. A link that never idles is what the waits wait on, whichever way the
+  phases fall into the samples. Its mean rate while they work is no test of that: it is the share
+  of the compute the buffers last, ~75% of the ceiling on a capped link, which the ceiling's ramp
+  read as 0.6 and the verdict flipped between ``network`` and ``mixed`` from window to window;
 - **steady**: most waiting samples carry at least half the link's plateau, i.e. the transfer runs
   through the waits instead of bursting at their end (a straggler's all-reduce on a fast link
   finishes in milliseconds and leaves the rest of the wait quiet);
@@ -128,10 +130,10 @@ def traffic(
             ceiling = min(ceiling, link)
         steady = _steady_share(wait, total_wait, col, plateau)
         contrast = 1.0
-        if rate_work is not None and ceiling > 0:
+        if rate_work is not None:
             contrast = max(
                 ramp(rate_wait / rate_work if rate_work > 0 else float("inf"), cfg.network_contrast),
-                ramp(rate_work / ceiling, cfg.network_utilization),  # saturated while they work too
+                ramp(_steady_share(work, total_work, col, plateau), cfg.network_steady),  # never idles
             )
         pressure = _link_pressure(rate_wait, ceiling, steady, cfg) * contrast
         rate_in = steady_in = pressure_in = 0.0

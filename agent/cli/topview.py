@@ -12,9 +12,9 @@ from typing import Any
 
 from rich.text import Text
 
-from agent.classifier.baselines import Baselines, idle_power
+from agent.classifier.baselines import Baselines
 from agent.classifier.component import ago
-from agent.classifier.gpus import GpuClass, gpu_class
+from agent.classifier.gpus import GpuClass, gpu_class, work_of
 from agent.classifier.samples import GpuSample
 from agent.cli.toppanels import History, goodput, inputs, preemption, trainer
 from agent.cli.topparts import View, bar, bytes_rate, fit, pct, section, side_by_side, throttle_names
@@ -165,17 +165,28 @@ def _health(st: dict[str, Any]) -> Text:
 # --- GPUs ------------------------------------------------------------------------------------------
 
 
+_SOURCE = {"sm": "sm", "power": "pwr"}  # the classifier's work source, as the column says it
+
+
+def _reading(g: dict[str, Any], util: float | None) -> GpuSample:
+    """The status's GPU as the classifier reads it (SM activity, or tensor activity without it)."""
+    sm = g.get("sm_active_ratio")
+    return GpuSample(
+        int(g.get("index") or 0),
+        g.get("uuid") or "",
+        True,
+        util,
+        g.get("power_watts"),
+        g.get("power_limit_watts"),
+        sm if sm is not None else g.get("tensor_active_ratio"),
+    )
+
+
 def real_work(g: dict[str, Any], cfg: ClassifierSection, learned: Baselines) -> tuple[float | None, str]:
-    """The GPU's real work 0-1 and its source, the way the classifier measures it."""
-    for key, src in (("sm_active_ratio", "sm"), ("tensor_active_ratio", "tc")):
-        if g.get(key) is not None:
-            return float(g[key]), src
-    power, limit = g.get("power_watts"), g.get("power_limit_watts")
-    if power is not None and limit:
-        idle = idle_power(g.get("uuid") or "", limit, learned, cfg)
-        span = limit - idle
-        return (min(1.0, max(0.0, (power - idle) / span)) if span > 0 else 0.0), "pwr"
-    return None, "-"
+    """The GPU's real work 0-1 and its source, the way the classifier measures it (none from
+    utilization alone: it cannot tell a spin from work)."""
+    work, source = work_of(_reading(g, None), learned, cfg)
+    return (work, _SOURCE[source]) if source in _SOURCE else (None, "-")
 
 
 def spinning(g: dict[str, Any], cfg: ClassifierSection, learned: Baselines) -> bool:
@@ -183,17 +194,7 @@ def spinning(g: dict[str, Any], cfg: ClassifierSection, learned: Baselines) -> b
     util = g.get("utilization_ratio")
     if util is None or not g.get("up", True):
         return False
-    sm = g.get("sm_active_ratio")
-    reading = GpuSample(
-        int(g.get("index") or 0),
-        g.get("uuid") or "",
-        True,
-        float(util),
-        g.get("power_watts"),
-        g.get("power_limit_watts"),
-        sm if sm is not None else g.get("tensor_active_ratio"),
-    )
-    return gpu_class(reading, learned, cfg) is GpuClass.SPINNING
+    return gpu_class(_reading(g, float(util)), learned, cfg) is GpuClass.SPINNING
 
 
 def _gpus(

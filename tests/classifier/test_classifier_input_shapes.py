@@ -218,6 +218,17 @@ def test_a_capped_link_with_phases_shorter_than_the_sample_holds_network() -> No
     assert not any(x.startswith("network quiet meanwhile") for x in v.reasons), v.reasons
 
 
+def test_a_capped_link_that_drains_through_the_compute_holds_network() -> None:
+    """The lab's capped link: at its cap through the waits, and through the compute at ~75% of it
+    (the share of the compute its buffers last). Its rate while the GPUs work is no contrast with
+    the waits, and no longer read against the ceiling: the link never idles, so it is network."""
+    drains = like(
+        CAPPED_FAST_STEPS, phases=("spin",) * 6 + ("work",) * 2, nic=9.6e6, nic_other=6.5e6, seconds=90
+    )
+    r = run(drains)
+    assert held(r, "network") >= 0.9, r.verdicts()
+
+
 def test_background_traffic_below_the_ceiling_while_spinning_stays_sync_wait() -> None:
     """The contrast still counts where the link is not saturated while the GPUs work: a straggler's
     node with a steady 20% of the link's ceiling flowing in both phases."""

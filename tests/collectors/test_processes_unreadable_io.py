@@ -192,6 +192,13 @@ def test_cgroup_counters_from_the_nearest_cgroup_that_keeps_them(tmp_path):
         "8:0 Read 4096\n8:0 Write 7\n8:16 Read 1\nTotal 4104\n"
     )
     assert reads.read(7) == (4097, "blkio:/job/rank0")
+    # v1 listing no disk: since Linux 6.10 that is a disk nothing has throttled, which v1 does not
+    # count, whatever is read (the module docstring): unknown, never 0 bytes read
+    (cg / "blkio" / "job" / "rank0" / "blkio.throttle.io_service_bytes").write_text("Total 0\n")
+    assert reads.read(7) is None
+    # while v2 counts every disk: an io.stat listing none is a cgroup that has read nothing yet
+    (cg / "kubepods" / "pod1" / "io.stat").write_text("")
+    assert reads.read(7) == (0, "v2:/kubepods/pod1")
     stat = ProcessStat(7, 1, "python", 1.0, None, None, 2.0, io_problem="denied", cgroup="v2:/a")
     assert _read_counters(stat) == "cgroup v2:/a only (block devices, the whole cgroup): denied"
     # the text status says it where it happens, and stays quiet where nothing is missing

@@ -313,7 +313,9 @@ class ProcessCollector:
             pid=root.pid,
             comm=root.comm,
             problem=problem,
-            instead=f"its cgroup's block reads ({cgroup[1]})" if cgroup else "nothing: no cgroup io counters",
+            instead=f"its cgroup's block reads ({cgroup[1]})"
+            if cgroup
+            else "nothing: no cgroup io counters (or a v1 blkio one that counts no disk)",
             series="training_node_process_read_bytes_total and _storage_read_bytes_total absent",
         )
 

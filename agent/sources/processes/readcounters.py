@@ -100,7 +100,12 @@ class CgroupReads:
                     if text is not None:
                         p = parse(text)
                         self.malformed += p.malformed
-                        # present but listing no device: nothing read yet
+                        if p.value is None and label == "blkio":
+                            # v1 lists a disk only once blk-throttle is set up on it, which Linux
+                            # 6.10 and later do at the first throttle rule written for it: with no
+                            # rule, the file says Total 0 whatever is read. Unknown, not 0
+                            return None
+                        # v2 io.stat counts every disk: listing none, nothing was read yet
                         return (p.value or 0, f"{label}:/{'/'.join(parts[:depth])}")
             return None
         return None
