@@ -9,6 +9,8 @@ from agent.core.vocabulary import DataSubReason, Verdict, VerdictReason
 
 def cause(v: Judgement) -> VerdictReason:
     f = v.features
+    if f.slow_gpus and v.verdict in (Verdict.COMPUTE, Verdict.SYNC_WAIT):
+        return VerdictReason.DEGRADED_GPU
     if v.verdict == Verdict.DATA:
         if v.sub_reason == DataSubReason.CPU:
             return VerdictReason.CPU

@@ -22,7 +22,7 @@ from agent.classifier.published import Published, published
 from agent.core.aio import next_within
 from agent.core.component import HasMetrics, HasRoutes, HasStatus, HasVerdictLine, Route
 from agent.core.events import CheckpointEvent
-from agent.core.vocabulary import Verdict
+from agent.core.vocabulary import Verdict, VerdictReason
 from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 
@@ -213,6 +213,18 @@ class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
         if e.current is not None:
             info.add_metric([e.current.verdict, cause(e.current)], 1.0)
         yield info
+        # the GPUs the verdict names as setting the pace, with the clocks event reason they ran under
+        # most ("none": look at their links and power limit); the fleet's straggler alert quotes them
+        slow = GaugeMetricFamily(
+            "training_node_gpu_slow",
+            "1 for a GPU that works while its peers wait for it in collectives (verdict reason"
+            " degraded-gpu), with the clocks event reason it ran under most.",
+            labels=["gpu", "reason"],
+        )
+        if e.current is not None and cause(e.current) == VerdictReason.DEGRADED_GPU:
+            for x in e.current.features.slow_gpus:
+                slow.add_metric([str(x.gpu), x.under[0][0] if x.under else "none"], 1.0)
+        yield slow
         changes = CounterMetricFamily(
             "training_node_bottleneck_changes", "Times the bottleneck verdict changed class."
         )

@@ -27,6 +27,7 @@ from agent.classifier.health import health
 from agent.classifier.loads import Cap, Load, Signal, busiest, capacities, congestion, storage_signals
 from agent.classifier.ramp import per_wait, ramp
 from agent.classifier.samples import Sample, Trainers, columns
+from agent.classifier.slowgpu import SlowGpu, slow_gpus
 from agent.classifier.tallies import GpuTally, GpuWindow, combine, tally
 from agent.classifier.traffic import Traffic, traffic
 from agent.config.classifier import ClassifierSection
@@ -83,6 +84,7 @@ class Features(NamedTuple):
     streamed: Traffic | None = None  # the link that input_pressure was read from
     trainer_nonblock_read: float | None = None  # bytes/s read() gave that no block device fetched
     waiting_gpus: tuple[int, ...] = ()  # GPUs that spent most of the window not working
+    slow_gpus: tuple[SlowGpu, ...] = ()  # GPUs that work while their peers wait for them
     health: tuple[str, ...] = ()
 
 
@@ -242,6 +244,7 @@ def measure(
         streamed=streamed,
         trainer_nonblock_read=nonblock,
         waiting_gpus=g.waiting,
+        slow_gpus=slow_gpus(g),
         health=health(window, g.throttled),
     )
 

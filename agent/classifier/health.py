@@ -39,6 +39,20 @@ def health(window: Sequence[Sample], throttled: dict[tuple[int, int], int]) -> t
     return tuple(notes)
 
 
+def throttle_shares(
+    throttled: dict[tuple[int, int], int], index: int, samples: int
+) -> tuple[tuple[str, float], ...]:
+    """GPU ``index``'s clocks event reasons over its ``samples``: (name, share), largest first."""
+    counts: dict[int, int] = {}
+    for (gpu, reasons), count in throttled.items():
+        if gpu == index:
+            for bit in _BITS:
+                if reasons & bit:
+                    counts[bit] = counts.get(bit, 0) + count
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return tuple((_NAMES[bit], count / samples) for bit, count in ranked) if samples else ()
+
+
 # plain ints: flag-enum construction and arithmetic cost microseconds a GPU a sample
 _NAMES = {int(b): name for b, name in _THROTTLE_NAMES.items()}
 _BITS = tuple(_NAMES)

@@ -8,6 +8,11 @@ from agent.classifier.features import Features
 from agent.core.vocabulary import DataSubReason, Verdict
 
 HINTS = {
+    "degraded-gpu": (
+        "GPU{s} {gpus} set{v} the pace: the job runs at the speed of its slowest GPU. Check its clocks event "
+        "reasons, temperature and cooling, its power limit, and its PCIe link and NVLink in "
+        "`training-node-agent status`; reseat or replace it, or drain the node and move the job."
+    ),
     Verdict.COMPUTE: (
         "Healthy: the GPUs do real work. Further speed comes from the model: mixed precision (bf16/fp8), "
         "fused kernels, torch.compile, larger per-GPU batches."
@@ -75,6 +80,10 @@ def suggest_workers(f: Features) -> int:
 
 
 def hint(verdict: str, sub_reason: str | None, f: Features) -> str:
+    if f.slow_gpus and verdict in (Verdict.COMPUTE, Verdict.SYNC_WAIT):
+        which = ", ".join(str(x.gpu) for x in f.slow_gpus)
+        many = len(f.slow_gpus) > 1
+        return HINTS["degraded-gpu"].format(gpus=which, s="s" if many else "", v="" if many else "s")
     if verdict == Verdict.DATA:
         idle = f.cpu_idle_cores or 0.0
         if sub_reason == DataSubReason.CPU and f.cpu_synchronous and f.cpu_workers > 0:

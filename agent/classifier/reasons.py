@@ -6,6 +6,7 @@ from agent.classifier.families import CAPACITIES
 from agent.classifier.features import Features
 from agent.classifier.loads import Load, Signal
 from agent.classifier.scores import Scores
+from agent.classifier.slowgpu import SlowGpu
 from agent.classifier.traffic import Traffic
 from agent.core.vocabulary import DataSubReason, Verdict
 
@@ -158,9 +159,24 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
     if verdict == Verdict.MIXED:
         ranked = sorted(s.by_class.items(), key=lambda kv: kv[1], reverse=True)
         out.append("no class clearly wins: " + ", ".join(f"{k} {v:.2f}" for k, v in ranked[:3]))
+    if verdict in (Verdict.COMPUTE, Verdict.SYNC_WAIT):
+        out[1:1] = [slow_gpu_text(x) for x in f.slow_gpus]  # what sets the pace goes first
     if verdict not in (Verdict.COMPUTE, Verdict.IDLE) and 0 < len(f.waiting_gpus) < f.gpus:
         out.append("only some GPUs wait: " + ",".join(str(i) for i in f.waiting_gpus))
     return tuple(out)
+
+
+def slow_gpu_text(x: SlowGpu) -> str:
+    """``GPU 3 works 97% of the time while its 7 peers work 62% and wait for it 35% (spinning in
+    collectives); GPU 3: hardware slowdown 60% of the time``"""
+    text = (
+        f"GPU {x.gpu} works {pct(x.working)} of the time while its {x.peers} peers work "
+        f"{pct(x.peers_working)} and wait for it {pct(x.peers_spinning)} (spinning in collectives)"
+    )
+    if x.under:
+        under = ", ".join(f"{n} {pct(share)}" for n, share in x.under[:2])
+        return text + f"; GPU {x.gpu}: {under} of the time"
+    return text + "; no clocks event reason: check its PCIe link, power limit and NVLink (status)"
 
 
 def streamed_text(x: Traffic) -> str:

@@ -38,6 +38,7 @@ class GpuTally(NamedTuple):
     spin_work_sum: float = 0.0  # the work measure, weighted likewise
     seen: tuple[int, ...] = ()
     not_working: tuple[tuple[int, int], ...] = ()  # (gpu index, UNITs not working) where any
+    spinning_at: tuple[tuple[int, int], ...] = ()  # (gpu index, UNITs spinning) where any
     throttled: tuple[tuple[int, int], ...] = ()  # (gpu index, clocks event reasons)
     sources: frozenset[str] = frozenset()
     wait: float = 0.0  # share of its GPUs' time waiting (spinning or starved)
@@ -50,6 +51,7 @@ def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
     utils: list[float] = []
     seen: list[int] = []
     not_working: list[tuple[int, int]] = []
+    spinning_at: list[tuple[int, int]] = []
     throttled: list[tuple[int, int]] = []
     sources: set[str] = set()
     working = spinning = starved = 0
@@ -72,6 +74,7 @@ def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
         if w < UNIT:
             not_working.append((g.nvml_index, UNIT - w))
         if sp:
+            spinning_at.append((g.nvml_index, sp))
             spin_util_sum += sp / UNIT * util
             spin_work_sum += sp / UNIT * sh.work
         if g.throttle:
@@ -89,6 +92,7 @@ def tally(s: Sample, baselines: Baselines, cfg: ClassifierSection) -> GpuTally:
         spin_work_sum,
         tuple(seen),
         tuple(not_working),
+        tuple(spinning_at),
         tuple(throttled),
         frozenset(sources),
         (spinning + starved) / whole if n else 0.0,
@@ -114,6 +118,9 @@ class GpuWindow(NamedTuple):
     gpus: int  # GPUs seen in any sample
     waiting: tuple[int, ...]  # GPUs that spent most of the window not working
     throttled: dict[tuple[int, int], int]  # (gpu index, reasons) -> samples
+    seen_at: dict[int, int]  # gpu index -> samples it was read in
+    not_working_at: dict[int, int]  # gpu index -> UNITs it did not work
+    spinning_at: dict[int, int]  # gpu index -> UNITs it spun
 
     def share(self, count: float) -> float:
         return count / self.gpu_samples if self.gpu_samples else 0.0
@@ -123,6 +130,7 @@ _N = attrgetter("n")
 _COUNTED = tuple(map(attrgetter, ("n", "working", "spinning", "starved")))
 _SEEN = attrgetter("seen")
 _NOT_WORKING = attrgetter("not_working")
+_SPINNING_AT = attrgetter("spinning_at")
 _THROTTLED = attrgetter("throttled")
 _SOURCES = attrgetter("sources")
 _SUMMED = tuple(map(attrgetter, ("work_sum", "spin_util_sum", "spin_work_sum")))
@@ -150,6 +158,7 @@ class RunningTallies:
         # waiting): counted as whole tuples, spread over their members at each evaluation
         self._seen: dict[tuple[int, ...], int] = {}
         self._not_working: dict[tuple[tuple[int, int], ...], int] = {}  # (gpu, UNITs not working)
+        self._spinning_at: dict[tuple[tuple[int, int], ...], int] = {}  # (gpu, UNITs spinning)
         self._throttled: dict[tuple[tuple[int, int], ...], int] = {}
         self._sources: dict[frozenset[str], int] = {}
         self._utils: dict[float, int] = {}  # each value
@@ -179,6 +188,9 @@ class RunningTallies:
             gpus=len(seen),
             waiting=tuple(sorted(i for i, k in not_working.items() if k * 2 > seen.get(i, 0) * UNIT)),
             throttled=_members(self._throttled),
+            seen_at=seen,
+            not_working_at=not_working,
+            spinning_at=_weighted(self._spinning_at),
         )
 
     def push(self, t: GpuTally) -> None:
@@ -215,6 +227,7 @@ class RunningTallies:
         self._counts = [sum(map(get, ts)) for get in _COUNTED]
         self._seen = dict(Counter(map(_SEEN, ts)))
         self._not_working = dict(Counter(map(_NOT_WORKING, ts)))
+        self._spinning_at = dict(Counter(map(_SPINNING_AT, ts)))
         self._throttled = dict(Counter(map(_THROTTLED, ts)))
         self._sources = dict(Counter(map(_SOURCES, ts)))
         self._utils = dict(Counter(chain.from_iterable(map(_UTILS, ts))))
@@ -231,6 +244,7 @@ class RunningTallies:
         groups: tuple[tuple[dict[Any, int], Hashable], ...] = (
             (self._seen, t.seen),
             (self._not_working, t.not_working),
+            (self._spinning_at, t.spinning_at),
             (self._throttled, t.throttled),
             (self._sources, t.sources),
         )

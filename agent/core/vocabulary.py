@@ -166,6 +166,7 @@ class VerdictReason(StrEnum):
     CONGESTION = "congestion"  # network: RDMA congestion signals while the GPUs wait
     PEER = "peer"  # sync-wait: a collective waits for another node
     GPU = "gpu"  # compute: the GPUs are the limit
+    DEGRADED_GPU = "degraded-gpu"  # compute or sync-wait: one GPU works while its peers wait for it
     NO_JOB = "no-job"  # idle: no training process
     NO_WORK = "no-work"  # idle: a training process, but neither GPUs nor inputs busy
     UNCLEAR = "unclear"  # mixed: no class clearly won

@@ -64,6 +64,8 @@ class Regime:
     busy_work: tuple[float, ...] | None = None  # ... in the samples where the GPUs work (None: busy)
     host_busy: float = 0.2  # the host's CPU busy share (8 CPUs)
     nic_bursts: int = 0  # >0: traffic only in every n-th waiting sample, at n times the rate
+    slow: tuple[int, ...] = ()  # GPUs that work while the others spin (the ones they wait for)
+    slow_throttle: int = 0  # the clocks event reasons those GPUs run under
 
 
 def gpu_stats(i: int, phase: str, gpm: bool, pid: int | None, throttle: int = 0, xids=None) -> GpuStats:
@@ -83,11 +85,17 @@ def gpu_stats(i: int, phase: str, gpm: bool, pid: int | None, throttle: int = 0,
     )
 
 
+def _gpu(i: int, r: Regime, phase: str, pid: int | None) -> GpuStats:
+    if i in r.slow:  # works through the others' spin: the collective waits for it
+        return gpu_stats(i, "work" if phase == "spin" else phase, r.gpm, pid, throttle=r.slow_throttle)
+    return gpu_stats(i, phase, r.gpm, pid)
+
+
 def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
     waiting = phase != "work"
     starved = phase == "starved"
     pid = r.pid if r.trainer else None
-    gpu = GpuPart("550.54", "12.550", tuple(gpu_stats(i, phase, r.gpm, pid) for i in range(r.gpus)))
+    gpu = GpuPart("550.54", "12.550", tuple(_gpu(i, r, phase, pid) for i in range(r.gpus)))
     procs = ProcessPart(
         (ProcessStat(r.pid, 1000, "python", t * r.cores, None, None, r.allowed, 8, r.workers),)
         if r.trainer

@@ -93,6 +93,21 @@ def test_metrics_status_and_line(tmp_path: Path) -> None:
     assert line.startswith("data/storage for ") and "GPUs starved" in line and "\n" not in line
 
 
+def test_the_slow_gpu_is_exported_with_its_reason(tmp_path: Path) -> None:
+    comp, _, listeners = make(tmp_path, window="30s")
+    reg = make_registry()
+    reg.register(_Adapter(comp))
+    lockstep = like(COMPUTE, phases=("work", "work", "spin"), gpus=8, seconds=40)
+    feed(listeners, [like(lockstep, slow=(5,), slow_throttle=0x40)])  # HW thermal slowdown
+    text = generate_latest(reg).decode()
+    assert 'training_node_verdict_info{class="compute",reason="degraded-gpu"} 1.0' in text, text
+    assert 'training_node_gpu_slow{gpu="5",reason="thermal throttling (hardware)"} 1.0' in text
+    assert text.count("training_node_gpu_slow{") == 1
+    feed(listeners, [like(lockstep, seconds=40)], 40)  # the GPU recovered: named no more
+    text = generate_latest(reg).decode()
+    assert "training_node_gpu_slow{" not in text and 'reason="degraded-gpu"' not in text, text
+
+
 async def test_events_checkpoints_and_saving(tmp_path: Path) -> None:
     comp, ctx, listeners = make(tmp_path, confirmations=2, sustain="6s", save_every="1s")
     verdicts = ctx.bus.subscribe("test", (VerdictEvent,))

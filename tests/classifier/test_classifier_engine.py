@@ -282,6 +282,7 @@ def test_running_tallies_are_exactly_combine() -> None:
             rnd.random(),
             idx,
             nw,
+            tuple((i, rnd.randint(1, 500)) for i in idx if rnd.random() < 0.4),  # spinning
             tuple((i, rnd.choice([4, 8])) for i in idx if rnd.random() < 0.3),
             frozenset(rnd.sample(["sm", "power", "utilization"], rnd.randint(0, 2))),
         )
