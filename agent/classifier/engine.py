@@ -232,7 +232,7 @@ class Engine:
             self.current = (
                 vote
                 if vote.verdict == current
-                else verdict_for(vote.features, vote.detail, kept.verdict, kept.sub_reason)
+                else verdict_for(vote.features, vote.detail, kept.verdict, kept.sub_reason, cfg.exit_score)
             )
         events += self._sustained(now, wall)
         ev = Evaluation(wall, vote, self.current, held, changed, tuple(events))

@@ -36,12 +36,16 @@ class Judgement:
         return f"{self.verdict}/{self.sub_reason}" if self.sub_reason else self.verdict
 
 
-def verdict_for(f: Features, s: Scores, verdict: str, sub_reason: str | None = None) -> Judgement:
+def verdict_for(
+    f: Features, s: Scores, verdict: str, sub_reason: str | None = None, shown_at: float = 0.0
+) -> Judgement:
     """A :class:`Judgement` for ``verdict`` (which may be one the hysteresis keeps) on these numbers.
-    A kept ``data`` verdict keeps its ``sub_reason`` unless this window shows data pressure itself."""
+    A kept ``data`` verdict keeps its ``sub_reason`` unless this window shows data pressure itself,
+    scoring ``data`` above ``shown_at``: a network window's stray 1% of CPU pressure showed a kept
+    data/storage verdict as data/cpu."""
     sub = None
     if verdict == Verdict.DATA:
-        shown = s.data_storage or s.data_cpu or s.data_network
+        shown = max(s.data_storage, s.data_cpu, s.data_network) > shown_at
         sub = s.sub_reason if (shown or sub_reason is None) else sub_reason
     return Judgement(
         verdict=verdict,

@@ -409,3 +409,19 @@ def test_confirmations_across_an_undecided_window(monkeypatch, votes, adopted_at
         assert "network" not in after, after
     else:
         assert after.index("network") == adopted_at, after
+
+
+def test_a_held_data_verdict_keeps_its_sub_reason_through_another_classs_votes() -> None:
+    """data/storage in force, then network with a stray sliver of CPU pressure (a starved sample in
+    ten beside a busy trainer): while the hysteresis holds data, it is still data/storage, not
+    data/cpu; the sub-reason follows the window only where it scores data itself."""
+    from classifier_synth import NETWORK, STORAGE, fast_cfg, like, run
+
+    phases = ("spin", "spin", "work") * 3 + ("starved",)
+    sliver = like(NETWORK, phases=phases, cores=3.9, allowed=4.0, seconds=20)
+    r = run(like(STORAGE, seconds=30), sliver, cfg=fast_cfg())
+    after = [e for e in r.evaluations if e.wall > 1_700_000_000.0 + 30]
+    held = [e for e in after if e.vote.verdict != "data" and e.current.verdict == "data"]
+    assert any(e.vote.detail.data_cpu > 0 for e in held), [(e.vote.label, e.current.label) for e in after]
+    assert {e.current.label for e in held} == {"data/storage"}, [e.current.label for e in held]
+    assert r.verdict == "network"
