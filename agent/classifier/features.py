@@ -244,7 +244,7 @@ def measure(
         streamed=streamed,
         trainer_nonblock_read=nonblock,
         waiting_gpus=g.waiting,
-        slow_gpus=slow_gpus(g),
+        slow_gpus=slow_gpus(g, last),
         health=health(window, g.throttled),
     )
 

@@ -168,15 +168,18 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
 
 def slow_gpu_text(x: SlowGpu) -> str:
     """``GPU 3 works 97% of the time while its 7 peers work 62% and wait for it 35% (spinning in
-    collectives); GPU 3: hardware slowdown 60% of the time``"""
+    collectives); GPU 3 at 1245 of 1980 MHz, hardware slowdown 60% of the time``"""
     text = (
         f"GPU {x.gpu} works {pct(x.working)} of the time while its {x.peers} peers work "
-        f"{pct(x.peers_working)} and wait for it {pct(x.peers_spinning)} (spinning in collectives)"
+        f"{pct(x.peers_working)} and wait for it {pct(x.peers_spinning)} (spinning in collectives); "
+        f"GPU {x.gpu}"
     )
+    if x.clock and x.clock_max:
+        text += f" at {x.clock / 1e6:.0f} of {x.clock_max / 1e6:.0f} MHz"
     if x.under:
         under = ", ".join(f"{n} {pct(share)}" for n, share in x.under[:2])
-        return text + f"; GPU {x.gpu}: {under} of the time"
-    return text + "; no clocks event reason: check its PCIe link, power limit and NVLink (status)"
+        return text + ("," if x.clock and x.clock_max else ":") + f" {under} of the time"
+    return text + ": no clocks event reason: check its PCIe link, power limit and NVLink (status)"
 
 
 def streamed_text(x: Traffic) -> str:

@@ -89,6 +89,8 @@ class GpuSample(NamedTuple):
     sm: float | None  # GPM SM (or tensor) activity ratio; None where unsupported
     throttle: int = 0  # clocks event reasons & THROTTLE_MASK
     xids: int = 0  # cumulative Xid errors
+    clock: float | None = None  # SM clock, Hz
+    clock_max: float | None = None  # the highest SM clock it supports, Hz
 
 
 class Trainers(NamedTuple):
@@ -257,6 +259,8 @@ def sample_from_snapshot(snap: NodeSnapshot) -> Sample:
                 g.sm_active if g.sm_active is not None else g.tensor_active,
                 (g.clocks_event_reasons or 0) & THROTTLE_MASK,
                 sum(g.xid_counts.values()),
+                g.sm_clock_hertz,
+                g.sm_clock_max_hertz,
             )
             for g in gpu.gpus
         )

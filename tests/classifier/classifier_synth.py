@@ -66,9 +66,12 @@ class Regime:
     nic_bursts: int = 0  # >0: traffic only in every n-th waiting sample, at n times the rate
     slow: tuple[int, ...] = ()  # GPUs that work while the others spin (the ones they wait for)
     slow_throttle: int = 0  # the clocks event reasons those GPUs run under
+    slow_clock: float = 1.98e9  # their SM clock, Hz (the others run at the max, 1980 MHz)
 
 
-def gpu_stats(i: int, phase: str, gpm: bool, pid: int | None, throttle: int = 0, xids=None) -> GpuStats:
+def gpu_stats(
+    i: int, phase: str, gpm: bool, pid: int | None, throttle: int = 0, xids=None, clock: float = 1.98e9
+) -> GpuStats:
     util, power, sm = PHASES[phase]
     return GpuStats(
         index=i,
@@ -82,12 +85,15 @@ def gpu_stats(i: int, phase: str, gpm: bool, pid: int | None, throttle: int = 0,
         clocks_event_reasons=throttle,
         processes=(GpuProcess(pid, 1 << 30),) if pid else (),
         xid_counts=dict(xids or {}),
+        sm_clock_hertz=clock,
+        sm_clock_max_hertz=1.98e9,
     )
 
 
 def _gpu(i: int, r: Regime, phase: str, pid: int | None) -> GpuStats:
     if i in r.slow:  # works through the others' spin: the collective waits for it
-        return gpu_stats(i, "work" if phase == "spin" else phase, r.gpm, pid, throttle=r.slow_throttle)
+        work = "work" if phase == "spin" else phase
+        return gpu_stats(i, work, r.gpm, pid, throttle=r.slow_throttle, clock=r.slow_clock)
     return gpu_stats(i, phase, r.gpm, pid)
 
 

@@ -34,14 +34,14 @@ def named(r: Run) -> list[tuple[int, ...]]:
 )
 def test_the_throttled_gpu_is_named_with_its_reason(reason: ClockReason, words: str) -> None:
     gpu = random.Random(int(reason)).randrange(8)
-    r = run(like(LOCKSTEP, slow=(gpu,), slow_throttle=int(reason)), cfg=CFG)
+    r = run(like(LOCKSTEP, slow=(gpu,), slow_throttle=int(reason), slow_clock=1.245e9), cfg=CFG)
     v = r.engine.current
     assert v is not None and v.verdict in (Verdict.COMPUTE, Verdict.SYNC_WAIT), r.verdicts()
     assert named(r)[-1] == (gpu,)
     line = next(x for x in v.reasons if x.startswith(f"GPU {gpu} works"))
     m = re.fullmatch(
         rf"GPU {gpu} works (\d+)% of the time while its 7 peers work (\d+)% and wait for it (\d+)% "
-        rf"\(spinning in collectives\); GPU {gpu}: {re.escape(words)}",
+        rf"\(spinning in collectives\); GPU {gpu} at 1245 of 1980 MHz, {re.escape(words)}",
         line,
     )
     assert m, line
@@ -56,7 +56,10 @@ def test_the_throttled_gpu_is_named_with_its_reason(reason: ClockReason, words: 
 def test_a_slow_gpu_with_no_reason_points_at_its_links_and_limit() -> None:
     r = run(like(LOCKSTEP, slow=(2,)), cfg=CFG)
     line = next(x for x in r.engine.current.reasons if x.startswith("GPU 2 works"))
-    assert line.endswith("no clocks event reason: check its PCIe link, power limit and NVLink (status)")
+    assert line.endswith(
+        "GPU 2 at 1980 of 1980 MHz: no clocks event reason: "
+        "check its PCIe link, power limit and NVLink (status)"
+    ), line
 
 
 def test_two_slow_gpus_are_both_named() -> None:
