@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from agent.config.types import Duration, StrictModel
-from agent.core.vocabulary import NoticeKind, OnReclaim, SchedulerKind
+from agent.core.vocabulary import GpuFault, NoticeKind, OnReclaim, SchedulerKind
 
 # Xids that mean the GPU cannot run the next job (79 fell off the bus, 48 a double-bit ECC error,
 # 74 NVLink, 95 uncontained ECC); the program's own Xids (13, 31, 43, 45) never drain a node
 DEFAULT_DRAIN_XIDS = [79, 48, 74, 95]
+# the conditions of a GPU that still works but runs slow (agent/faults/gpu.py raises each once held
+# for its [gpu] hold, and clears it when it ends): none drains by default, a slow GPU is a policy choice
+DEGRADED = (
+    GpuFault.THERMAL_THROTTLE,
+    GpuFault.POWER_THROTTLE,
+    GpuFault.PCIE_DEGRADED,
+    GpuFault.NVLINK_DOWN,
+    GpuFault.POWER_LIMIT_LOW,
+)
 
 
 class SchedulerSection(StrictModel):
@@ -32,6 +41,11 @@ class SchedulerSection(StrictModel):
         default_factory=lambda: list(DEFAULT_DRAIN_XIDS), description="Xid errors that drain the node"
     )
     drain_on_row_remap_failure: bool = Field(True, description="a failed row remap drains the node")
+    drain_on_degraded: list[GpuFault] = Field(
+        default_factory=list,
+        description="conditions of a GPU that runs slow that drain the node while they last (none by"
+        " default): " + ", ".join(DEGRADED),
+    )
     on_reclaim: OnReclaim = Field(
         OnReclaim.REQUEUE, description="the node's running jobs when the checkpoint episode ends"
     )
@@ -47,3 +61,14 @@ class SchedulerSection(StrictModel):
     retry_max: Duration = Field(
         "30s", gt=0, description="the longest wait between retries of a failed action"
     )
+
+    @field_validator("drain_on_degraded")
+    @classmethod
+    def _degraded_only(cls, v: list[GpuFault]) -> list[GpuFault]:
+        other = [str(f) for f in v if f not in DEGRADED]
+        if other:
+            raise ValueError(
+                f"{', '.join(other)}: not a degraded-GPU condition ({', '.join(DEGRADED)}); lost GPUs,"
+                " Xids and row remaps have drain_on_lost_gpu, drain_on_xids, drain_on_row_remap_failure"
+            )
+        return v

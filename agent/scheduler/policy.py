@@ -67,6 +67,8 @@ def fault_cause(ev: GpuFaultEvent, cfg: SchedulerSection) -> Cause | None:
         )
     if ev.fault == GpuFault.ECC and ev.detail.startswith(ROW_REMAP) and cfg.drain_on_row_remap_failure:
         return Cause(f"gpu/{ev.gpu}/row-remap", _reason(f"row remap failed on {who}"))
+    if ev.fault in cfg.drain_on_degraded:  # stands until the condition clears
+        return Cause(f"gpu/{ev.gpu}/{ev.fault}", _reason(f"{ev.fault} on {who}: {ev.detail}"))
     return None
 
 

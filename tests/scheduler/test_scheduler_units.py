@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from agent.config.scheduler import SchedulerSection
 from agent.core.events import GpuFaultEvent, PreemptionEvent
 from agent.core.vocabulary import GpuFault, OnReclaim
@@ -79,6 +81,23 @@ def test_causes_name_the_notice_and_its_deadline_and_the_fault() -> None:
     remap = GpuFaultEvent(GpuFault.ECC, 2, "u", "m", detail="row remapping failed: the GPU needs service")
     assert policy.fault_cause(remap, cfg) is not None
     assert policy.fault_cause(lost, SchedulerSection(drain_on_lost_gpu=False)) is None
+
+
+def test_a_degraded_gpu_drains_only_where_the_operator_chose_it() -> None:
+    """A GPU that runs slow is a policy decision: no condition drains by default; a chosen one
+    drains while it lasts (its cleared event names the same cause, which the component drops)."""
+    pcie = GpuFaultEvent(GpuFault.PCIE_DEGRADED, 5, "u", "H100", detail="Gen5 x8 of Gen5 x16")
+    hot = GpuFaultEvent(GpuFault.THERMAL_THROTTLE, 5, "u", "H100", detail="hw thermal slowdown")
+    assert all(policy.fault_cause(ev, SchedulerSection()) is None for ev in (pcie, hot))
+    chosen = SchedulerSection(drain_on_degraded=["pcie-degraded"])
+    assert policy.fault_cause(pcie, chosen) == Cause(
+        "gpu/5/pcie-degraded", "tna: pcie-degraded on gpu 5 (u): Gen5 x8 of Gen5 x16"
+    )
+    assert policy.fault_cause(hot, chosen) is None
+    cleared = GpuFaultEvent(GpuFault.PCIE_DEGRADED, 5, "u", "H100", cleared=True)
+    assert policy.fault_cause(cleared, chosen).key == "gpu/5/pcie-degraded"
+    with pytest.raises(ValueError, match="xid: not a degraded-GPU condition"):
+        SchedulerSection(drain_on_degraded=["xid"])
 
 
 def _node(drained: bool, reason: str = "") -> NodeInfo:
