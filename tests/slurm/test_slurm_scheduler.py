@@ -96,6 +96,7 @@ class Job:
 def _agent(tmp: Path, c: SlurmCluster, sim: MetadataSimProcess, job: Job, fake: FakeNvml, **sched: object):
     cfg = {
         "agent": {"interval": "250ms", "collector_failing_after": "1h"},
+        "gpu": {"pcie_degraded_hold": "1s"},  # then the next slow read (5 s) raises it
         "preemption": {"provider": "alibaba", "endpoint": sim.url, "poll_interval": "250ms"},
         "trainer": {"discover": [f"cmdline:{job.marker}"], "request_file": str(job.request_file)},
         "scheduler": {
@@ -156,7 +157,7 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
     job = Job(c, tmp_path)
     pinned = c.sbatch("--no-requeue", "-J", "eval", "-o", "/dev/null", "--wrap", "sleep 600")
     c.wait_until(lambda: c.jobs().get(job.id) == c.jobs().get(pinned) == "RUNNING", 30, "jobs running")
-    agent = _agent(tmp_path, c, sim, job, fake)
+    agent = _agent(tmp_path, c, sim, job, fake, drain_on_degraded=["pcie-degraded"])
     try:
         wait_until(lambda: job.events("started"), 30, what="trainer started")
         agent.wait_for(lambda: agent.status()["checkpoint"]["targets"], 20, what="the trainer found")
@@ -219,6 +220,15 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         t3 = time.monotonic()
         agent.wait_for(lambda: "DRAIN" not in c.show_node(), 30, what="the xid drain lifted")
         assert time.monotonic() - t3 >= RESUME_AFTER  # the Xid's hold, then the gate's
+        # a GPU that runs slow drains only where the operator chose it (drain_on_degraded): its PCIe
+        # link trained down to x8 drains for as long as it lasts, with the evidence in the reason
+        fake.set(1, pcie_link_width=8)
+        agent.wait_for(
+            lambda: c.node_reason().startswith("tna: pcie-degraded on gpu 1"), 20, what="the degraded drain"
+        )
+        assert "x8 of Gen" in c.node_reason() and "x16" in c.node_reason(), c.node_reason()
+        fake.set(1, pcie_link_width=16)
+        agent.wait_for(lambda: "DRAIN" not in c.show_node(), 30, what="the degraded drain lifted")
 
         # C. slurmctld down during a notice: the checkpoint is requested at once, the drain waits
         c.stop_ctld()
