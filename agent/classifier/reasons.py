@@ -51,7 +51,7 @@ def traffic_text(x: Traffic) -> str:
     they worked) = 97% of the ~6.3 MB/s it has carried at most (reported 1.25 GB/s: an upper bound)``"""
     text = (
         f"{_KIND[x.kind]} {x.name} moved {rate(x.rate_wait)} while the GPUs waited "
-        f"(steady in {pct(x.steady)} of the waits, at {rate(x.level)} through those"
+        f"(steady in {pct(x.steady)} of the waits, {rate(x.level)} as the ceiling reads it"
     )
     c = x.contrast
     if c is not None:
