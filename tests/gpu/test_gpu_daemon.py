@@ -33,7 +33,9 @@ def gpu_events(agent, fault: str) -> list[dict]:
 
 def test_fake_gpus_in_metrics_status_and_events(agent_factory, fake_nvml: FakeNvml, nvml_env) -> None:
     fake_nvml.set(1, utilization_gpu=97, power_mw=612_000, nvlink_rx_kib=1000)
-    fake_nvml.set(5, unsupported=["nvmlDeviceGetPowerUsage"])
+    # GPU 5 has neither power reading; GPU 6 lacks the instant's and reads the energy counter
+    fake_nvml.set(5, unsupported=["nvmlDeviceGetPowerUsage", "nvmlDeviceGetTotalEnergyConsumption"])
+    fake_nvml.set(6, unsupported=["nvmlDeviceGetPowerUsage"], power_mw=333_000)
     agent = agent_factory({"agent": {"interval": "200ms"}}, env=nvml_env)
     text = agent.wait_for(
         lambda: (m := agent.metrics()).count("training_node_gpu_up{") == 8 and m, what="8 GPUs in /metrics"
@@ -43,6 +45,12 @@ def test_fake_gpus_in_metrics_status_and_events(agent_factory, fake_nvml: FakeNv
     assert value(text, "training_node_gpu_power_watts", 1) == pytest.approx(612.0, abs=0.1)
     assert value(text, "training_node_gpu_nvlink_rx_bytes_total", 1) == 1000 * 1024
     assert value(text, "training_node_gpu_power_watts", 5) is None  # unsupported there
+    text = agent.wait_for(
+        lambda: value(m := agent.metrics(), "training_node_gpu_power_watts", 6) is not None and m,
+        what="GPU 6's power from its energy counter (a second read)",
+    )
+    assert value(text, "training_node_gpu_power_watts", 6) == pytest.approx(333.0, abs=0.1)
+    assert value(text, "training_node_gpu_power_watts", 5) is None  # still, ticks later
     assert value(text, "training_node_gpu_temperature_celsius", 5) == 32.0  # the rest still reports
     status = agent.status()
     assert [g["index"] for g in status["snapshot"]["gpus"]] == list(range(8))
@@ -76,7 +84,8 @@ def test_fake_gpus_in_metrics_status_and_events(agent_factory, fake_nvml: FakeNv
         if rec.get("event", "").startswith("NVML function not supported")
         and rec.get("function") == "nvmlDeviceGetPowerUsage"
     ]
-    assert len(skipped) == 1 and skipped[0]["gpu"] == 5
+    # logged once per GPU, however many ticks asked
+    assert sorted(rec["gpu"] for rec in skipped) == [5, 6]
     assert agent.stop() == 0
 
 
