@@ -14,6 +14,11 @@ class GpuSection(StrictModel):
         "60s", gt=0, description="longest wait between attempts to initialise NVML again after a driver error"
     )
     xid_events: bool = Field(True, description="watch Xid critical errors through an NVML event set")
+    kernel_log: str = Field(
+        "/dev/kmsg",
+        description="read the driver's Xid lines from this kernel log as well, so a hung NVML still raises"
+        " them (needs CAP_SYSLOG where kernel.dmesg_restrict=1); empty = NVML's events only",
+    )
     process_metrics: bool = Field(True, description="export GPU memory per compute process (label pid)")
     thermal_throttle_hold: Duration = Field(
         "30s", ge=0, description="thermal slowdown lasting this long raises a thermal-throttle event"

@@ -12,15 +12,21 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+import structlog
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from agent.core.component import HasMetrics, HasStatus
 from agent.core.events import GpuFaultEvent
 from agent.core.vocabulary import GpuFault
+from agent.faults.kernel_log import KernelXidWatch
+from agent.faults.xids import XidSource, XidTally
 from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu import reasons as clock_reasons
+from agent.sources.gpu.kmsg import KernelXid, bus_key
 from agent.sources.gpu.part import GpuPart, GpuStats
+
+log = structlog.get_logger("gpu-health")
 
 
 @dataclass
@@ -91,10 +97,19 @@ class GpuHealth(HasMetrics, HasStatus):
         self._prev: dict[int, GpuStats] = {}
         self._held: dict[tuple[int, GpuFault], _Held] = {}
         self.published: Counter[str] = Counter()
+        self._tally = XidTally()  # NVML's events and the kernel log's lines: one event per Xid
+        # the GPUs by PCI address, learned while NVML answers: the kernel log names a GPU by it
+        self._buses: dict[tuple[int, int, int], GpuStats] = {}
+        self.unmapped_xids = 0
+        self._kernel_log = (
+            KernelXidWatch(cfg.kernel_log, ctx.kernel_log, self.on_kernel_xid) if cfg.kernel_log else None
+        )
         ctx.snapshot_listeners.append(self.on_snapshot)
 
     async def run(self) -> None:
-        await asyncio.Event().wait()  # all work happens in on_snapshot
+        if self._kernel_log is not None:
+            await self._kernel_log.run()
+        await asyncio.Event().wait()  # all other work happens in on_snapshot
 
     async def stop(self) -> None:
         pass
@@ -106,6 +121,9 @@ class GpuHealth(HasMetrics, HasStatus):
         if part is None:  # collector failed or timed out this tick: nothing to compare
             return
         for g in part.gpus:
+            key = bus_key(g.pci_bus_id) if g.pci_bus_id else None
+            if key is not None:
+                self._buses[key] = g
             prev = self._prev.get(g.index)
             self._lost(g, prev)
             self._xids(g, prev)
@@ -134,10 +152,21 @@ class GpuHealth(HasMetrics, HasStatus):
     def _xids(self, g: GpuStats, prev: GpuStats | None) -> None:
         for xid, count in sorted(g.xid_counts.items()):
             new = count - (prev.xid_counts.get(xid, 0) if prev else 0)
-            if new > 0:
+            if new > 0 and self._tally.seen(g.index, xid, XidSource.NVML, new):
                 self._publish(
                     g, GpuFault.XID, f"Xid {xid}: {new} new, {count} since the agent started", xid=xid
                 )
+
+    def on_kernel_xid(self, x: KernelXid) -> None:
+        g = self._buses.get(x.bus)
+        if g is None:
+            # NVML never answered for this address since the agent started (or it is not a GPU of ours)
+            self.unmapped_xids += 1
+            log.warning("Xid in the kernel log for a GPU NVML never named", address=x.address, xid=x.xid)
+            return
+        log.warning("GPU Xid error in the kernel log", gpu=g.index, uuid=g.uuid, xid=x.xid, line=x.text)
+        if self._tally.seen(g.index, x.xid, XidSource.KERNEL_LOG):
+            self._publish(g, GpuFault.XID, f"Xid {x.xid} (kernel log): {x.text}", xid=x.xid)
 
     def _memory_errors(self, g: GpuStats, prev: GpuStats | None) -> None:
         now, before = g.ecc_uncorrected_total, prev.ecc_uncorrected_total if prev else None
@@ -181,6 +210,11 @@ class GpuHealth(HasMetrics, HasStatus):
                 if fault not in THROTTLES
             ],
             "events": dict(self.published),
+            "xids_seen": self._tally.by_source(),
+            "kernel_log": {
+                **(self._kernel_log.status() if self._kernel_log else {"path": None}),
+                "unmapped": self.unmapped_xids,
+            },
             "lines": lines,
         }
 

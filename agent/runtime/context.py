@@ -4,12 +4,13 @@ directories. It sits above the config and the snapshot, which ``core/`` never im
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.config import Config
 from agent.core.events import EventBus
 from agent.snapshot import NodeSnapshot
+from agent.sources.gpu.kmsg_reader import LogPosition
 
 
 @dataclass
@@ -21,3 +22,5 @@ class Context:
     runtime_dir: Path
     # called with every new snapshot, on the event loop; parts that need each tick register here
     snapshot_listeners: list[Callable[[NodeSnapshot], None]]
+    # how far this process has read the kernel log: kept across reloads, so none re-reads or skips
+    kernel_log: LogPosition = field(default_factory=LogPosition)

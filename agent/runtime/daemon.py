@@ -33,6 +33,7 @@ from agent.runtime.sdnotify import Notifier
 from agent.runtime.supervisor import Supervisor
 from agent.snapshot import NodeSnapshot
 from agent.snapshot.sampler import Sampler
+from agent.sources.gpu.kmsg_reader import LogPosition
 from agent.sources.gpu.part import GpuPart
 
 log = structlog.get_logger("daemon")
@@ -68,6 +69,7 @@ class Daemon:
             PartMetrics(lambda: self.components, lambda: self.http, self.bus, self.notifier)
         )
         self.reloads = 0
+        self._kernel_log = LogPosition()  # the process's place in /dev/kmsg (reloads carry on from it)
         self._reload_lock = asyncio.Lock()  # a SIGHUP storm reloads one after another, never interleaved
         self._pending: set[asyncio.Task[Any]] = set()
         self._reload_queued = False  # a SIGHUP's reload waits for the one under way
@@ -103,6 +105,7 @@ class Daemon:
             state_dir=self.state_dir,
             runtime_dir=self.runtime_dir,
             snapshot_listeners=self.sampler.listeners,
+            kernel_log=self._kernel_log,
         )
         self._bus_mark = self.bus.subscriber_count
         watch = CollectorFailureWatch(self.bus, self.sampler.failing_for, cfg.agent.collector_failing_after)

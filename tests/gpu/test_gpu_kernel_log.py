@@ -1,0 +1,83 @@
+"""The daemon reads the driver's Xid lines from the real kernel log: a line there before it started
+is history, a new one raises one event, NVML's event for the same error adds none, and while every
+NVML call hangs the kernel log's Xid is still raised and alerted."""
+
+# ruff: noqa: F811 - pytest fixtures imported from gpu_fixtures are used as parameters
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gpu_fixtures import fake_nvml, fake_nvml_library, nvml_env  # noqa: F401
+from kmsg_support import need_kmsg_writer, own_domain, write_xid
+
+from agent.devtools.fake_nvml import HGX_BUSES, FakeNvml
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "alerts"))
+from alerts_support import FAST
+from fake_chat import FakeChat
+
+HANG_MS = 4000  # each NVML call: over ten times the collector's timeout
+
+
+def xid_events(agent) -> list[tuple[int, int]]:
+    return [
+        (e["gpu"], e["xid"])
+        for e in agent.status()["recent_events"]
+        if e["type"] == "gpu_fault" and e["fault"] == "xid"
+    ]
+
+
+def test_kernel_log_xids_once_beside_nvml_and_while_nvml_hangs(agent_factory, fake_nvml: FakeNvml, nvml_env):
+    need_kmsg_writer()
+    domain = own_domain()
+    for i, bus in enumerate(HGX_BUSES):
+        fake_nvml.set(i, pci_bus_id=f"{domain:08X}:{bus:02X}:00.0")
+    old = write_xid(domain, HGX_BUSES[1], 13, "Graphics SM Warp Exception")  # before the agent starts
+    with FakeChat() as chat:
+        bot = chat.add("wecom")
+        cfg = {
+            "agent": {"interval": "200ms", "collector_timeout": "400ms", "collector_failing_after": "1h"},
+            "alerts": {**FAST, "webhooks": [{"name": "ops", "type": "wecom", "url": bot.url}]},
+        }
+        agent = agent_factory(cfg, env=nvml_env)
+        agent.wait_for(lambda: agent.metrics().count("training_node_gpu_up{") == 8, what="8 GPUs")
+        health = agent.wait_for(
+            lambda: (h := agent.status()["gpu-health"])["kernel_log"]["history_xids"] and h, what="history"
+        )
+        assert old in health["kernel_log"]["history"] and health["kernel_log"]["error"] is None
+        assert xid_events(agent) == []  # history is never raised
+
+        # a new line raises; NVML's event for the same error raises nothing more
+        write_xid(domain, HGX_BUSES[2], 79)
+        agent.wait_for(lambda: xid_events(agent), what="the kernel log's Xid")
+        fake_nvml.add_xid(2, 79)
+        agent.wait_for(
+            lambda: agent.status()["gpu-health"]["xids_seen"] == {"nvml": 1, "kernel-log": 1}, what="NVML's"
+        )
+        assert xid_events(agent) == [(2, 79)]
+        # a second Xid 79, from NVML alone, is a second event
+        fake_nvml.add_xid(2, 79)
+        agent.wait_for(lambda: len(xid_events(agent)) == 2, what="the second Xid 79")
+
+        # every NVML call hangs: the collector times out, the kernel log's Xid still comes
+        for i in range(len(HGX_BUSES)):
+            fake_nvml.set(i, delay_ms=HANG_MS)
+        agent.wait_for(
+            lambda: "timed out" in (agent.status()["snapshot"]["collectors"]["gpu"]["error"] or ""),
+            what="the GPU collector timed out",
+        )
+        line = write_xid(domain, HGX_BUSES[5], 48, "An uncorrectable double bit error (DBE)")
+        agent.wait_for(lambda: (5, 48) in xid_events(agent), what="the Xid while NVML hangs")
+        bot.wait(
+            lambda b: any("Xid 48 on GPU 5" in m["markdown"]["content"] for m in b.accepted),
+            timeout=15,
+            what="the Xid 48 alert",
+        )
+        assert xid_events(agent).count((5, 48)) == 1
+        detail = next(e["detail"] for e in agent.status()["recent_events"] if e.get("xid") == 48)
+        assert "kernel log" in detail and line in detail
+        assert agent.status()["gpu-health"]["kernel_log"]["unmapped"] == 0
+        for i in range(len(HGX_BUSES)):
+            fake_nvml.set(i, delay_ms=0)
+        assert agent.stop(20) == 0
