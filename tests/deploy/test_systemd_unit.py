@@ -13,7 +13,8 @@ from conftest import REPO, need_binary
 from agent.config import Config
 
 UNIT = REPO / "systemd" / "training-node-agent.service"
-MAX_EXPOSURE = 2.0
+# 1.9 before the kernel log: reading /dev/kmsg costs ProtectKernelLogs (0.2); CAP_SYSLOG scores nothing more
+MAX_EXPOSURE = 2.1
 
 
 def unit_settings(text: str) -> dict[str, list[str]]:
@@ -82,7 +83,7 @@ def exposure(analyze: str, unit: Path) -> float:
     return float(m.group(1))
 
 
-def test_exposure_score_at_most_2(tmp_path: Path) -> None:
+def test_exposure_score_at_most_2_1(tmp_path: Path) -> None:
     analyze = need_binary("systemd-analyze", "systemd")
     unit = runnable_copy(tmp_path)
     score = exposure(analyze, unit)
@@ -126,10 +127,10 @@ def test_service_type_watchdog_restart(settings: dict[str, list[str]]) -> None:
     assert "kill -HUP $MAINPID" in settings["ExecReload"][0]  # SIGHUP reloads the config
 
 
-def test_only_cap_kill_and_a_dedicated_user(settings: dict[str, list[str]]) -> None:
+def test_only_cap_kill_and_syslog_and_a_dedicated_user(settings: dict[str, list[str]]) -> None:
     assert settings["User"] == ["training-node-agent"]
-    assert settings["CapabilityBoundingSet"] == ["CAP_KILL"]
-    assert settings["AmbientCapabilities"] == ["CAP_KILL"]
+    assert settings["CapabilityBoundingSet"] == ["CAP_KILL CAP_SYSLOG"]
+    assert settings["AmbientCapabilities"] == ["CAP_KILL CAP_SYSLOG"]
     assert settings["NoNewPrivileges"] == ["yes"]
 
 
@@ -140,6 +141,7 @@ def test_nvidia_devices_only(settings: dict[str, list[str]]) -> None:
     assert allowed["char-nvidia-frontend"] == "rw"
     assert allowed["char-nvidia"] == "rw"
     assert allowed["char-nvidiactl"] == "rw"
+    assert allowed.pop("/dev/kmsg") == "r"  # the driver's Xid lines, read only
     assert all(k.startswith("char-nvidia") for k in allowed)
 
 
@@ -150,10 +152,12 @@ def test_settings_that_break_the_agent_are_absent(settings: dict[str, list[str]]
         ("PrivateUsers", {"yes", "true", "1"}),
         ("PrivateDevices", {"yes", "true", "1"}),
         ("PrivateNetwork", {"yes", "true", "1"}),
+        ("ProtectKernelLogs", {"yes", "true", "1"}),
     ):
         assert not bad & set(settings.get(key, [])), key
     text = UNIT.read_text()
-    for key in ("ProtectProc=invisible", "ProcSubset=pid", "PrivateUsers", "PrivateDevices"):
+    explained = ("ProtectProc=invisible", "ProcSubset=pid", "PrivateUsers", "PrivateDevices")
+    for key in (*explained, "ProtectKernelLogs"):
         assert re.search(rf"^#\s+{key}", text, re.M), f"the comment explaining why {key} breaks the agent"
 
 
@@ -162,7 +166,6 @@ def test_hardening_directives(settings: dict[str, list[str]]) -> None:
         "PrivateTmp",
         "ProtectKernelTunables",
         "ProtectKernelModules",
-        "ProtectKernelLogs",
         "ProtectControlGroups",
         "ProtectClock",
         "ProtectHostname",

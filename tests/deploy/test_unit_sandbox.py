@@ -27,6 +27,7 @@ from agent.devtools.fake_nvml import FakeNvml, device, library_dir
 UNIT = REPO / "systemd" / "training-node-agent.service"
 SANDBOX = Path(__file__).with_name("unit_sandbox.py")
 CAP_KILL = 1 << 5
+CAP_SYSLOG = 1 << 34
 
 PROBE = r"""
 import ctypes, errno, mmap, os, resource, socket
@@ -44,6 +45,13 @@ for fam in ("AF_NETLINK", "AF_PACKET", "AF_INET", "AF_INET6", "AF_UNIX"):
     attempt(fam, lambda: socket.socket(getattr(socket, fam), kind).close())
 attempt("sched_setaffinity", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))
 attempt("kill_other_user", lambda: os.kill(int(os.environ["TARGET_PID"]), 0))
+def kmsg():
+    fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        os.read(fd, 8192)
+    finally:
+        os.close(fd)
+attempt("kmsg_read", kmsg)
 status = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
 out["CapEff"] = int(status["CapEff"], 16)
 out["CapBnd"] = int(status["CapBnd"], 16)
@@ -64,7 +72,11 @@ def sandbox_prefix() -> list[str]:
     setpriv = need_binary("setpriv", "util-linux")
     if ctypes.util.find_library("seccomp") is None:
         _unavailable("libseccomp.so.2 not found (Debian package libseccomp2)")
-    caps = ["--inh-caps=-all,+kill", "--ambient-caps=-all,+kill", "--bounding-set=-all,+kill"]
+    caps = [
+        "--inh-caps=-all,+kill,+syslog",
+        "--ambient-caps=-all,+kill,+syslog",
+        "--bounding-set=-all,+kill,+syslog",
+    ]
     user: list[str] = []
     if os.geteuid() == 0 and _nobody_can_run_python(setpriv):
         user = ["--reuid=nobody", "--regid=nogroup", "--clear-groups"]
@@ -106,14 +118,15 @@ def test_the_sandbox_enforces_the_unit(other_users_process) -> None:
     prefix = sandbox_prefix()
     inside = probe(prefix, other_users_process.pid)
     who = "as nobody" if "--reuid=nobody" in prefix else "as uid 0 (nobody cannot run this interpreter)"
-    print(f"\ninside the unit's sandbox, {who}, capabilities CAP_KILL only: {inside}")
+    print(f"\ninside the unit's sandbox, {who}, capabilities CAP_KILL and CAP_SYSLOG only: {inside}")
     assert inside["wx_mmap"] == "EPERM"  # MemoryDenyWriteExecute
     assert inside["rx_mmap"] == "ok"
     assert inside["AF_NETLINK"] == inside["AF_PACKET"] == "EAFNOSUPPORT"  # RestrictAddressFamilies
     assert inside["AF_INET"] == inside["AF_INET6"] == inside["AF_UNIX"] == "ok"
     assert inside["sched_setaffinity"] == "EPERM"  # SystemCallFilter=~@resources
-    assert inside["CapBnd"] == CAP_KILL and inside["CapEff"] in (0, CAP_KILL)
+    assert inside["CapBnd"] == CAP_KILL | CAP_SYSLOG and inside["CapEff"] in (0, CAP_KILL | CAP_SYSLOG)
     assert inside["kill_other_user"] == "ok"  # CAP_KILL (ambient for a non-root user)
+    assert inside["kmsg_read"] == "ok"  # CAP_SYSLOG, through kernel.dmesg_restrict=1
     assert inside["NoNewPrivs"] == "1" and inside["Seccomp_filters"] >= 3
     # inside["ctypes_callback"] tells whether ctypes callbacks (libffi closures) survive W^X with this
     # libffi (3.4's static trampolines do); not asserted: nvidia-ml-py makes foreign calls only, and
@@ -127,7 +140,11 @@ def test_the_sandbox_enforces_the_unit(other_users_process) -> None:
     no_kill = [prefix[0], "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all"]
     if "--reuid=nobody" in prefix:
         no_kill += ["--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-    assert probe(no_kill, other_users_process.pid)["kill_other_user"] == "EPERM"
+    bare = probe(no_kill, other_users_process.pid)
+    assert bare["kill_other_user"] == "EPERM"
+    # and without CAP_SYSLOG the kernel log is refused where dmesg_restrict is on
+    if Path("/proc/sys/kernel/dmesg_restrict").read_text().strip() == "1":
+        assert bare["kmsg_read"] == "EPERM"
 
 
 class _Receiver(http.server.BaseHTTPRequestHandler):
