@@ -14,7 +14,9 @@ the file costs one cluster start and one agent start:
   C. slurmctld stopped during a notice: the checkpoint is still requested at once; the drain is set
      once slurmctld is back;
   D. an operator's drain, on another node and on this one, is never lifted or changed;
-  E. a drill does no `scontrol update` and no requeue (slurmctld's own log and state say so).
+  E. a drill does no `scontrol update` and no requeue (slurmctld's own log and state say so);
+  F. every NVML call hangs: the driver's Xid line written into the real /dev/kmsg drains the node with
+     the Xid in the reason, once.
 The dry-run agent is the second test.
 """
 
@@ -33,13 +35,17 @@ import pytest
 from cluster import SlurmCluster, need_slurm, slurm_cluster  # noqa: F401  (the fixture)
 from conftest import REPO, AgentProcess, run_cli, wait_until
 
-from agent.devtools.fake_nvml import FakeNvml, library_dir
+sys.path.insert(0, str(REPO / "tests" / "gpu"))
+from kmsg_support import need_kmsg_writer, own_domain, write_xid
+
+from agent.devtools.fake_nvml import HGX_BUSES, FakeNvml, library_dir
 from agent.devtools.simprocess import MetadataSimProcess
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 OPERATOR = "ops: bios update (alice)"
 RESUME_AFTER = 3.0
+HANG_MS = 8000  # each NVML call, in phase F: past the collector's 5 s timeout
 
 
 @pytest.fixture
@@ -153,7 +159,11 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
     [other] = c.extra_nodes
     c.run("scontrol", "update", f"nodename={other}", "state=drain", f"reason={OPERATOR}")
     other_before = c.show_node(other)
+    need_kmsg_writer()
     fake = FakeNvml(tmp_path / "nvml.json", gpus=2)
+    domain = own_domain()  # the agents of tests beside this one read the same kernel log
+    for i in range(2):
+        fake.set(i, pci_bus_id=f"{domain:08X}:{HGX_BUSES[i]:02X}:00.0")
     job = Job(c, tmp_path)
     pinned = c.sbatch("--no-requeue", "-J", "eval", "-o", "/dev/null", "--wrap", "sleep 600")
     c.wait_until(lambda: c.jobs().get(job.id) == c.jobs().get(pinned) == "RUNNING", 30, "jobs running")
@@ -283,7 +293,22 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         assert "DRAIN" in after.split(" State=")[1].split()[0]
         assert after.split(" Reason=")[1] == other_before.split(" Reason=")[1]
         assert c.node_reason(other) == OPERATOR
+
+        # F. every NVML call hangs; the driver's Xid line in the kernel log drains the node all the same
+        for i in range(2):
+            fake.set(i, delay_ms=HANG_MS)
+        agent.wait_for(
+            lambda: "timed out" in (agent.status()["snapshot"]["collectors"]["gpu"]["error"] or ""),
+            30,
+            what="the GPU collector timed out",
+        )
+        write_xid(domain, HGX_BUSES[1], 79)
+        agent.wait_for(lambda: c.node_reason().startswith("tna: xid 79 on gpu 1"), 10, what="kernel's xid")
+        assert [e["gpu"] for e in agent.status()["recent_events"] if e.get("xid") == 79].count(1) == 1
+        assert agent.status()["gpu-health"]["xids_seen"]["kernel-log"] == 1
     finally:
+        for i in range(2):
+            fake.set(i, delay_ms=0)
         agent.stop(15)
 
 
