@@ -77,7 +77,8 @@ def gpu_fault(event: GpuFaultEvent) -> Facts:
     if event.fault == GpuFault.XID:
         sev = Severity.CRITICAL if event.xid in FATAL_XIDS else Severity.WARNING
         return Facts(f"gpu/{event.uuid}/xid/{event.xid}", AlertKind.GPU_FAULT, sev, event.cleared, False)
-    sev = Severity.CRITICAL if event.fault in (GpuFault.LOST, GpuFault.ECC) else Severity.WARNING
+    critical = (GpuFault.LOST, GpuFault.ECC, GpuFault.UNRESPONSIVE)
+    sev = Severity.CRITICAL if event.fault in critical else Severity.WARNING
     return Facts(f"gpu/{event.uuid}/{event.fault}", AlertKind.GPU_FAULT, sev, event.cleared, True)
 
 

@@ -75,6 +75,10 @@ TEXT: dict[str, tuple[str, str]] = {
         "GPU {gpu} power limit below its default on {host}",
         "{host} GPU {gpu} 功耗上限低于默认值",
     ),
+    "t.gpu.unresponsive": (
+        "GPU {gpu} does not answer NVML on {host}",
+        "{host} GPU {gpu} 不响应 NVML 调用",
+    ),
     "t.gpu.other": ("GPU {gpu} {fault} on {host}", "{host} GPU {gpu} {fault}"),
     "t.collector": (
         "Collector {name} failing for {took} on {host}",

@@ -14,6 +14,15 @@ class GpuSection(StrictModel):
         "60s", gt=0, description="longest wait between attempts to initialise NVML again after a driver error"
     )
     xid_events: bool = Field(True, description="watch Xid critical errors through an NVML event set")
+    call_timeout: Duration = Field(
+        "2s",
+        gt=0,
+        description="one GPU's NVML reads of a tick running longer mark that GPU unresponsive, and the"
+        " others are read on (at most half of [agent] collector_timeout is used)",
+    )
+    unresponsive_hold: Duration = Field(
+        "10s", ge=0, description="a GPU unresponsive this long raises an unresponsive event"
+    )
     kernel_log: str = Field(
         "/dev/kmsg",
         description="read the driver's Xid lines from this kernel log as well, so a hung NVML still raises"

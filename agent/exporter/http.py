@@ -28,7 +28,8 @@ LANDING = """<!doctype html><html><head><title>training-node-agent</title></head
 <p>Health agent for GPU training nodes.</p>
 <ul>
 <li><a href="/metrics">/metrics</a> Prometheus exposition (OpenMetrics when asked, gzip when accepted)</li>
-<li><a href="/healthz">/healthz</a> 200 while sampling progresses, 503 with the reason otherwise</li>
+<li><a href="/healthz">/healthz</a> 200 while sampling progresses ("degraded" with the reason where GPUs are
+missing), 503 with the reason otherwise</li>
 {status_item}</ul></body></html>
 """
 STATUS_ITEM = (
@@ -120,6 +121,7 @@ def make_app(
     table: ConnectionTable | None = None,
     on_unauthorized: Unauthorized | None = None,
     client_max_size: int = 64 * 1024,
+    degraded: Callable[[], str | None] = lambda: None,
 ) -> web.Application:
     exposition = Exposition(registry)
 
@@ -133,9 +135,14 @@ def make_app(
 
     async def healthz(_: web.Request) -> web.Response:
         reason = health()
-        if reason is None:
-            return web.json_response({"status": "ok"})
-        return web.json_response({"status": "stalled", "reason": reason}, status=503)
+        if reason is not None:
+            return web.json_response({"status": "stalled", "reason": reason}, status=503)
+        # still 200: the agent works and restarting it would not bring the GPU back (a liveness
+        # probe that killed it on a wedged GPU would leave the node unwatched)
+        worse = degraded()
+        if worse is not None:
+            return web.json_response({"status": "degraded", "reason": worse})
+        return web.json_response({"status": "ok"})
 
     async def api_status(_: web.Request) -> web.Response:
         assert status is not None

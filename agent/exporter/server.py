@@ -99,8 +99,10 @@ class HttpFace:
         health: Callable[[], str | None],
         status: Callable[[], dict[str, Any]] | None,
         version: str,
+        degraded: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.http = http
+        self._degraded = degraded
         self.limits = Limits(
             http.max_connections, http.header_timeout, http.idle_timeout, http.max_header_bytes
         )
@@ -142,6 +144,7 @@ class HttpFace:
             access=self._access,
             table=self.table,
             on_unauthorized=self._log_unauthorized,
+            degraded=self._degraded,
         )
         self._runner = web.AppRunner(
             app,

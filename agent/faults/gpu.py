@@ -2,7 +2,8 @@
 is published for a new Xid error, a GPU that fell off the bus (and its return), a rise in
 uncorrectable ECC errors or a failed row remap, and a condition that lasts longer than its hold (with
 a ``cleared`` event when it ends): thermal or power throttling, a PCIe link trained down, NVLink
-links down, a power limit below the default.
+links down, a power limit below the default, NVML calls for the GPU that do not return. Xids also
+come from the kernel log (``kernel_log.py``), counted once with NVML's (``xids.py``).
 """
 
 from __future__ import annotations
@@ -80,6 +81,28 @@ def power_limit_low(g: GpuStats) -> str | None:
     return f"power limit {limit:.0f} W, below the default {default:.0f} W"
 
 
+def unresponsive(g: GpuStats) -> str | None:
+    if g.unresponsive_seconds is None:
+        return None
+    return "its NVML calls do not return (the driver may be wedged; the kernel log's Xids still count)"
+
+
+def gpus_missing(snap: NodeSnapshot) -> str | None:
+    """Why the snapshot lacks GPUs the node has (the collector failing, GPUs that hang or are lost), or
+    None: /healthz says "degraded" with it, never "ok" with GPUs missing."""
+    st = snap.collectors.get("gpu")
+    if st is not None and not st.success and not st.absent:
+        return f"GPU collector failing: {st.error}"
+    part = snap.part(GpuPart)
+    if part is None:
+        return None
+    hung = [str(g.index) for g in part.gpus if g.unresponsive_seconds is not None]
+    lost = [str(g.index) for g in part.gpus if not g.up and g.unresponsive_seconds is None]
+    words = [f"GPU {', '.join(hung)} unresponsive (NVML calls do not return)"] if hung else []
+    words += [f"GPU {', '.join(lost)} lost"] if lost else []
+    return "; ".join(words) or None
+
+
 class GpuHealth(HasMetrics, HasStatus):
     name = "gpu-health"
 
@@ -92,6 +115,7 @@ class GpuHealth(HasMetrics, HasStatus):
             (GpuFault.PCIE_DEGRADED, pcie_degraded, cfg.pcie_degraded_hold),
             (GpuFault.NVLINK_DOWN, nvlink_down, cfg.nvlink_down_hold),
             (GpuFault.POWER_LIMIT_LOW, power_limit_low, cfg.power_limit_hold),
+            (GpuFault.UNRESPONSIVE, unresponsive, cfg.unresponsive_hold),
         )
         # by index: a GPU lost since start has no UUID until it answers again
         self._prev: dict[int, GpuStats] = {}
@@ -142,6 +166,8 @@ class GpuHealth(HasMetrics, HasStatus):
         )
 
     def _lost(self, g: GpuStats, prev: GpuStats | None) -> None:
+        if g.unresponsive_seconds is not None or (prev is not None and prev.unresponsive_seconds is not None):
+            return  # a call that hangs is not a GPU that fell off the bus: _unresponsive says it
         if not g.up and (prev is None or prev.up):
             self._publish(
                 g, GpuFault.LOST, "GPU fell off the bus (NVML: GPU is lost); it needs a reset or a reboot"
@@ -177,10 +203,10 @@ class GpuHealth(HasMetrics, HasStatus):
 
     def _conditions(self, g: GpuStats, now: float) -> None:
         """Each condition raises once it has held for its hold, and clears when it ends; a GPU that is
-        down shows none of them."""
+        down shows none of them but the one that says it does not answer."""
         for fault, condition, hold in self._holds:
             st = self._held.setdefault((g.index, fault), _Held())
-            evidence = condition(g) if g.up else None
+            evidence = condition(g) if g.up or fault == GpuFault.UNRESPONSIVE else None
             if evidence is not None:
                 st.evidence = evidence
                 if st.since is None:
@@ -196,13 +222,21 @@ class GpuHealth(HasMetrics, HasStatus):
     # --- faces -------------------------------------------------------------------------------------
 
     def status(self) -> dict[str, object]:
-        lost = [g for g in self._prev.values() if not g.up]
-        raised = sorted((index, fault, st.evidence) for (index, fault), st in self._held.items() if st.raised)
+        gpus = self._prev.values()
+        hung = sorted((g.index, g.unresponsive_seconds) for g in gpus if g.unresponsive_seconds is not None)
+        lost = [g for g in self._prev.values() if not g.up and g.unresponsive_seconds is None]
+        raised = sorted(
+            (index, fault, st.evidence)
+            for (index, fault), st in self._held.items()
+            if st.raised and fault != GpuFault.UNRESPONSIVE  # listed with the lost ones above
+        )
         lines = [f"GPU {g.index} ({g.uuid or 'uuid unknown'}) is lost" for g in lost]
+        lines += [f"GPU {index} does not answer NVML (a call running {s:.0f}s)" for index, s in hung]
         lines += [f"GPU {index}: {fault}" for index, fault, _ in raised if fault in THROTTLES]
         lines += [f"GPU {i}: {fault}: {evidence}" for i, fault, evidence in raised if fault not in THROTTLES]
         return {
             "lost": [g.index for g in lost],
+            "unresponsive": [index for index, _ in hung],
             "throttled": [{"gpu": index, "fault": fault} for index, fault, _ in raised if fault in THROTTLES],
             "degraded": [
                 {"gpu": index, "fault": fault, "evidence": evidence}

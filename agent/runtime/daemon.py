@@ -25,6 +25,7 @@ from agent.exporter import SnapshotExporter, make_registry
 from agent.exporter.server import HttpFace, WebConfigInvalid
 from agent.exporter.status import summarize, tcp_view
 from agent.faults.collectors import CollectorFailureWatch
+from agent.faults.gpu import gpus_missing
 from agent.runtime.build import EMPTY, PidSource, build_collectors, build_components, build_renderers
 from agent.runtime.context import Context
 from agent.runtime.control import ControlServer
@@ -145,6 +146,10 @@ class Daemon:
     def health(self) -> str | None:
         return self.sampler.stall_reason() if self.sampler else "not started"
 
+    def degraded(self) -> str | None:
+        """Why the node's view lacks GPUs it had, while sampling goes on; None when it lacks none."""
+        return gpus_missing(self._latest())
+
     def status(self) -> dict[str, Any]:
         snap = self._latest()
         out: dict[str, Any] = {
@@ -152,6 +157,7 @@ class Daemon:
             "uptime_seconds": round(time.monotonic() - self.started, 1),
             "healthy": self.health() is None,
             "health_reason": self.health(),
+            "degraded": self.degraded(),
             "config": self.config_path,
             "reloads": self.reloads,
             "tasks": {n: vars(s) for sup in (self.lifetime, self.supervisor) for n, s in sup.states.items()},
@@ -171,7 +177,9 @@ class Daemon:
         tcp_status = (
             (lambda: tcp_view(self.status())) if self.cfg.http.tcp_status == TcpStatus.REDACTED else None
         )
-        self.http = HttpFace(self.cfg.http, self.registry, self.health, tcp_status, __version__)
+        self.http = HttpFace(
+            self.cfg.http, self.registry, self.health, tcp_status, __version__, degraded=self.degraded
+        )
         try:
             await self.http.start()
         except WebConfigInvalid as e:

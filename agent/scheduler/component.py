@@ -101,6 +101,7 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
         # the health gate's inputs
         self.gpus_at_start: frozenset[int] | None = None
         self.gpus_up: frozenset[int] | None = None
+        self.gpus_unresponsive: frozenset[int] = frozenset()
         self.last_xid_at: float | None = None
         self.failing: set[str] = set()
         self.gate_since: float | None = None
@@ -193,6 +194,7 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
         if self.gpus_at_start is None:
             self.gpus_at_start = frozenset(g.index for g in part.gpus)
         self.gpus_up = frozenset(g.index for g in part.gpus if g.up)
+        self.gpus_unresponsive = frozenset(g.index for g in part.gpus if g.unresponsive_seconds is not None)
 
     # --- the health gate ---------------------------------------------------------------------------
 
@@ -200,6 +202,7 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
         g = GateInputs(
             gpus_at_start=self.gpus_at_start or frozenset(),
             gpus_up=self.gpus_up if self.gpus_at_start is not None else None,
+            gpus_unresponsive=self.gpus_unresponsive,
             last_xid_at=self.last_xid_at,
             failing_collectors=frozenset(self.failing),
             gpu_enabled=self.gpu_enabled,

@@ -138,6 +138,7 @@ class GateInputs:
     last_xid_at: float | None  # monotonic time of the last Xid, any GPU
     failing_collectors: frozenset[str]
     gpu_enabled: bool = True
+    gpus_unresponsive: frozenset[int] = frozenset()  # NVML calls for them do not return
 
 
 def gate(g: GateInputs, now: float, hold: float) -> str | None:
@@ -148,6 +149,9 @@ def gate(g: GateInputs, now: float, hold: float) -> str | None:
         return None
     if g.gpus_up is None:
         return "NVML does not answer"
+    if g.gpus_unresponsive:
+        hung = ", ".join(map(str, sorted(g.gpus_unresponsive)))
+        return f"GPU {hung} unresponsive (NVML calls do not return)"
     missing = sorted(g.gpus_at_start - g.gpus_up)
     if missing:
         return f"GPU {', '.join(map(str, missing))} missing (listed at start)"

@@ -67,6 +67,7 @@ def live_agent(tmp: Path) -> Iterator[LiveAgent]:
                     processes=[{"pid": trainer.pid, "used_memory_bytes": 70 * GIB}],
                 ),
                 device(1, utilization_gpu=97, sm_active=80.0, power_mw=590_000, clocks_event_reasons=0x4),
+                device(2),  # its NVML calls hang once it has been read: the unresponsive GPU's series
             ],
         )
         sim = MetadataSimProcess(tmp / "metadata-sim-alibaba.log", "alibaba")
@@ -121,6 +122,10 @@ def live_agent(tmp: Path) -> Iterator[LiveAgent]:
         steps |= {"job": "llama", "count": 1200, "sum": 600.0, "period": period, "time": saved["time"]}
         write_atomic(reqdir / f"steps-{trainer.pid}.json", json.dumps(steps).encode())
         agent.wait_for(lambda: live.metric(r"^training_node_train_steps_total\{"), what="step figures")
+        nvml.set(2, delay_ms=600_000)
+        agent.wait_for(
+            lambda: live.metric(r'^training_node_gpu_unresponsive_seconds\{gpu="2"'), what="the hung GPU"
+        )
         nvml.add_xid(1, 79)
         agent.wait_for(
             lambda: live.metric(r'^training_node_gpu_xid_errors_total\{.*xid="79"'), what="the Xid"

@@ -5,12 +5,13 @@ library, a hanging driver)."""
 # ruff: noqa: F811 - pytest fixtures imported from gpu_fixtures are used as parameters
 from __future__ import annotations
 
-import re
+import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from conftest import need_binary
+from conftest import need_binary, run_cli
 from gpu_fixtures import fake_nvml, fake_nvml_library, nvml_env  # noqa: F401
 
 from agent.devtools.fake_nvml import FakeNvml
@@ -25,6 +26,9 @@ def value(text: str, name: str, gpu: int, **labels: str) -> float | None:
         ):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+HANG_MS = 3000  # each NVML call of a hung GPU: six times the call timeout (half the collector's)
 
 
 def gpu_events(agent, fault: str) -> list[dict]:
@@ -105,28 +109,70 @@ def test_no_nvml_library_the_agent_keeps_serving(agent_factory, tmp_path: Path) 
     assert agent.stop() == 0
 
 
-def test_a_hanging_driver_times_out_and_other_collectors_keep_going(
+def healthz(agent) -> tuple[int, dict]:
+    code, body = agent.get("/healthz")
+    return code, json.loads(body)
+
+
+def _scrape_p99(agent, n: int = 40) -> float:
+    took = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        agent.metrics()
+        took.append(time.perf_counter() - t0)
+    return sorted(took)[int(n * 0.99) - 1]
+
+
+def test_one_gpu_hanging_leaves_the_others_read_and_says_degraded(
     agent_factory,
     fake_nvml: FakeNvml,
     nvml_env,
 ) -> None:
-    agent = agent_factory({"agent": {"interval": "200ms", "collector_timeout": "300ms"}}, env=nvml_env)
+    cfg = {
+        "agent": {"interval": "200ms", "collector_timeout": "1s", "collector_failing_after": "1h"},
+        "gpu": {"unresponsive_hold": "1s"},
+        "classifier": {"window": "5s", "evaluate_every": "500ms", "warmup": "1s"},
+    }
+    agent = agent_factory(cfg, env=nvml_env)
     agent.wait_for(lambda: agent.metrics().count("training_node_gpu_up{") == 8, what="8 GPUs")
-    fake_nvml.set(0, delay_ms=2000)
+    assert healthz(agent) == (200, {"status": "ok"})
+    quiet = _scrape_p99(agent)
+    fake_nvml.set(3, delay_ms=HANG_MS)  # each call for GPU 3 hangs; the others answer
 
-    def gpu_timed_out():
-        snap = agent.status()["snapshot"]
-        gpu = snap["collectors"]["gpu"]
-        return not gpu["success"] and "timed out" in (gpu["error"] or "") and snap
+    def unresponsive(text: str) -> float | None:
+        return value(text, "training_node_gpu_unresponsive_seconds", 3)
 
-    snap = agent.wait_for(gpu_timed_out, what="the GPU collector to time out")
-    assert snap["collectors"]["host"]["success"] is True
-    agent.wait_for(lambda: agent.status()["snapshot"]["seq"] >= snap["seq"] + 5, what="ticks go on")
-    assert agent.get("/healthz")[0] == 200
-    assert "training_node_host_cpus" in agent.metrics()
-    fake_nvml.set(0, delay_ms=0)
+    text = agent.wait_for(lambda: unresponsive(m := agent.metrics()) is not None and m, what="GPU 3 hung")
+    evaluations = agent.status()["classifier"]["evaluations"]
+    assert value(text, "training_node_gpu_up", 3) == 0
+    # the other GPUs' figures keep coming: a change on GPU 5 shows while GPU 3 hangs
+    fake_nvml.set(5, utilization_gpu=77)
     agent.wait_for(
-        lambda: agent.status()["snapshot"]["collectors"]["gpu"]["success"], timeout=20, what="recovery"
+        lambda: (
+            value(agent.metrics(), "training_node_gpu_utilization_ratio", 5) == pytest.approx(0.77, abs=0.01)
+        ),
+        what="GPU 5's new utilization",
     )
-    assert re.search(r'training_node_collector_success\{collector="gpu"\} 1\.0', agent.metrics())
+    snap = agent.status()["snapshot"]
+    assert snap["collectors"]["gpu"]["success"] is True  # the collector does not time out as a whole
+    # and the verdict goes on: evaluations made after the hang, over the seven GPUs that answer
+    agent.wait_for(lambda: agent.status()["classifier"]["evaluations"] > evaluations + 2, what="evaluations")
+    reason = "GPU 3 unresponsive (NVML calls do not return)"
+    assert healthz(agent) == (200, {"status": "degraded", "reason": reason})
+    check = run_cli("health-check", "--control-socket", agent.control_socket, timeout=15)
+    assert check.returncode == 1 and "GPU 3 unresponsive" in check.stderr
+    raised = agent.wait_for(lambda: gpu_events(agent, "unresponsive"), what="the unresponsive event")
+    assert [e["gpu"] for e in raised] == [3] and not gpu_events(agent, "lost")
+    assert "GPU 3 does not answer NVML" in "\n".join(agent.status()["gpu-health"]["lines"])
+    hung = _scrape_p99(agent)
+    print(f"\nfigure: /metrics p99 {quiet * 1000:.1f} ms quiet, {hung * 1000:.1f} ms with GPU 3 hung")
+    # a scrape that waited on the hung GPU would take its 3 s; the margin is for a loaded machine
+    assert hung <= max(2 * quiet, quiet + 0.05)
+
+    fake_nvml.set(3, delay_ms=0)
+    agent.wait_for(lambda: unresponsive(agent.metrics()) is None, timeout=20, what="GPU 3 answers again")
+    agent.wait_for(lambda: healthz(agent) == (200, {"status": "ok"}), what="healthz ok again")
+    agent.wait_for(
+        lambda: [e["cleared"] for e in gpu_events(agent, "unresponsive")] == [False, True], what="cleared"
+    )
     assert agent.stop() == 0

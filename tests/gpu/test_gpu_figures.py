@@ -69,15 +69,18 @@ def test_the_collector_fills_every_figure_a_capable_gpu_has(
         row_remap_failure=False,
         processes=[{"pid": 4242, "used_memory_bytes": 1 << 30}],
     )
-    c = GpuCollector(library=str(fake_nvml_library))
+    c = GpuCollector(library=str(fake_nvml_library), call_timeout=0.3)
     try:
         c.collect()
         time.sleep(0.3)  # more than GPM's 100 ms floor, and two samples of the buffer
         g = c.collect().gpus[0]
+        fake_nvml.set(1, delay_ms=1500)  # and one GPU whose calls hang: the figure that says so
+        hung = c.collect().gpus[1]
     finally:
         c.close()
-    missing = [name for name, _ in FIGURES if getattr(g, name) is None]
+    missing = [name for name, _ in FIGURES if getattr(g, name) is None and name != "unresponsive_seconds"]
     assert not missing, f"figures the collector never fills on a GPU that has them: {missing}"
+    assert g.unresponsive_seconds is None and hung.unresponsive_seconds is not None and not hung.up
 
 
 def test_every_classifier_input_comes_from_a_figure() -> None:

@@ -24,7 +24,7 @@ from agent.sources.registry import BuildContext
 from agent.classifier import component
 from agent.faults import gpu
 from agent.sources.gpu.probe import NvmlProbe
-probe = NvmlProbe(sys.argv[1], 1.0, True)
+probe = NvmlProbe(sys.argv[1], 1.0, True, 2.0)
 for _ in range(3):
     try:
         probe.collect()
@@ -60,7 +60,7 @@ def test_no_library_no_binding(tmp_path: Path):
 
 
 def test_once_the_library_opens_the_collector_reads(fake_nvml: FakeNvml, fake_nvml_library: Path):
-    probe = NvmlProbe(str(fake_nvml_library), 1.0, False)
+    probe = NvmlProbe(str(fake_nvml_library), 1.0, False, 2.0)
     try:
         part = probe.collect()
         assert len(part.gpus) == 8 and part.gpus[0].up

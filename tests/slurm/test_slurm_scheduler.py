@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 OPERATOR = "ops: bios update (alice)"
 RESUME_AFTER = 3.0
-HANG_MS = 8000  # each NVML call, in phase F: past the collector's 5 s timeout
+HANG_MS = 8000  # each NVML call, in phase F: past the call timeout (2 s) and the collector's (5 s)
 
 
 @pytest.fixture
@@ -297,11 +297,7 @@ def test_scheduler_drains_requeues_and_resumes_on_a_real_slurm(cluster_with_othe
         # F. every NVML call hangs; the driver's Xid line in the kernel log drains the node all the same
         for i in range(2):
             fake.set(i, delay_ms=HANG_MS)
-        agent.wait_for(
-            lambda: "timed out" in (agent.status()["snapshot"]["collectors"]["gpu"]["error"] or ""),
-            30,
-            what="the GPU collector timed out",
-        )
+        agent.wait_for(lambda: agent.status()["gpu-health"]["unresponsive"] == [0, 1], 30, what="GPUs hung")
         write_xid(domain, HGX_BUSES[1], 79)
         agent.wait_for(lambda: c.node_reason().startswith("tna: xid 79 on gpu 1"), 10, what="kernel's xid")
         assert [e["gpu"] for e in agent.status()["recent_events"] if e.get("xid") == 79].count(1) == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future, wait
 from typing import Any, NamedTuple
 
 import pynvml
@@ -16,6 +17,7 @@ import structlog
 from agent.core import backoff
 from agent.sources import SourceAbsent
 from agent.sources.gpu.binding import binding
+from agent.sources.gpu.calls import GpuCalls
 from agent.sources.gpu.nvml import POWER_INSTANT, PROBE_BASE, Device, GpuLost, Nvml, NvmlDriverError
 from agent.sources.gpu.nvml_events import XidWatcher
 from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
@@ -76,8 +78,16 @@ class GpuCollector:
     name = "gpu"
     part = "gpu"
 
-    def __init__(self, library: str = "", reinit_backoff_max: float = 60.0, xid_events: bool = True) -> None:
+    def __init__(
+        self,
+        library: str = "",
+        reinit_backoff_max: float = 60.0,
+        xid_events: bool = True,
+        call_timeout: float = 2.0,
+    ) -> None:
         self._library = library
+        self._call_timeout = call_timeout  # one GPU's reads of a tick: past it, the GPU is unresponsive
+        self._calls: dict[int, GpuCalls] = {}
         self._backoff_max = reinit_backoff_max
         self._xid_events = xid_events
         self._nvml: Nvml | None = None
@@ -96,15 +106,46 @@ class GpuCollector:
     def collect(self) -> GpuPart:
         nvml = self._started()
         now = time.monotonic()
-        try:
-            gpus = tuple(self._read(nvml, dev, now) for dev in nvml.devices)
-        except NvmlDriverError as e:
-            self._fail(e, now)
-            raise
-        return GpuPart(driver_version=nvml.driver_version, nvml_version=nvml.nvml_version, gpus=gpus)
+        asked = self._ask(nvml, now)
+        gpus = []
+        for dev in nvml.devices:
+            calls, fut = self._calls[dev.index], asked.get(dev.index)
+            if fut is not None and not fut.done():
+                calls.left_running(fut, now)
+            if fut is None or not fut.done():
+                gpus.append(self._unresponsive(dev, calls.hung_for(time.monotonic())))
+                continue
+            try:
+                gpus.append(fut.result())
+            except NvmlDriverError as e:
+                self._fail(e, now)
+                raise
+        return GpuPart(driver_version=nvml.driver_version, nvml_version=nvml.nvml_version, gpus=tuple(gpus))
+
+    def _ask(self, nvml: Nvml, now: float) -> dict[int, Future[GpuStats]]:
+        """Each GPU's reads on its own thread, one GPU after the other: one at a time, the threads do
+        not wait on each other for the GIL, which would skew the clock read beside the energy counter.
+        A GPU whose reads outlast the call timeout is left running; the GPUs after it are then asked
+        all at once, so however many hang, the tick waits at most two call timeouts."""
+        asked: dict[int, Future[GpuStats]] = {}
+        together = False
+        for dev in nvml.devices:
+            calls = self._calls.get(dev.index) or self._calls.setdefault(dev.index, GpuCalls(dev.index))
+            if calls.busy():
+                continue  # still inside a call that hung at an earlier tick
+            fut = asked[dev.index] = calls.call(self._read, nvml, dev, now)
+            if not together:
+                done, _ = wait([fut], timeout=self._call_timeout)
+                together = not done
+        if together:
+            wait(asked.values(), timeout=self._call_timeout)
+        return asked
 
     def close(self) -> None:
         self._shutdown()
+        for calls in self._calls.values():
+            calls.close()
+        self._calls.clear()
 
     # --- initialisation with backoff ---------------------------------------------------------------
 
@@ -215,6 +256,17 @@ class GpuCollector:
             up=False,
             pci_bus_id=dev.pci_bus_id,
             xid_counts=self._xid_counts(dev),
+        )
+
+    def _unresponsive(self, dev: Device, seconds: float) -> GpuStats:
+        return GpuStats(
+            index=dev.index,
+            uuid=dev.uuid,
+            model=dev.model,
+            up=False,
+            pci_bus_id=dev.pci_bus_id,
+            xid_counts=self._xid_counts(dev),
+            unresponsive_seconds=round(seconds, 3),
         )
 
     def _slow(self, nvml: Nvml, dev: Device, now: float) -> Slow:

@@ -54,7 +54,8 @@ class GpuStats:
     index: int = field(metadata={"by_hand": "the gpu label"})
     uuid: str = field(metadata={"by_hand": "the uuid label"})
     model: str = field(metadata={"by_hand": "the model label"})
-    up: bool = field(metadata={"by_hand": "training_node_gpu_up"})  # False once NVML says GPU_IS_LOST
+    # False once NVML says GPU_IS_LOST, or while a call for it hangs (unresponsive_seconds says so)
+    up: bool = field(metadata={"by_hand": "training_node_gpu_up"})
     utilization: float | None = figure(
         "utilization_ratio",
         "Share of the tick a kernel ran: the driver's sample buffer time-weighted, else utilization.gpu.",
@@ -135,6 +136,10 @@ class GpuStats:
         "power_default_limit_watts", "Power limit the GPU boots with (its default)."
     )
     sm_clock_max_hertz: float | None = figure("sm_clock_max_hertz", "Highest SM clock the GPU supports.")
+    unresponsive_seconds: float | None = figure(
+        "unresponsive_seconds",
+        "How long an NVML call for this GPU has run without returning; absent while the GPU answers.",
+    )
     power_instant_watts: float | None = figure(
         "power_instant_watts",
         "Power draw at the instant of the read (NVML_FI_DEV_POWER_INSTANT); power_watts is the tick's mean.",

@@ -24,8 +24,10 @@ class NvmlProbe:
     name = "gpu"
     part = "gpu"
 
-    def __init__(self, library: str, reinit_backoff_max: float, xid_events: bool) -> None:
-        self._args = (library, reinit_backoff_max, xid_events)
+    def __init__(
+        self, library: str, reinit_backoff_max: float, xid_events: bool, call_timeout: float = 2.0
+    ) -> None:
+        self._args = (library, reinit_backoff_max, xid_events, call_timeout)
         self._collector: GpuCollector | None = None
 
     def collect(self) -> GpuPart:

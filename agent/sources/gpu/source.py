@@ -15,7 +15,9 @@ def _build(ctx: BuildContext) -> Collector:
     gpu = ctx.cfg.gpu
     from agent.sources.gpu.probe import NvmlProbe
 
-    return NvmlProbe(gpu.library, gpu.reinit_backoff_max, gpu.xid_events)
+    # the GPUs that answer come back before the sampler gives the whole collector up
+    call_timeout = min(gpu.call_timeout, ctx.cfg.agent.collector_timeout / 2)
+    return NvmlProbe(gpu.library, gpu.reinit_backoff_max, gpu.xid_events, call_timeout)
 
 
 SOURCE = register(

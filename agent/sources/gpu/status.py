@@ -75,7 +75,7 @@ def lines(summarized: Mapping[str, Any]) -> list[str]:
     if gpus:
         out = [f"\n[gpus] driver {summarized.get('driver_version')}"]
         for g in gpus:
-            state = "up" if g["up"] else "LOST"
+            state = "up" if g["up"] else "HUNG" if g.get("unresponsive_seconds") is not None else "LOST"
             power = g.get("power_watts")
             limit = g.get("power_limit_watts")
             out.append(
