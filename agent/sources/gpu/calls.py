@@ -1,58 +1,143 @@
-"""Each GPU's NVML reads on a thread of its own, so a call that hangs holds that GPU alone.
+"""The GPUs' NVML reads off the collector's thread, so a call that hangs holds that GPU alone.
 
 A driver can stop answering for one GPU (a GPU falling off the bus, a wedged channel) while the others
-answer. Read one after another, the first hung call would hold every GPU's figures and the collector
-would time out as a whole. Each GPU's reads run on their own daemon thread instead (the collector
-asks them one after another): a GPU whose call has not returned by the deadline is shown
-unresponsive, and is not asked again until that call returns. The threads are daemons, so a call
-that never returns never holds the process's exit.
+answer. Read one after another on the collector's thread, the first hung call would hold every GPU's
+figures, and the collector would time out as a whole. Instead a :class:`Reader` thread reads the
+GPUs in order (one hand-over per tick: a thread per GPU cost twice the collector's CPU, each wake-up
+of a thread being ~50-100 us on a VM) while the collector waits with a deadline per GPU. A GPU whose
+call outlasts it is left to that thread, shown unresponsive and not asked again until the call
+returns; the GPUs after it are read by other readers, each on its own, so however many hang, a tick
+waits at most two call timeouts. Readers are daemon threads: a call that never returns never holds
+the process's exit.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
-from concurrent.futures import Future
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
+Job = tuple[int, Callable[[], Any]]  # (GPU index, its reads)
+Outcome = tuple[Any, BaseException | None]
 
-class GpuCalls:
-    def __init__(self, index: int) -> None:
-        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
-            queue.SimpleQueue()
-        )
-        self._thread = threading.Thread(target=self._run, name=f"nvml-gpu{index}", daemon=True)
-        self._thread.start()
-        self.pending: Future[Any] | None = None  # the call that did not return by its deadline
-        self.pending_since = 0.0  # monotonic time it was made
 
-    def call(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
-        fut: Future[Any] = Future()
-        self._queue.put((fut, fn, args))
-        return fut
+class Batch:
+    """GPUs read in order by one reader; what came back so far, and which GPU is being read since when."""
 
-    def busy(self) -> bool:
-        """Still inside a call that missed an earlier deadline."""
-        if self.pending is not None and self.pending.done():
-            self.pending = None
-        return self.pending is not None
+    def __init__(self, jobs: Sequence[Job]) -> None:
+        self.jobs = list(jobs)
+        self.results: dict[int, Outcome] = {}
+        self.current: int | None = self.jobs[0][0] if self.jobs else None
+        self.since = time.monotonic()  # the first GPU's clock starts at the hand-over
+        self.done = not self.jobs
+        self.abandoned = False
+        self.cond = threading.Condition()
+
+    def wait(self, call_timeout: float, deadline: float | None = None) -> int | None:
+        """Until every GPU is read (None), or one GPU's call has run ``call_timeout`` (or the
+        ``deadline`` passed while it ran): that GPU is then left to the reader (its index)."""
+        with self.cond:
+            while not self.done:
+                now = time.monotonic()
+                ends = self.since + call_timeout
+                if deadline is not None:
+                    ends = min(ends, deadline)
+                if now >= ends:
+                    self.abandoned = True  # the reader stops once the call returns
+                    return self.current
+                self.cond.wait(ends - now)
+            return None
+
+    def outcomes(self) -> dict[int, Outcome]:
+        with self.cond:
+            return dict(self.results)
 
     def hung_for(self, now: float) -> float:
-        return now - self.pending_since
+        return now - self.since
 
-    def left_running(self, fut: Future[Any], since: float) -> None:
-        self.pending, self.pending_since = fut, since
+    def run(self) -> None:
+        for index, fn in self.jobs:
+            with self.cond:
+                if self.abandoned:
+                    break
+                self.current, self.since = index, time.monotonic()
+            try:
+                outcome: Outcome = (fn(), None)
+            except BaseException as e:  # handed to the collector, which re-raises it
+                outcome = (None, e)
+            with self.cond:
+                self.results[index] = outcome
+        with self.cond:
+            self.done = True
+            self.cond.notify_all()
+
+
+class Reader:
+    def __init__(self, number: int) -> None:
+        self._queue: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
+        self.batch: Batch | None = None
+        threading.Thread(target=self._run, name=f"nvml-reader{number}", daemon=True).start()
+
+    def idle(self) -> bool:
+        return self.batch is None or self.batch.done
+
+    def read(self, jobs: Sequence[Job]) -> Batch:
+        self.batch = Batch(jobs)
+        self._queue.put(self.batch)
+        return self.batch
 
     def close(self) -> None:
-        self._queue.put(None)  # a thread inside a hung call sees it once the call returns
+        self._queue.put(None)  # a reader inside a hung call sees it once the call returns
 
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            fut, fn, args = item
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                fut.set_result(fn(*args))
-            except BaseException as e:  # handed to the collector, which re-raises it
-                fut.set_exception(e)
+        while (batch := self._queue.get()) is not None:
+            batch.run()
+
+
+class Readers:
+    """The readers, and the GPUs left to one inside a call that has not returned."""
+
+    def __init__(self, call_timeout: float) -> None:
+        self.call_timeout = call_timeout
+        self._readers: list[Reader] = []
+        self._hung: dict[int, Batch] = {}  # GPU index -> the batch whose reader is inside its call
+
+    def hung_for(self, index: int, now: float) -> float | None:
+        batch = self._hung.get(index)
+        if batch is None:
+            return None
+        if batch.done:  # the call returned (its figures are stale: the next tick asks again)
+            del self._hung[index]
+            return None
+        return batch.hung_for(now)
+
+    def read(self, jobs: Sequence[Job]) -> dict[int, Outcome]:
+        """Each job's outcome; a GPU missing from it did not answer in time (see ``hung_for``)."""
+        batch = self._reader().read(jobs)
+        stuck = batch.wait(self.call_timeout)
+        out = batch.outcomes()
+        if stuck is None:
+            return out
+        self._hung[stuck] = batch
+        rest = [(i, fn) for i, fn in jobs if i not in out and i != stuck]
+        deadline = time.monotonic() + self.call_timeout
+        alone = [self._reader().read([job]) for job in rest]  # all at once: more may hang
+        for (index, _), b in zip(rest, alone, strict=True):
+            if b.wait(self.call_timeout, deadline) is not None:
+                self._hung[index] = b
+            out.update(b.outcomes())
+        return out
+
+    def _reader(self) -> Reader:
+        for r in self._readers:
+            if r.idle():
+                return r
+        self._readers.append(Reader(len(self._readers)))
+        return self._readers[-1]
+
+    def close(self) -> None:
+        for r in self._readers:
+            r.close()
+        self._readers.clear()

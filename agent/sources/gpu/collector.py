@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future, wait
+from functools import partial
 from typing import Any, NamedTuple
 
 import pynvml
@@ -17,7 +17,7 @@ import structlog
 from agent.core import backoff
 from agent.sources import SourceAbsent
 from agent.sources.gpu.binding import binding
-from agent.sources.gpu.calls import GpuCalls
+from agent.sources.gpu.calls import Readers
 from agent.sources.gpu.nvml import POWER_INSTANT, PROBE_BASE, Device, GpuLost, Nvml, NvmlDriverError
 from agent.sources.gpu.nvml_events import XidWatcher
 from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
@@ -86,8 +86,8 @@ class GpuCollector:
         call_timeout: float = 2.0,
     ) -> None:
         self._library = library
-        self._call_timeout = call_timeout  # one GPU's reads of a tick: past it, the GPU is unresponsive
-        self._calls: dict[int, GpuCalls] = {}
+        # one GPU's reads of a tick: past call_timeout, the GPU is unresponsive
+        self._readers = Readers(call_timeout)
         self._backoff_max = reinit_backoff_max
         self._xid_events = xid_events
         self._nvml: Nvml | None = None
@@ -106,46 +106,27 @@ class GpuCollector:
     def collect(self) -> GpuPart:
         nvml = self._started()
         now = time.monotonic()
-        asked = self._ask(nvml, now)
+        asked = [dev for dev in nvml.devices if self._readers.hung_for(dev.index, now) is None]
+        outcomes = self._readers.read([(dev.index, partial(self._read, nvml, dev, now)) for dev in asked])
         gpus = []
         for dev in nvml.devices:
-            calls, fut = self._calls[dev.index], asked.get(dev.index)
-            if fut is not None and not fut.done():
-                calls.left_running(fut, now)
-            if fut is None or not fut.done():
-                gpus.append(self._unresponsive(dev, calls.hung_for(time.monotonic())))
+            outcome = outcomes.get(dev.index)
+            if outcome is None:  # still inside a call: now, or since an earlier tick
+                hung = self._readers.hung_for(dev.index, time.monotonic())
+                gpus.append(self._unresponsive(dev, hung or 0.0))
                 continue
-            try:
-                gpus.append(fut.result())
-            except NvmlDriverError as e:
-                self._fail(e, now)
-                raise
+            stats, error = outcome
+            if isinstance(error, NvmlDriverError):
+                self._fail(error, now)
+                raise error
+            if error is not None:
+                raise error
+            gpus.append(stats)
         return GpuPart(driver_version=nvml.driver_version, nvml_version=nvml.nvml_version, gpus=tuple(gpus))
-
-    def _ask(self, nvml: Nvml, now: float) -> dict[int, Future[GpuStats]]:
-        """Each GPU's reads on its own thread, one GPU after the other: one at a time, the threads do
-        not wait on each other for the GIL, which would skew the clock read beside the energy counter.
-        A GPU whose reads outlast the call timeout is left running; the GPUs after it are then asked
-        all at once, so however many hang, the tick waits at most two call timeouts."""
-        asked: dict[int, Future[GpuStats]] = {}
-        together = False
-        for dev in nvml.devices:
-            calls = self._calls.get(dev.index) or self._calls.setdefault(dev.index, GpuCalls(dev.index))
-            if calls.busy():
-                continue  # still inside a call that hung at an earlier tick
-            fut = asked[dev.index] = calls.call(self._read, nvml, dev, now)
-            if not together:
-                done, _ = wait([fut], timeout=self._call_timeout)
-                together = not done
-        if together:
-            wait(asked.values(), timeout=self._call_timeout)
-        return asked
 
     def close(self) -> None:
         self._shutdown()
-        for calls in self._calls.values():
-            calls.close()
-        self._calls.clear()
+        self._readers.close()
 
     # --- initialisation with backoff ---------------------------------------------------------------
 
