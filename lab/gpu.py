@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +67,10 @@ class LabGpus:
     and the instant's on the others (GA100), GPM between two samples. A writer taking over a file
     (the trainer after the lab's idle) carries on the integrals found there."""
 
-    def __init__(self, path: Path, gpus: int = 2, averaged: bool | None = None) -> None:
+    def __init__(self, path: Path, gpus: int = 2, averaged: bool | None = None, gpm: str = "even") -> None:
         self.path = path
         self.gpus = gpus
+        self.gpm = gpm  # "even": GPM on the even GPUs only (an H100 beside a GA100); "all": an HGX board
         # averaged, as every real GPU reports, unless TNA_LAB_GPUS_AVERAGED=0 (every writer of a lab
         # run: the trainers inherit it), for the instant-mode figures beside the averaged ones
         self.averaged = os.environ.get("TNA_LAB_GPUS_AVERAGED") != "0" if averaged is None else averaged
@@ -111,24 +113,44 @@ class LabGpus:
             "power_average_seconds": 1.0 if i % 2 == 0 else 0.0,
         }
 
-    def devices(self, phase: str, pid: int | None) -> list[dict[str, Any]]:
+    def devices(
+        self,
+        phases: Sequence[str],
+        pids: Sequence[int | None],
+        extra: Mapping[int, Mapping[str, Any]] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Each GPU in its own phase, with its own compute process; ``extra`` overrides a GPU's
+        fields (a throttled GPU's clock and clocks event reasons)."""
         out = []
         now = time.monotonic()
         for i in range(self.gpus):
-            fields = dict(PHASES[phase])
-            if i % 2 == 1:  # no GPM on the odd GPUs: null = not supported
+            fields = dict(PHASES[phases[i]])
+            if i % 2 == 1 and self.gpm == "even":  # no GPM on the odd GPUs: null = not supported
                 fields.update(dict.fromkeys(GPM_KEYS))
+            fields.update((extra or {}).get(i, {}))
             if self.averaged:
                 fields.update(self._integrals(i, fields, now))
+            pid = pids[i]
             procs = [{"pid": pid, "used_memory_bytes": 30 * GIB}] if pid else []
             out.append(device(i, memory_used_bytes=(30 * GIB if pid else 0), processes=procs, **fields))
         return out
+
+    def paint(
+        self,
+        phases: Sequence[str],
+        pids: Sequence[int | None],
+        extra: Mapping[int, Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Show each GPU in its own phase (the ranks of a job, one per GPU)."""
+        devices = self.devices(phases, pids, extra)
+        write_atomic(self.path, json.dumps(state(devices)).encode(), durable=False)
 
     def phase(self, phase: str, pid: int | None = None) -> None:
         """Show ``phase``; ``pid`` is the compute process on every GPU (None: no job)."""
         # no fsync (unlike fake_nvml.write_state): the file changes at every phase of a workload
         # whose I/O the agent is measuring, and must not become disk I/O of its own
-        write_atomic(self.path, json.dumps(state(self.devices(phase, pid))).encode(), durable=False)
+        devices = self.devices([phase] * self.gpus, [pid] * self.gpus)
+        write_atomic(self.path, json.dumps(state(devices)).encode(), durable=False)
         self.current = phase
 
 

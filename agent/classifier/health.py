@@ -49,10 +49,12 @@ def throttle_shares(
             for bit in _BITS:
                 if reasons & bit:
                     counts[bit] = counts.get(bit, 0) + count
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    # NVML sets hw_slowdown with each of its causes (thermal, power brake): on a tie the cause comes first
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0] == _HW_SLOWDOWN, kv[0]))
     return tuple((_NAMES[bit], count / samples) for bit, count in ranked) if samples else ()
 
 
 # plain ints: flag-enum construction and arithmetic cost microseconds a GPU a sample
 _NAMES = {int(b): name for b, name in _THROTTLE_NAMES.items()}
 _BITS = tuple(_NAMES)
+_HW_SLOWDOWN = int(ClockReason.HW_SLOWDOWN)
