@@ -70,7 +70,9 @@ def idle_process(marker: str, handler: str | None = None) -> subprocess.Popen[by
     if handler:
         code += f"signal.signal(signal.{handler}, lambda *a: print('got', flush=True))\n"
     code += "print('ready', flush=True)\ntime.sleep(120)\n"
-    p = subprocess.Popen([sys.executable, "-c", code, marker], stdout=subprocess.PIPE)
+    # unbuffered: a test selects on the pipe for the handler's "got", and a buffered reader that took
+    # "got" in with "ready" would leave select waiting for bytes it already holds
+    p = subprocess.Popen([sys.executable, "-c", code, marker], stdout=subprocess.PIPE, bufsize=0)
     assert p.stdout is not None
     assert p.stdout.readline().strip() == b"ready"
     return p

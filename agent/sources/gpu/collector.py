@@ -113,7 +113,7 @@ class GpuCollector:
             outcome = outcomes.get(dev.index)
             if outcome is None:  # still inside a call: now, or since an earlier tick
                 hung = self._readers.hung_for(dev.index, time.monotonic())
-                gpus.append(self._unresponsive(dev, hung or 0.0))
+                gpus.append(self._down(dev, unresponsive=hung or 0.0))
                 continue
             stats, error = outcome
             if isinstance(error, NvmlDriverError):
@@ -229,7 +229,8 @@ class GpuCollector:
             dev.probe_at = now + backoff.delay(1, PROBE_BASE, self._backoff_max)
             return self._down(dev)
 
-    def _down(self, dev: Device) -> GpuStats:
+    def _down(self, dev: Device, unresponsive: float | None = None) -> GpuStats:
+        """A GPU without figures: lost, or (``unresponsive`` seconds) inside a call that hangs."""
         return GpuStats(
             index=dev.index,
             uuid=dev.uuid,
@@ -237,17 +238,7 @@ class GpuCollector:
             up=False,
             pci_bus_id=dev.pci_bus_id,
             xid_counts=self._xid_counts(dev),
-        )
-
-    def _unresponsive(self, dev: Device, seconds: float) -> GpuStats:
-        return GpuStats(
-            index=dev.index,
-            uuid=dev.uuid,
-            model=dev.model,
-            up=False,
-            pci_bus_id=dev.pci_bus_id,
-            xid_counts=self._xid_counts(dev),
-            unresponsive_seconds=round(seconds, 3),
+            unresponsive_seconds=round(unresponsive, 3) if unresponsive is not None else None,
         )
 
     def _slow(self, nvml: Nvml, dev: Device, now: float) -> Slow:
