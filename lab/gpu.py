@@ -145,11 +145,13 @@ class LabGpus:
         devices = self.devices(phases, pids, extra)
         write_atomic(self.path, json.dumps(state(devices)).encode(), durable=False)
 
-    def phase(self, phase: str, pid: int | None = None) -> None:
+    def phase(
+        self, phase: str, pid: int | None = None, extra: Mapping[int, Mapping[str, Any]] | None = None
+    ) -> None:
         """Show ``phase``; ``pid`` is the compute process on every GPU (None: no job)."""
         # no fsync (unlike fake_nvml.write_state): the file changes at every phase of a workload
         # whose I/O the agent is measuring, and must not become disk I/O of its own
-        devices = self.devices([phase] * self.gpus, [pid] * self.gpus)
+        devices = self.devices([phase] * self.gpus, [pid] * self.gpus, extra)
         write_atomic(self.path, json.dumps(state(devices)).encode(), durable=False)
         self.current = phase
 

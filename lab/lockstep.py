@@ -38,6 +38,12 @@ CAUSES = {
 }
 
 
+def slow_fields(cause: str, factor: float) -> dict[str, Any]:
+    """What a GPU that runs ``factor`` times slow under ``cause`` shows: the clocks event reasons and
+    the SM clock they leave it."""
+    return {"clocks_event_reasons": CAUSES[cause][0], "sm_clock_mhz": round(SM_CLOCK_MAX_MHZ / factor)}
+
+
 @dataclass(frozen=True)
 class Draw:
     seed: int
@@ -56,10 +62,7 @@ class Draw:
         return cls(seed, None if healthy else slow, cause, factor, gpu_seconds)
 
     def extra(self) -> dict[int, dict[str, Any]]:
-        if self.slow is None:
-            return {}
-        clock = round(SM_CLOCK_MAX_MHZ / self.factor)
-        return {self.slow: {"clocks_event_reasons": CAUSES[self.cause][0], "sm_clock_mhz": clock}}
+        return {} if self.slow is None else {self.slow: slow_fields(self.cause, self.factor)}
 
     @property
     def words(self) -> str:

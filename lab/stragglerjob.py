@@ -9,11 +9,19 @@ read throttle), computes for ``--gpu-seconds``, all-reduces ``--elems`` float32 
 node show its phase (starved, compute, spin), as lab/torchjob.py does. The job ends when rank 0 sees
 ``--stop-file`` (the stop rides on the all-reduce, so every rank makes the same calls) or after
 ``--seconds``.
+
+``--degrade-file``: while that file exists ({"gpu": k, "cause": c, "factor": f}), GPU k of the node
+runs ``f`` times slow under clocks event reason ``c`` (lab/lockstep.py's causes): the node's other GPUs
+finish their compute and spin while it works on, as the node's ranks would wait for it in their
+intra-node all-reduce, and only then does the node join the all-reduce across nodes. The ranks of one
+node are one process here: the real eight-rank lockstep is lab/lockstepjob.py's; this job's real
+collective is the one across nodes, which the slow GPU delays.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -28,6 +36,16 @@ from tna_client import PreemptionGuard
 
 from lab.blockdev import DirectReader
 from lab.gpu import LabGpus
+from lab.lockstep import slow_fields
+
+
+def degraded(path: str) -> tuple[int, float, dict[int, dict]] | None:
+    """(slow GPU, factor, its fields) while ``path`` exists."""
+    try:
+        d = json.loads(Path(path).read_text())
+        return int(d["gpu"]), float(d["factor"]), {int(d["gpu"]): slow_fields(d["cause"], float(d["factor"]))}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,11 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--elems", type=int, default=4096)
     ap.add_argument("--stop-file", required=True)
     ap.add_argument("--seconds", type=float, default=600.0)
+    ap.add_argument("--gpus", type=int, default=2)
+    ap.add_argument("--degrade-file", default="")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     tdist.init_process_group("gloo")
     rank = tdist.get_rank()
-    gpus = LabGpus(Path(args.gpu_state))
+    gpus = LabGpus(Path(args.gpu_state), gpus=args.gpus, gpm="all")
     reader = DirectReader(Path(args.data), args.data_size, args.read_bytes)
     guard = PreemptionGuard(signal=None)
     bucket = torch.zeros(args.elems)
@@ -52,11 +72,19 @@ def main(argv: list[str] | None = None) -> int:
     end = time.monotonic() + args.seconds
     try:
         while True:
-            gpus.phase("starved", pid)
+            slow = degraded(args.degrade_file) if args.degrade_file else None
+            extra = slow[2] if slow else None
+            gpus.phase("starved", pid, extra)
             reader.read()
-            gpus.phase("compute", pid)
+            gpus.phase("compute", pid, extra)
             time.sleep(args.gpu_seconds)
-            gpus.phase("spin", pid)
+            if slow:
+                k, factor, _ = slow
+                gpus.paint(
+                    ["compute" if i == k else "spin" for i in range(args.gpus)], [pid] * args.gpus, extra
+                )
+                time.sleep(args.gpu_seconds * (factor - 1))
+            gpus.phase("spin", pid, extra)
             bucket.fill_(0.0)
             done = rank == 0 and (os.path.exists(args.stop_file) or time.monotonic() >= end)
             bucket[-1] = 1.0 if done else 0.0

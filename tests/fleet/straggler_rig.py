@@ -20,6 +20,7 @@ from typing import Any
 
 from conftest import REPO, free_port, unix_get, write_toml
 
+from agent.core.statefile import write_atomic
 from agent.devtools.fake_nvml import library_dir
 from lab.blockdev import DataSource, make_data
 from lab.cgroups import TrainerCgroup
@@ -27,8 +28,9 @@ from lab.gpu import LabGpus
 
 JOB = REPO / "lab" / "stragglerjob.py"
 UNTHROTTLED = 10 << 30  # bytes/s: a limit no loop device reaches
+GPUS = 4  # per node: one slow GPU among them is named only beside peers that wait for it
 CLASSIFIER = {
-    "window": "3s",
+    "window": "5s",  # 25 samples at 200 ms: a slow GPU is named over 20 or more (classifier/slowgpu.py)
     "evaluate_every": "1s",
     "confirmations": 2,
     "warmup": "2s",
@@ -65,7 +67,8 @@ class Node:
         self.ip = f"198.18.{self.octet}.{10 + self.index}"
         self.dir = self.work / self.name
         self.dir.mkdir(parents=True)
-        self.gpus = LabGpus(self.dir / "nvml.json")
+        self.gpus = LabGpus(self.dir / "nvml.json", gpus=GPUS, gpm="all")
+        self.degrade_file = self.dir / "degrade.json"
         self.request_file = self.dir / "run" / "checkpoint" / "request.json"
 
     @property
@@ -153,6 +156,7 @@ class Node:
             str(self.gpus.path),
         ]
         cmd += ["--data-size", str(self.data.size), "--stop-file", str(stop_file), "--elems", str(elems)]
+        cmd += ["--gpus", str(GPUS), "--degrade-file", str(self.degrade_file)]
         env = {
             **os.environ,
             "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'client'}",
@@ -181,6 +185,15 @@ class Node:
     def throttle(self, read_bps: int) -> None:
         assert self.cgroup is not None
         self.cgroup.set_read_bps(read_bps)
+
+    def degrade(self, gpu: int | None, cause: str = "", factor: float = 1.0) -> None:
+        """GPU ``gpu`` of this node runs ``factor`` times slow under ``cause`` (None: healthy again)."""
+        if gpu is None:
+            self.degrade_file.unlink(missing_ok=True)
+        else:
+            write_atomic(
+                self.degrade_file, json.dumps({"gpu": gpu, "cause": cause, "factor": factor}).encode()
+            )
 
     def cap_link(self, mbit: int | None) -> None:
         """tc tbf on both ends of this node's link (None: take it off)."""

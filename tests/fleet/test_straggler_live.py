@@ -16,11 +16,16 @@ ceiling), so it says sync-wait, and the rule names the capped node with network/
 synchronous job the step rates are equal, so the verdicts alone tell them apart. A cap in the
 hypervisor, invisible to both nodes, would leave the two symmetric: the lab covers that one node's
 own inference (lab/netns.py), not the fleet's.
+
+Last, one GPU of node-b's four, drawn at random with its clocks event reason and slowdown, runs slow:
+node-b's other GPUs spin while it works (degraded-gpu), node-a waits for node-b, and the rule's chat
+message names node-b, the GPU and the reason.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import time
@@ -36,7 +41,9 @@ sys.path.insert(0, str(REPO / "tests" / "deploy"))
 sys.path.insert(0, str(REPO / "tests" / "alerts"))
 from fake_chat import FakeChat
 from prom_support import PROM, Alertmanager, PrometheusServer, Transcript
-from straggler_rig import UNTHROTTLED, Fabric, firing
+from straggler_rig import GPUS, UNTHROTTLED, Fabric, firing
+
+from lab.lockstep import CAUSES
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 JOB = "llama-42"
@@ -213,3 +220,28 @@ def test_the_throttled_node_is_named_with_data_storage_and_resolves(rig) -> None
     log(f"{b.name}: cap lifted")
     wait_until(lambda: not named(), 120, 1.0, "the capped-link alert resolved", detail)
     log(f"resolved after {time.monotonic() - t1:.0f}s since the cap")
+
+    # --- the same with one of node-b's GPUs slow: named with degraded-gpu, the GPU and its reason ---
+    wait_until(
+        lambda: a.status()["classifier"]["verdict"] != "sync-wait", 60, 1.0, "node-a off sync-wait", detail
+    )
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    gpu, cause, factor = rng.randrange(GPUS), rng.choice(sorted(CAUSES)), rng.uniform(2.5, 3.5)
+    b.degrade(gpu, cause, factor)
+    t2 = time.monotonic()
+    log(f"{b.name}: GPU {gpu} runs {factor:.2f}x slow under {cause} (draw seed {seed})")
+    (alert,) = wait_until(named, 120, 1.0, "TrainingJobStraggler naming the slow GPU's node", detail)
+    log(f"TrainingJobStraggler fired after {time.monotonic() - t2:.0f}s: {alert}")
+    assert (alert["reason"], alert["training_job"]) == ("degraded-gpu", JOB)
+    assert not straggler(prom, a.name)
+    wait_until(lambda: len(firing_messages()) == 3, 30, 0.5, "the chat message for the slow GPU", delivery)
+    notes = firing_messages()[2]["alerts"][0]["annotations"]
+    log(f"chat: {notes['summary']} / {notes['description']}")
+    assert b.name in notes["summary"] and "degraded-gpu" in notes["summary"]
+    assert f"GPU {gpu} sets the pace (clocks event reason: {CAUSES[cause][1]})" in notes["description"]
+    assert "1 other node(s)" in notes["description"]  # node-a; node-b's own GPUs wait for their own
+    b.degrade(None)
+    log(f"{b.name}: GPU {gpu} healthy again")
+    wait_until(lambda: not named(), 120, 1.0, "the slow-GPU alert resolved", detail)
+    log(f"resolved after {time.monotonic() - t2:.0f}s since the slowdown")
