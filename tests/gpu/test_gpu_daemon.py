@@ -177,3 +177,25 @@ def test_one_gpu_hanging_leaves_the_others_read_and_says_degraded(
         lambda: [e["cleared"] for e in gpu_events(agent, "unresponsive")] == [False, True], what="cleared"
     )
     assert agent.stop() == 0
+
+
+def test_nvml_hanging_while_it_opens_leaves_the_agent_serving_and_degraded(
+    agent_factory, fake_nvml: FakeNvml, nvml_env
+) -> None:
+    # GPU 0's calls hang from the start: opening NVML (its name, UUID, PCI address...) does not return
+    fake_nvml.set(0, delay_ms=HANG_MS)
+    cfg = {"agent": {"interval": "200ms", "collector_timeout": "1s", "stall_after": "3s"}}
+    agent = agent_factory(cfg, env=nvml_env)
+    reason = agent.wait_for(
+        lambda: (h := healthz(agent))[1].get("status") == "degraded" and h[1]["reason"], what="degraded"
+    )
+    assert "NVML initialisation has not returned since" in reason
+    seq = agent.status()["snapshot"]["seq"]
+    time.sleep(4)  # past stall_after: the collector comes back each tick, so sampling is not stalled
+    assert healthz(agent) == (200, {"status": "degraded", "reason": reason})  # the same words
+    assert agent.status()["snapshot"]["seq"] >= seq + 10
+    assert "training_node_gpu_up" not in agent.metrics() and "training_node_host_cpus" in agent.metrics()
+    fake_nvml.set(0, delay_ms=0)  # the call in flight returns; the rest of the opening is quick
+    agent.wait_for(lambda: agent.metrics().count("training_node_gpu_up{") == 8, timeout=20, what="8 GPUs")
+    agent.wait_for(lambda: healthz(agent) == (200, {"status": "ok"}), what="healthz ok")
+    assert agent.stop() == 0

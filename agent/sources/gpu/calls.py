@@ -9,6 +9,11 @@ call outlasts it is left to that thread, shown unresponsive and not asked again 
 returns; the GPUs after it are read by other readers, each on its own, so however many hang, a tick
 waits at most two call timeouts. Readers are daemon threads: a call that never returns never holds
 the process's exit.
+
+Opening NVML can hang the same way (``nvmlInit``, or the first call on a wedged GPU): an
+:class:`Opening` runs it on a thread of its own, so the collector comes back each tick with an error
+("initialisation has not returned") instead of sitting in the call until the watchdog restarts the
+agent, and with it the kernel log's reading, again and again.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 Job = tuple[int, Callable[[], Any]]  # (GPU index, its reads)
@@ -141,3 +147,27 @@ class Readers:
         for r in self._readers:
             r.close()
         self._readers.clear()
+
+
+class Opening:
+    """``open_`` running on a thread of its own; its result or exception once ``done``."""
+
+    def __init__(self, open_: Callable[[], Any]) -> None:
+        self.started = datetime.now(UTC)
+        self.done = threading.Event()
+        self._result: Any = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, args=(open_,), name="nvml-open", daemon=True).start()
+
+    def _run(self, open_: Callable[[], Any]) -> None:
+        try:
+            self._result = open_()
+        except BaseException as e:  # handed to the collector's thread, which raises it there
+            self._error = e
+        finally:
+            self.done.set()
+
+    def outcome(self) -> Any:
+        if self._error is not None:
+            raise self._error
+        return self._result

@@ -17,7 +17,7 @@ import structlog
 from agent.core import backoff
 from agent.sources import SourceAbsent
 from agent.sources.gpu.binding import binding
-from agent.sources.gpu.calls import Readers
+from agent.sources.gpu.calls import Opening, Readers
 from agent.sources.gpu.nvml import POWER_INSTANT, PROBE_BASE, Device, GpuLost, Nvml, NvmlDriverError
 from agent.sources.gpu.nvml_events import XidWatcher
 from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
@@ -88,6 +88,8 @@ class GpuCollector:
         self._library = library
         # one GPU's reads of a tick: past call_timeout, the GPU is unresponsive
         self._readers = Readers(call_timeout)
+        self._call_timeout = call_timeout
+        self._opening: Opening | None = None  # NVML being initialised on a thread of its own
         self._backoff_max = reinit_backoff_max
         self._xid_events = xid_events
         self._nvml: Nvml | None = None
@@ -134,12 +136,21 @@ class GpuCollector:
         if self._nvml is not None:
             return self._nvml
         now = time.monotonic()
-        if self._last_failure is not None and now < self._retry_at:
-            raise type(self._last_failure)(str(self._last_failure))
-        nvml = Nvml(self._library)
+        if self._opening is None:
+            if self._last_failure is not None and now < self._retry_at:
+                raise type(self._last_failure)(str(self._last_failure))
+            self._opening = Opening(self._open)
+            self._opening.done.wait(self._call_timeout)
+        opening = self._opening
+        if not opening.done.is_set():  # left to its thread; no second one while it runs
+            # the same words every tick (the sampler logs an error when its words change)
+            raise NvmlDriverError(
+                f"NVML initialisation has not returned since {opening.started:%H:%M:%S} UTC"
+                " (slow without persistence mode; if it lasts, the driver is wedged)"
+            )
+        self._opening = None
         try:
-            nvml.start()
-            watcher = self._watch(nvml)
+            nvml, watcher = opening.outcome()
         except SourceAbsent as e:
             if self._had_gpus:  # the driver went away under us: a failure to alert on, not "no GPUs here"
                 err = NvmlDriverError(f"{e}; this node had {self._had_gpus} GPUs")
@@ -147,11 +158,9 @@ class GpuCollector:
                 raise err from None
             self._schedule_retry(e, now)
             raise
-        except (NvmlDriverError, pynvml.NVMLError) as e:
-            nvml.stop()
-            err = e if isinstance(e, NvmlDriverError) else NvmlDriverError(f"registering events: {e}")
-            self._fail(err, now)
-            raise err from None
+        except NvmlDriverError as e:
+            self._fail(e, now)
+            raise
         if self._last_failure is not None:
             log.info("NVML initialised again", gpus=len(nvml.devices), after=str(self._last_failure))
         else:
@@ -161,6 +170,19 @@ class GpuCollector:
         self._last_failure = None
         self._retry.reset()
         return nvml
+
+    def _open(self) -> tuple[Nvml, XidWatcher | None]:
+        """On the opening's thread: NVML started, its GPUs enumerated, their Xid events registered."""
+        nvml = Nvml(self._library)
+        nvml.start()  # stops NVML again itself when it raises
+        try:
+            return nvml, self._watch(nvml)
+        except NvmlDriverError:
+            nvml.stop()
+            raise
+        except pynvml.NVMLError as e:
+            nvml.stop()
+            raise NvmlDriverError(f"registering events: {e}") from None
 
     def _watch(self, nvml: Nvml) -> XidWatcher | None:
         if not self._xid_events:
