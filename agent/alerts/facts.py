@@ -74,12 +74,13 @@ def verdict(event: VerdictEvent) -> Facts:
 
 
 def gpu_fault(event: GpuFaultEvent) -> Facts:
+    gpu = event.uuid or event.pci_bus_id
     if event.fault == GpuFault.XID:
         sev = Severity.CRITICAL if event.xid in FATAL_XIDS else Severity.WARNING
-        return Facts(f"gpu/{event.uuid}/xid/{event.xid}", AlertKind.GPU_FAULT, sev, event.cleared, False)
+        return Facts(f"gpu/{gpu}/xid/{event.xid}", AlertKind.GPU_FAULT, sev, event.cleared, False)
     critical = (GpuFault.LOST, GpuFault.ECC, GpuFault.UNRESPONSIVE)
     sev = Severity.CRITICAL if event.fault in critical else Severity.WARNING
-    return Facts(f"gpu/{event.uuid}/{event.fault}", AlertKind.GPU_FAULT, sev, event.cleared, True)
+    return Facts(f"gpu/{gpu}/{event.fault}", AlertKind.GPU_FAULT, sev, event.cleared, True)
 
 
 def collector_failing(event: CollectorFailingEvent) -> Facts:

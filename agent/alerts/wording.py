@@ -144,8 +144,8 @@ def gpu_fault(
 ) -> Message:
     host = scene.node.hostname
     key = f"t.gpu.{event.fault}" if f"t.gpu.{event.fault}" in i18n.TEXT else "t.gpu.other"
-    title = t(key, lang, gpu=event.gpu, xid=event.xid, fault=event.fault, host=host)
-    gpu_line = f"GPU {event.gpu} · {event.model}" + (f" · {event.uuid}" if event.uuid else "")
+    title = t(key, lang, gpu=event.gpu_name, xid=event.xid, fault=event.fault, host=host)
+    gpu_line = " · ".join(x for x in (f"GPU {event.gpu_name}", event.model, event.uuid) if x)
     fields = [node_field, (t("gpus", lang), gpu_line)]
     if event.detail:
         fields.append((t("detail", lang), event.detail))
@@ -153,8 +153,8 @@ def gpu_fault(
         title=(t("resolved", lang) if event.cleared else "") + title,
         at=event.at,
         fields=tuple(fields),
-        gpus=(event.gpu,),
-        labels=labels(scene, f, fault=event.fault, gpu=event.gpu, gpu_uuid=event.uuid, xid=event.xid),
+        gpus=() if event.gpu is None else (event.gpu,),
+        labels=labels(scene, f, fault=event.fault, gpu=event.gpu_name, gpu_uuid=event.uuid, xid=event.xid),
         starts_at=event.at,
         **common,  # type: ignore[arg-type]
     )

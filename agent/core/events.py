@@ -124,13 +124,19 @@ class GpuFaultEvent(Event):
 
     kind_name: ClassVar[str] = "gpu_fault"
     fault: GpuFault
-    gpu: int
+    gpu: int | None  # NVML's index; None for a kernel-log Xid at an address NVML has not named
     uuid: str
     model: str
     detail: str = ""
     xid: int | None = None
     at: datetime = field(default_factory=lambda: datetime.now(UTC))
     cleared: bool = False
+    pci_bus_id: str = ""
+
+    @property
+    def gpu_name(self) -> str:
+        """How the GPU is named in words and keys: its index, else its PCI address."""
+        return str(self.gpu) if self.gpu is not None else self.pci_bus_id
 
 
 @dataclass(frozen=True, slots=True)

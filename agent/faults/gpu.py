@@ -9,7 +9,7 @@ come from the kernel log (``kernel_log.py``), counted once with NVML's (``xids.p
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -125,6 +125,10 @@ class GpuHealth(HasMetrics, HasStatus):
         # the GPUs by PCI address, learned while NVML answers: the kernel log names a GPU by it
         self._buses: dict[tuple[int, int, int], GpuStats] = {}
         self.unmapped_xids = 0
+        self.xids_by_address = 0
+        self._nvml_failing = False  # the GPU collector fails (not absent): NVML there but not answering
+        # Xids raised by PCI address before NVML named the GPU: counted against it once it does
+        self._unmapped: defaultdict[tuple[int, int, int], Counter[int]] = defaultdict(Counter)
         self._kernel_log = (
             KernelXidWatch(cfg.kernel_log, ctx.kernel_log, self.on_kernel_xid) if cfg.kernel_log else None
         )
@@ -141,6 +145,8 @@ class GpuHealth(HasMetrics, HasStatus):
     # --- comparing snapshots -----------------------------------------------------------------------
 
     def on_snapshot(self, snap: NodeSnapshot) -> None:
+        st = snap.collectors.get("gpu")
+        self._nvml_failing = st is not None and not st.success and not st.absent
         part = snap.part(GpuPart)
         if part is None:  # collector failed or timed out this tick: nothing to compare
             return
@@ -148,6 +154,8 @@ class GpuHealth(HasMetrics, HasStatus):
             key = bus_key(g.pci_bus_id) if g.pci_bus_id else None
             if key is not None:
                 self._buses[key] = g
+                for xid, n in self._unmapped.pop(key, {}).items():  # raised by address already
+                    self._tally.seen(g.index, xid, XidSource.KERNEL_LOG, n)
             prev = self._prev.get(g.index)
             self._lost(g, prev)
             self._xids(g, prev)
@@ -158,12 +166,22 @@ class GpuHealth(HasMetrics, HasStatus):
     def _publish(
         self, g: GpuStats, fault: GpuFault, detail: str, xid: int | None = None, cleared: bool = False
     ) -> None:
-        self.published[f"{fault}-cleared" if cleared else fault] += 1
-        self._bus.publish(
+        self._emit(
             GpuFaultEvent(
-                fault=fault, gpu=g.index, uuid=g.uuid, model=g.model, detail=detail, xid=xid, cleared=cleared
+                fault=fault,
+                gpu=g.index,
+                uuid=g.uuid,
+                model=g.model,
+                detail=detail,
+                xid=xid,
+                cleared=cleared,
+                pci_bus_id=g.pci_bus_id or "",
             )
         )
+
+    def _emit(self, ev: GpuFaultEvent) -> None:
+        self.published[f"{ev.fault}-cleared" if ev.cleared else ev.fault] += 1
+        self._bus.publish(ev)
 
     def _lost(self, g: GpuStats, prev: GpuStats | None) -> None:
         if g.unresponsive_seconds is not None or (prev is not None and prev.unresponsive_seconds is not None):
@@ -185,10 +203,34 @@ class GpuHealth(HasMetrics, HasStatus):
 
     def on_kernel_xid(self, x: KernelXid) -> None:
         g = self._buses.get(x.bus)
-        if g is None:
-            # NVML never answered for this address since the agent started (or it is not a GPU of ours)
+        if g is None and (self._buses or not self._nvml_failing):
+            # NVML named this node's GPUs and not this one (a GPU passed to a VM, or not ours), or
+            # there is no NVML: counted, not raised
             self.unmapped_xids += 1
-            log.warning("Xid in the kernel log for a GPU NVML never named", address=x.address, xid=x.xid)
+            log.warning("Xid in the kernel log for a GPU NVML does not name", address=x.address, xid=x.xid)
+            return
+        if g is None:
+            # NVML has failed since the agent started (a driver that hung before it first answered):
+            # the driver's line is still this node's GPU, raised by its address
+            self.xids_by_address += 1
+            self._unmapped[x.bus][x.xid] += 1
+            log.warning(
+                "GPU Xid error in the kernel log, at an address NVML has not named",
+                address=x.address,
+                xid=x.xid,
+                line=x.text,
+            )
+            self._emit(
+                GpuFaultEvent(
+                    fault=GpuFault.XID,
+                    gpu=None,
+                    uuid="",
+                    model="",
+                    xid=x.xid,
+                    pci_bus_id=x.address,
+                    detail=f"Xid {x.xid} (kernel log, a GPU NVML has not named): {x.text}",
+                )
+            )
             return
         log.warning("GPU Xid error in the kernel log", gpu=g.index, uuid=g.uuid, xid=x.xid, line=x.text)
         if self._tally.seen(g.index, x.xid, XidSource.KERNEL_LOG):
@@ -248,6 +290,7 @@ class GpuHealth(HasMetrics, HasStatus):
             "kernel_log": {
                 **(self._kernel_log.status() if self._kernel_log else {"path": None}),
                 "unmapped": self.unmapped_xids,
+                "by_address": self.xids_by_address,
             },
             "lines": lines,
         }

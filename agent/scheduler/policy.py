@@ -57,18 +57,18 @@ def fault_cause(ev: GpuFaultEvent, cfg: SchedulerSection) -> Cause | None:
     An Xid has no clearing event: its cause stands for ``resume_after`` (a few polls at least, so
     the drain is set), then the health gate (no Xid for ``resume_after``) holds the drain until the
     GPU has been quiet that long."""
-    who = f"gpu {ev.gpu}" + (f" ({ev.uuid})" if ev.uuid else "")
+    who = f"gpu {ev.gpu_name}" + (f" ({ev.uuid})" if ev.uuid else "")
     if ev.fault == GpuFault.LOST and cfg.drain_on_lost_gpu:
-        return Cause(f"gpu/{ev.gpu}/lost", _reason(f"{who} lost"))
+        return Cause(f"gpu/{ev.gpu_name}/lost", _reason(f"{who} lost"))
     if ev.fault == GpuFault.XID and ev.xid in cfg.drain_on_xids:
         stands = max(cfg.resume_after, 3 * cfg.poll_interval)
         return Cause(
-            f"gpu/{ev.gpu}/xid/{ev.xid}", _reason(f"xid {ev.xid} on {who}"), ev.at.timestamp() + stands
+            f"gpu/{ev.gpu_name}/xid/{ev.xid}", _reason(f"xid {ev.xid} on {who}"), ev.at.timestamp() + stands
         )
     if ev.fault == GpuFault.ECC and ev.detail.startswith(ROW_REMAP) and cfg.drain_on_row_remap_failure:
-        return Cause(f"gpu/{ev.gpu}/row-remap", _reason(f"row remap failed on {who}"))
+        return Cause(f"gpu/{ev.gpu_name}/row-remap", _reason(f"row remap failed on {who}"))
     if ev.fault in cfg.drain_on_degraded:  # stands until the condition clears
-        return Cause(f"gpu/{ev.gpu}/{ev.fault}", _reason(f"{ev.fault} on {who}: {ev.detail}"))
+        return Cause(f"gpu/{ev.gpu_name}/{ev.fault}", _reason(f"{ev.fault} on {who}: {ev.detail}"))
     return None
 
 

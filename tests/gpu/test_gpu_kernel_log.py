@@ -80,3 +80,57 @@ def test_kernel_log_xids_once_beside_nvml_and_while_nvml_hangs(agent_factory, fa
         for i in range(len(HGX_BUSES)):
             fake_nvml.set(i, delay_ms=0)
         assert agent.stop(20) == 0
+
+
+def test_kernel_log_xid_raised_by_address_while_nvml_has_never_answered(
+    agent_factory, fake_nvml: FakeNvml, nvml_env
+):
+    """The driver hung before the agent's first answer: the Xid is raised with the line's address, and
+    counted against the GPU once NVML names it (NVML's event for it then adds none)."""
+    need_kmsg_writer()
+    domain = own_domain()
+    for i, bus in enumerate(HGX_BUSES):
+        fake_nvml.set(i, pci_bus_id=f"{domain:08X}:{bus:02X}:00.0", delay_ms=HANG_MS)
+    old = write_xid(domain, HGX_BUSES[0], 13, "Graphics SM Warp Exception")
+
+    def ours() -> list[dict]:  # the agents of tests beside this one write lines of their own domains
+        return [
+            e
+            for e in agent.status()["recent_events"]
+            if e["type"] == "gpu_fault" and e["fault"] == "xid" and f"{domain:04x}" in e["pci_bus_id"].lower()
+        ]
+
+    with FakeChat() as chat:
+        bot = chat.add("wecom")
+        cfg = {
+            "agent": {"interval": "200ms", "collector_timeout": "400ms", "collector_failing_after": "1h"},
+            "alerts": {**FAST, "webhooks": [{"name": "ops", "type": "wecom", "url": bot.url}]},
+        }
+        agent = agent_factory(cfg, env=nvml_env)
+        agent.wait_for(
+            lambda: old in agent.status()["gpu-health"]["kernel_log"]["history"], what="the log's history"
+        )
+        agent.wait_for(lambda: agent.status()["degraded"], what="NVML failing to open")
+        address = f"{domain:04x}:{HGX_BUSES[3]:02x}:00"
+        write_xid(domain, HGX_BUSES[3], 79)
+        (raised,) = agent.wait_for(ours, what="the Xid raised by its address")
+        assert (raised["gpu"], raised["xid"], raised["pci_bus_id"]) == (None, 79, address)
+        bot.wait(
+            lambda b: any(f"Xid 79 on GPU {address}" in m["markdown"]["content"] for m in b.accepted),
+            timeout=15,
+            what="the Xid 79 alert",
+        )
+        assert agent.status()["gpu-health"]["kernel_log"]["by_address"] >= 1
+
+        for i in range(len(HGX_BUSES)):
+            fake_nvml.set(i, delay_ms=0)
+        agent.wait_for(lambda: agent.metrics().count("training_node_gpu_up{") == 8, timeout=30, what="8 GPUs")
+        fake_nvml.add_xid(3, 79)  # NVML's event for the same error, once it answers
+        agent.wait_for(
+            lambda: agent.status()["gpu-health"]["xids_seen"] == {"nvml": 1, "kernel-log": 1}, what="NVML's"
+        )
+        assert len(ours()) == 1
+        write_xid(domain, HGX_BUSES[3], 79)  # a second one: now GPU 3's
+        agent.wait_for(lambda: len(ours()) == 2, what="the second Xid 79")
+        assert ours()[-1]["gpu"] == 3
+        assert agent.stop(20) == 0
