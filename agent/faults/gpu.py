@@ -96,8 +96,8 @@ def gpus_missing(snap: NodeSnapshot) -> str | None:
     part = snap.part(GpuPart)
     if part is None:
         return None
-    hung = [str(g.index) for g in part.gpus if g.unresponsive_seconds is not None]
-    lost = [str(g.index) for g in part.gpus if not g.up and g.unresponsive_seconds is None]
+    hung = [str(g.index) for g in part.gpus if g.hung]
+    lost = [str(g.index) for g in part.gpus if g.lost]
     words = [f"GPU {', '.join(hung)} unresponsive (NVML calls do not return)"] if hung else []
     words += [f"GPU {', '.join(lost)} lost"] if lost else []
     return "; ".join(words) or None
@@ -123,7 +123,7 @@ class GpuHealth(HasMetrics, HasStatus):
         self.published: Counter[str] = Counter()
         self._tally = XidTally()  # NVML's events and the kernel log's lines: one event per Xid
         # the GPUs by PCI address, learned while NVML answers: the kernel log names a GPU by it
-        self._buses: dict[tuple[int, int, int], GpuStats] = {}
+        self._buses: dict[tuple[int, int, int], int] = {}
         self.unmapped_xids = 0
         self.xids_by_address = 0
         self._nvml_failing = False  # the GPU collector fails (not absent): NVML there but not answering
@@ -151,17 +151,23 @@ class GpuHealth(HasMetrics, HasStatus):
         if part is None:  # collector failed or timed out this tick: nothing to compare
             return
         for g in part.gpus:
-            key = bus_key(g.pci_bus_id) if g.pci_bus_id else None
-            if key is not None:
-                self._buses[key] = g
-                for xid, n in self._unmapped.pop(key, {}).items():  # raised by address already
-                    self._tally.seen(g.index, xid, XidSource.KERNEL_LOG, n)
             prev = self._prev.get(g.index)
+            if g.pci_bus_id and (prev is None or prev.pci_bus_id != g.pci_bus_id):
+                self._learn_address(g.index, g.pci_bus_id)
             self._lost(g, prev)
             self._xids(g, prev)
             self._memory_errors(g, prev)
             self._conditions(g, snap.monotonic)
             self._prev[g.index] = g
+
+    def _learn_address(self, index: int, pci_bus_id: str) -> None:
+        """Parsed when NVML first names the GPU, not at every tick: the address is fixed for a boot."""
+        key = bus_key(pci_bus_id)
+        if key is None:
+            return
+        self._buses[key] = index
+        for xid, n in self._unmapped.pop(key, {}).items():  # raised by address already
+            self._tally.seen(index, xid, XidSource.KERNEL_LOG, n)
 
     def _publish(
         self, g: GpuStats, fault: GpuFault, detail: str, xid: int | None = None, cleared: bool = False
@@ -184,7 +190,7 @@ class GpuHealth(HasMetrics, HasStatus):
         self._bus.publish(ev)
 
     def _lost(self, g: GpuStats, prev: GpuStats | None) -> None:
-        if g.unresponsive_seconds is not None or (prev is not None and prev.unresponsive_seconds is not None):
+        if g.hung or (prev is not None and prev.hung):
             return  # a call that hangs is not a GPU that fell off the bus: _unresponsive says it
         if not g.up and (prev is None or prev.up):
             self._publish(
@@ -202,7 +208,8 @@ class GpuHealth(HasMetrics, HasStatus):
                 )
 
     def on_kernel_xid(self, x: KernelXid) -> None:
-        g = self._buses.get(x.bus)
+        index = self._buses.get(x.bus)
+        g = self._prev.get(index) if index is not None else None
         if g is None and (self._buses or not self._nvml_failing):
             # NVML named this node's GPUs and not this one (a GPU passed to a VM, or not ours), or
             # there is no NVML: counted, not raised
@@ -265,8 +272,8 @@ class GpuHealth(HasMetrics, HasStatus):
 
     def status(self) -> dict[str, object]:
         gpus = self._prev.values()
-        hung = sorted((g.index, g.unresponsive_seconds) for g in gpus if g.unresponsive_seconds is not None)
-        lost = [g for g in self._prev.values() if not g.up and g.unresponsive_seconds is None]
+        hung = sorted((g.index, g.unresponsive_seconds or 0.0) for g in gpus if g.hung)
+        lost = [g for g in gpus if g.lost]
         raised = sorted(
             (index, fault, st.evidence)
             for (index, fault), st in self._held.items()

@@ -194,7 +194,7 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
         if self.gpus_at_start is None:
             self.gpus_at_start = frozenset(g.index for g in part.gpus)
         self.gpus_up = frozenset(g.index for g in part.gpus if g.up)
-        self.gpus_unresponsive = frozenset(g.index for g in part.gpus if g.unresponsive_seconds is not None)
+        self.gpus_unresponsive = frozenset(g.index for g in part.gpus if g.hung)
 
     # --- the health gate ---------------------------------------------------------------------------
 

@@ -145,6 +145,16 @@ class GpuStats:
         "Power draw at the instant of the read (NVML_FI_DEV_POWER_INSTANT); power_watts is the tick's mean.",
     )
 
+    @property
+    def hung(self) -> bool:
+        """Its NVML calls do not return: no figures, but not lost (it may answer again)."""
+        return self.unresponsive_seconds is not None
+
+    @property
+    def lost(self) -> bool:
+        """Fallen off the bus (NVML: GPU is lost)."""
+        return not self.up and self.unresponsive_seconds is None
+
 
 FIGURES: tuple[tuple[str, Figure], ...] = tuple(
     (f.name, f.metadata["figure"]) for f in fields(GpuStats) if "figure" in f.metadata
