@@ -20,6 +20,14 @@ from fake_chat import FakeChat
 HANG_MS = 4000  # each NVML call: twenty times the call timeout (half the collector's)
 
 
+def alerting(url: str) -> dict:
+    """Ticks of 200 ms, NVML calls timed out at 200 ms, Xids alerted to a WeCom bot at ``url``."""
+    return {
+        "agent": {"interval": "200ms", "collector_timeout": "400ms", "collector_failing_after": "1h"},
+        "alerts": {**FAST, "webhooks": [{"name": "ops", "type": "wecom", "url": url}]},
+    }
+
+
 def xid_events(agent) -> list[tuple[int, int]]:
     return [
         (e["gpu"], e["xid"])
@@ -36,11 +44,7 @@ def test_kernel_log_xids_once_beside_nvml_and_while_nvml_hangs(agent_factory, fa
     old = write_xid(domain, HGX_BUSES[1], 13, "Graphics SM Warp Exception")  # before the agent starts
     with FakeChat() as chat:
         bot = chat.add("wecom")
-        cfg = {
-            "agent": {"interval": "200ms", "collector_timeout": "400ms", "collector_failing_after": "1h"},
-            "alerts": {**FAST, "webhooks": [{"name": "ops", "type": "wecom", "url": bot.url}]},
-        }
-        agent = agent_factory(cfg, env=nvml_env)
+        agent = agent_factory(alerting(bot.url), env=nvml_env)
         agent.wait_for(lambda: agent.metrics().count("training_node_gpu_up{") == 8, what="8 GPUs")
         health = agent.wait_for(
             lambda: (h := agent.status()["gpu-health"])["kernel_log"]["history_xids"] and h, what="history"
@@ -102,11 +106,7 @@ def test_kernel_log_xid_raised_by_address_while_nvml_has_never_answered(
 
     with FakeChat() as chat:
         bot = chat.add("wecom")
-        cfg = {
-            "agent": {"interval": "200ms", "collector_timeout": "400ms", "collector_failing_after": "1h"},
-            "alerts": {**FAST, "webhooks": [{"name": "ops", "type": "wecom", "url": bot.url}]},
-        }
-        agent = agent_factory(cfg, env=nvml_env)
+        agent = agent_factory(alerting(bot.url), env=nvml_env)
         agent.wait_for(
             lambda: old in agent.status()["gpu-health"]["kernel_log"]["history"], what="the log's history"
         )
