@@ -35,7 +35,9 @@ Kind = Annotated[str, choice_from(kind_choices)]
 class SchedulerSection(StrictModel):
     kind: Kind = Field(SchedulerKind.NONE, description="none, slurm, or auto (slurm if slurmd runs)")
     node_name: str = Field(
-        "", description="this node's Slurm NodeName; empty = the one `slurmd -C` reports (never the hostname)"
+        "",
+        description="this node's name in the scheduler (Slurm's NodeName), for the scheduler action and"
+        " the jobs source alike; empty = the one `slurmd -C` reports (never the hostname)",
     )
     drain_on_notices: list[str] = Field(
         default_factory=lambda: [

@@ -78,7 +78,7 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
         self.cfg = ctx.cfg.scheduler
         self.gpu_enabled = ctx.cfg.gpu.enabled
         self.backend: SchedulerBackend | None = None
-        self.node_name: str | None = self.cfg.node_name or None
+        self.node_name: str | None = ctx.cfg.node_name or None
         self.node: NodeInfo | None = None
         self.error: str | None = None  # the last scheduler failure, until a call works again
         self.causes: dict[str, Cause] = {}
