@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from declarations import scheduler_gaps
 
 from agent.alerts import i18n
 from agent.config import ConfigError, parse_config
@@ -72,6 +73,7 @@ async def _until(what: str, ok: Callable[[], object], timeout: float = 10.0) -> 
 
 
 def test_the_toy_is_declared_and_every_reader_sees_it(toy):
+    assert scheduler_gaps(toy.ToyBackend) == []
     assert backend.backend_class("toy") is toy.ToyBackend and backend.kinds()[-1] == "toy"
     assert parse_config({"scheduler": {"kind": "toy"}}).scheduler.kind == "toy"
     assert i18n.scheduler("toy", Language.ZH_CN) == "玩具调度器"
