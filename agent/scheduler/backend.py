@@ -53,8 +53,8 @@ class JobInfo:
     requeueable: bool  # the scheduler may start it again elsewhere; else it ends with the node
 
 
-# the pieces a backend defines itself: two words, then its calls (each raises SchedulerError)
-REQUIRED_WORDS = ("kind", "words")
+# the pieces a backend defines itself: two class attributes, then its calls (each raises SchedulerError)
+REQUIRED_ATTRS = ("kind", "words")
 REQUIRED_CALLS = ("detect", "own_name", "node", "jobs_on", "drain", "resume", "requeue", "cancel")
 _DECLARED: dict[str, type[SchedulerBackend]] = {}
 
@@ -75,7 +75,7 @@ class SchedulerBackend:
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
-        lacks = [n for n in REQUIRED_WORDS if n not in cls.__dict__]
+        lacks = [n for n in REQUIRED_ATTRS if n not in cls.__dict__]
         lacks += [n for n in REQUIRED_CALLS if _defined_by(cls, n) is SchedulerBackend]
         if lacks:
             raise TypeError(f"scheduler backend {cls.__name__} does not define {', '.join(lacks)}")

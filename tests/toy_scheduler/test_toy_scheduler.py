@@ -174,13 +174,13 @@ def _load(text: str) -> None:
 def test_the_toy_defines_exactly_the_required_pieces_and_a_whole_copy_loads(toy):
     tree = ast.parse(TOY.read_text())
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ToyBackend"]
-    assert {_name(n) for n in cls.body} - {"order"} == {*backend.REQUIRED_WORDS, *backend.REQUIRED_CALLS}
+    assert {_name(n) for n in cls.body} - {"order"} == {*backend.REQUIRED_ATTRS, *backend.REQUIRED_CALLS}
     backend.forget("toy")
     _load(TOY.read_text())  # the copy loads as it is: each refusal below is the missing piece's
     assert backend.backend_class("toy") is not None
 
 
-@pytest.mark.parametrize("piece", [*backend.REQUIRED_WORDS, *backend.REQUIRED_CALLS])
+@pytest.mark.parametrize("piece", [*backend.REQUIRED_ATTRS, *backend.REQUIRED_CALLS])
 def test_a_toy_that_leaves_out_a_piece_is_refused_naming_it(toy, piece):
     with pytest.raises(TypeError, match=rf"scheduler backend ToyBackend does not define {piece}$"):
         _load(_without(piece))
