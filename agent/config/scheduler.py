@@ -33,7 +33,11 @@ Kind = Annotated[str, choice_from(kind_choices)]
 
 
 class SchedulerSection(StrictModel):
-    kind: Kind = Field(SchedulerKind.NONE, description="none, slurm, or auto (slurm if slurmd runs)")
+    kind: Kind = Field(
+        SchedulerKind.NONE,
+        description="none, a backend's kind (slurm), or auto (the first backend that finds itself here:"
+        " slurm if slurmd runs)",
+    )
     node_name: str = Field(
         "",
         description="this node's name in the scheduler (Slurm's NodeName), for the scheduler action and"
