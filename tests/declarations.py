@@ -1,5 +1,6 @@
-"""What each declaration's readers must find in it: a cloud (agent/preemption/clouds/<cloud>.py)
-and a chat channel (agent/alerts/services/<service>.py). Each check names the reader that lacks
+"""What each declaration's readers must find in it: a cloud (agent/preemption/clouds/<cloud>.py),
+a chat channel (agent/alerts/services/<service>.py) and a scheduler backend
+(agent/scheduler/backends/<kind>.py). Each check names the reader that lacks
 the piece, so a new cloud or channel that passes here is seen everywhere it should be."""
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from agent.preemption import registry
 from agent.preemption.detect import Dmi, classify
 from agent.preemption.provider import Provider
 from agent.preemption.registry import CloudSpec
+from agent.scheduler import backend
+from agent.scheduler.backend import SchedulerBackend
 
 ALERTS_TESTS = str(Path(__file__).parent / "alerts")  # where fake_chat.py lives
 if ALERTS_TESTS not in sys.path:
@@ -102,6 +105,22 @@ def cloud_gaps(spec: CloudSpec) -> list[str]:
         gaps.append(f"drill report: no row for {name} with its {spec.notice.seconds:g} s notice")
     elif spec.notice.label not in report["verdict_line"]:
         gaps.append(f"drill report: the verdict does not judge against {spec.notice.label}")
+    return gaps
+
+
+def scheduler_gaps(cls: type[SchedulerBackend]) -> list[str]:
+    """Every reader of the backend's declaration that does not see it; [] when all do."""
+    kind, gaps = cls.kind, []
+    if backend.backend_class(kind) is not cls:
+        gaps.append(f"component: backend.backend_class({kind!r}) is not {cls.__name__}")
+    try:
+        if parse_config({"scheduler": {"kind": kind}}).scheduler.kind != kind:
+            gaps.append("config: [scheduler] kind lost it")
+    except ConfigError as e:
+        gaps.append(f"config: {'; '.join(e.problems)}")
+    for lang, word in zip(Language, cls.words, strict=True):
+        if not word or i18n.scheduler(kind, lang) != word:
+            gaps.append(f"alerts: its {lang} name is {i18n.scheduler(kind, lang)!r}, not {word!r}")
     return gaps
 
 

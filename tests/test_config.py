@@ -206,3 +206,18 @@ def test_market_mistake_names_every_choice():
     with pytest.raises(ConfigError) as e:
         parse_config({"cost": {"market": "reserved"}})
     assert e.value.problems == ["cost.market: Input should be 'spot', 'on-demand' or 'auto' (got 'reserved')"]
+
+
+def test_one_node_name_with_the_old_jobs_key_as_its_alias():
+    """[scheduler] node_name names the node for the scheduler action and the jobs source alike; an
+    old config's [jobs] node_name is still read where it is the only one, and two that differ are
+    refused rather than one silently winning."""
+    assert parse_config({"scheduler": {"node_name": "cn-17"}}).node_name == "cn-17"
+    assert parse_config({"jobs": {"node_name": "cn-17"}}).node_name == "cn-17"
+    same = {"jobs": {"node_name": "cn-17"}, "scheduler": {"node_name": "cn-17"}}
+    assert parse_config(same).node_name == "cn-17"
+    assert parse_config({}).node_name == ""
+    with pytest.raises(
+        ConfigError, match=r"\[jobs\] node_name 'cn-1' and \[scheduler\] node_name 'cn-17' differ"
+    ):
+        parse_config({"jobs": {"node_name": "cn-1"}, "scheduler": {"node_name": "cn-17"}})

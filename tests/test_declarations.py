@@ -4,11 +4,12 @@ vocabulary names exactly the declared ones. A failure names the reader that miss
 from __future__ import annotations
 
 import pytest
-from declarations import channel_gaps, cloud_gaps
+from declarations import channel_gaps, cloud_gaps, scheduler_gaps
 
 from agent.alerts.services import channel_types
-from agent.core.vocabulary import ChannelType, Cloud
+from agent.core.vocabulary import ChannelType, Cloud, SchedulerKind
 from agent.preemption import registry
+from agent.scheduler import backend
 
 
 @pytest.mark.parametrize("spec", registry.clouds(), ids=lambda s: s.name)
@@ -58,3 +59,14 @@ def test_a_channel_that_forgets_a_piece_is_refused_when_defined():
                 raise NotImplementedError
 
     assert channel_types()[ChannelType.SLACK].__name__ == "Slack"  # the refused class replaced nothing
+
+
+@pytest.mark.parametrize("cls", backend.backends(), ids=lambda c: c.kind)
+def test_every_reader_sees_the_scheduler_backend(cls):
+    assert scheduler_gaps(cls) == []
+
+
+def test_the_vocabulary_names_the_declared_scheduler_backends():
+    built_in = {c.kind for c in backend.backends() if c.__module__.startswith("agent.")}
+    words = set(SchedulerKind) - {SchedulerKind.NONE, SchedulerKind.AUTO}
+    assert built_in == words == {SchedulerKind.SLURM}, "a SchedulerKind with no backends/<kind>.py, or back"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from agent.core.vocabulary import Bucket, Cloud, Language, NoticeKind, Verdict
 from agent.preemption import registry
+from agent.scheduler import backend
 
 TEXT: dict[str, tuple[str, str]] = {
     # field labels
@@ -89,8 +90,14 @@ TEXT: dict[str, tuple[str, str]] = {
         "{count} job(s) on {host} cannot be requeued: they end with the node",
         "{host} 上 {count} 个作业无法重新排队，将随节点结束",
     ),
-    "t.scheduler.failing": ("Slurm does not answer the agent on {host}", "{host} 的 Slurm 未响应节点代理"),
-    "t.scheduler.failing_cleared": ("Slurm answers the agent again on {host}", "{host} 的 Slurm 已恢复响应"),
+    "t.scheduler.failing": (
+        "{scheduler} does not answer the agent on {host}",
+        "{host} 的 {scheduler} 未响应节点代理",
+    ),
+    "t.scheduler.failing_cleared": (
+        "{scheduler} answers the agent again on {host}",
+        "{host} 的 {scheduler} 已恢复响应",
+    ),
     "t.scheduler.other": ("Scheduler: {problem} on {host}", "{host} 调度器：{problem}"),
     "t.agent.started": ("Agent started on {host}", "{host} 节点代理已启动"),
     "t.agent.stopping": ("Agent stopping on {host}", "{host} 节点代理正在停止"),
@@ -139,6 +146,7 @@ NOTICE_KINDS: dict[str, tuple[str, str]] = {
 }
 
 DRILL_WORDS = ("drill", "演练")  # the agent's own notices; each cloud's words are in its declaration
+SCHEDULER_WORDS = ("The scheduler", "调度器")  # each backend's own words are in its declaration
 
 VERDICTS: dict[str, tuple[str, str]] = {
     Verdict.COMPUTE: ("Compute-bound", "计算瓶颈"),
@@ -167,6 +175,12 @@ def cloud(provider: str, lang: str) -> str:
         return _pick(DRILL_WORDS, lang)
     spec = registry.find(provider)
     return _pick(spec.words, lang) if spec is not None else provider
+
+
+def scheduler(kind: str, lang: str) -> str:
+    """A scheduler backend's name (agent/scheduler/backends/), or the generic word where none is known."""
+    cls = backend.backend_class(kind)
+    return _pick(cls.words if cls is not None else SCHEDULER_WORDS, lang)
 
 
 def bucket_name(bucket: str, lang: str) -> str:

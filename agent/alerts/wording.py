@@ -268,7 +268,8 @@ def scheduler(
     else:
         key = f"t.scheduler.{event.problem}"
         key = key if key in i18n.TEXT else "t.scheduler.other"
-    title = t(key, lang, count=len(event.jobs), problem=event.problem, host=host)
+    said = i18n.scheduler(event.scheduler, lang)
+    title = t(key, lang, count=len(event.jobs), problem=event.problem, host=host, scheduler=said)
     fields = [node_field]
     if event.jobs:
         fields.append((t("jobs", lang), "; ".join(event.jobs)))
@@ -280,7 +281,7 @@ def scheduler(
         title=(t("resolved", lang) if event.cleared else "") + title,
         at=event.at,
         fields=tuple(fields),
-        labels=labels(scene, f, problem=event.problem, slurm_node=event.node),
+        labels=labels(scene, f, problem=event.problem, scheduler=event.scheduler, scheduler_node=event.node),
         starts_at=event.at,
         **common,  # type: ignore[arg-type]
     )

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from agent.config.alerts import AlertsSection
 from agent.config.classifier import ClassifierSection
@@ -45,6 +45,22 @@ class Config(StrictModel):
     jobs: JobsSection = Field(default_factory=JobsSection)
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
     fleet: FleetSection = Field(default_factory=FleetSection)
+
+    @model_validator(mode="after")
+    def _one_node_name(self) -> Config:
+        old, new = self.jobs.node_name, self.scheduler.node_name
+        if old and new and old != new:
+            raise ValueError(
+                f"[jobs] node_name {old!r} and [scheduler] node_name {new!r} differ: set [scheduler]"
+                " node_name only (the jobs source reads it too)"
+            )
+        return self
+
+    @property
+    def node_name(self) -> str:
+        """This node's name in the scheduler: ``[scheduler] node_name``, else the deprecated
+        ``[jobs] node_name``; "" lets the scheduler say (``slurmd -C``)."""
+        return self.scheduler.node_name or self.jobs.node_name
 
 
 class ConfigError(Exception):

@@ -19,8 +19,8 @@ class JobsSection(StrictModel):
     node_name: str = Field(
         "",
         pattern=r"^[A-Za-z0-9._-]*$",
-        description="this node's Slurm name for `scontrol listpids`; empty: [scheduler] node_name, else"
-        " slurmd's own (the hostname)",
+        description="deprecated: set [scheduler] node_name, which both read (this one is taken where that"
+        " one is empty; the two may not differ)",
     )
     timeout: Duration = Field("5s", gt=0, le=60, description="one scontrol call's limit")
     refresh: Duration = Field(

@@ -1,11 +1,14 @@
-"""[scheduler]: what the cluster's scheduler (Slurm) is told about this node, and when."""
+"""[scheduler]: what the cluster's scheduler (a backend: Slurm built in) is told about this node, and when."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, field_validator
 
-from agent.config.types import Duration, StrictModel
+from agent.config.types import Duration, StrictModel, choice_from
 from agent.core.vocabulary import GpuFault, NoticeKind, OnReclaim, SchedulerKind
+from agent.scheduler import backend
 
 # Xids that mean the GPU cannot run the next job (79 fell off the bus, 48 a double-bit ECC error,
 # 74 NVLink, 95 uncontained ECC); the program's own Xids (13, 31, 43, 45) never drain a node
@@ -21,10 +24,24 @@ DEGRADED = (
 )
 
 
+def kind_choices() -> tuple[str, ...]:
+    """none, a declared backend's kind (agent/scheduler/backends/), or auto."""
+    return (SchedulerKind.NONE, *backend.kinds(), SchedulerKind.AUTO)
+
+
+Kind = Annotated[str, choice_from(kind_choices)]
+
+
 class SchedulerSection(StrictModel):
-    kind: SchedulerKind = Field(SchedulerKind.NONE, description="none, slurm, or auto (slurm if slurmd runs)")
+    kind: Kind = Field(
+        SchedulerKind.NONE,
+        description="none, a backend's kind (slurm), or auto (the first backend that finds itself here:"
+        " slurm if slurmd runs)",
+    )
     node_name: str = Field(
-        "", description="this node's Slurm NodeName; empty = the one `slurmd -C` reports (never the hostname)"
+        "",
+        description="this node's name in the scheduler (Slurm's NodeName), for the scheduler action and"
+        " the jobs source alike; empty = the one `slurmd -C` reports (never the hostname)",
     )
     drain_on_notices: list[str] = Field(
         default_factory=lambda: [
@@ -49,14 +66,16 @@ class SchedulerSection(StrictModel):
     on_reclaim: OnReclaim = Field(
         OnReclaim.REQUEUE, description="the node's running jobs when the checkpoint episode ends"
     )
-    dry_run: bool = Field(False, description="log and report what would be done; change nothing in Slurm")
+    dry_run: bool = Field(
+        False, description="log and report what would be done; change nothing in the scheduler"
+    )
     resume_after: Duration = Field(
         "2m", ge=0, description="the health gate must hold this long before the agent lifts its own drain"
     )
     notice_expiry: Duration = Field(
         "10m", gt=0, description="a notice still standing this long past its deadline was no reclaim"
     )
-    command_timeout: Duration = Field("10s", gt=0, le=300, description="one scontrol call's limit")
+    command_timeout: Duration = Field("10s", gt=0, le=300, description="one call's limit (scontrol)")
     poll_interval: Duration = Field("2s", gt=0, le=300, description="how often the node's state is read")
     retry_max: Duration = Field(
         "30s", gt=0, description="the longest wait between retries of a failed action"

@@ -141,12 +141,13 @@ class GpuFaultEvent(Event):
 
 @dataclass(frozen=True, slots=True)
 class SchedulerEvent(Event):
-    """The scheduler action needs an operator: jobs that cannot be requeued, or Slurm failing
+    """The scheduler action needs an operator: jobs that cannot be requeued, or the scheduler failing
     (``cleared`` when it answers again). Once per reclaim, once per outage."""
 
     kind_name: ClassVar[str] = "scheduler"
     problem: str  # a SchedulerProblem
-    node: str  # the Slurm node name
+    node: str  # the node's name in the scheduler
+    scheduler: str = ""  # its backend's kind ("slurm"); "" where none was set up
     detail: str = ""
     jobs: tuple[str, ...] = ()  # "job 4127 `llama-7b` (alice)"
     event_id: str = ""  # the notice's, for a reclaim

@@ -1,22 +1,22 @@
-"""The scheduler action: drain this node in Slurm on a notice or a GPU fault, requeue its jobs when
-the checkpoint episode ends, and lift the agent's own drain once the node is healthy again.
+"""The scheduler action: drain this node in the cluster's scheduler on a notice or a GPU fault,
+requeue its jobs when the checkpoint episode ends, and lift the agent's own drain once the node is
+healthy again. The scheduler is a backend (``backend.py``; Slurm in ``backends/slurm.py``): this
+part knows only its neutral calls.
 
-Two loops, so that Slurm never slows anything else: ``_events`` only records what the bus says (a
-cause appears or goes, an episode ended) and wakes ``_reconcile``, which reads the node from
-slurmctld and does what ``policy.decide`` says. A failed or slow ``scontrol`` is retried with the
-agent's backoff; what is wanted stays wanted, so a drain that could not be set while slurmctld was
-down is set when it answers again. The checkpoint action never waits on this part.
+Two loops, so that the scheduler never slows anything else: ``_events`` only records what the bus
+says (a cause appears or goes, an episode ended) and wakes ``_reconcile``, which reads the node from
+the scheduler and does what ``policy.decide`` says. A failed or slow call is retried with the
+agent's backoff; what is wanted stays wanted, so a drain that could not be set while the scheduler
+was down is set when it answers again. The checkpoint action never waits on this part.
 """
 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -41,11 +41,11 @@ from agent.core.vocabulary import (
     SchedulerProblem,
 )
 from agent.runtime.context import Context
-from agent.scheduler import policy
+from agent.scheduler import backend, policy
 from agent.scheduler import status as scheduler_status
+from agent.scheduler.backend import NodeInfo, SchedulerBackend, SchedulerError
 from agent.scheduler.control import routes
 from agent.scheduler.policy import Cause, GateInputs, Step
-from agent.scheduler.slurm import NodeInfo, Scontrol, SlurmError, slurmd_node_name
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import GpuPart
 
@@ -70,18 +70,6 @@ class _Reclaim:
     dry: bool
 
 
-def slurmd_runs(procfs: str = "/proc") -> bool:
-    """A process named slurmd runs on this node (``kind = "auto"``)."""
-    for p in Path(procfs).iterdir():
-        if p.name.isdigit():
-            try:
-                if (p / "comm").read_text().strip() == "slurmd":
-                    return True
-            except OSError:
-                continue
-    return False
-
-
 class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
     name = "scheduler"
 
@@ -89,10 +77,10 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
         self.ctx = ctx
         self.cfg = ctx.cfg.scheduler
         self.gpu_enabled = ctx.cfg.gpu.enabled
-        self.slurm: Scontrol | None = None
-        self.node_name: str | None = self.cfg.node_name or None
+        self.backend: SchedulerBackend | None = None
+        self.node_name: str | None = ctx.cfg.node_name or None
         self.node: NodeInfo | None = None
-        self.error: str | None = None  # the last Slurm failure, until a call works again
+        self.error: str | None = None  # the last scheduler failure, until a call works again
         self.causes: dict[str, Cause] = {}
         self.reclaims: list[_Reclaim] = []
         self.would: dict[str, list[str]] = {}  # event id (or "dry-run") -> what would have been done
@@ -129,23 +117,23 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
         pass
 
     async def _setup(self) -> None:
-        kind = self.cfg.kind
-        if kind == SchedulerKind.AUTO:
-            found = shutil.which("scontrol") is not None and await asyncio.to_thread(
-                slurmd_runs, self.ctx.cfg.agent.procfs
-            )
-            kind = SchedulerKind.SLURM if found else SchedulerKind.NONE
-            log.info("scheduler detected", kind=kind)
-        if kind != SchedulerKind.SLURM:
+        if self.cfg.kind == SchedulerKind.AUTO:
+            cls = await backend.detect(self.ctx.cfg)
+            log.info("scheduler detected", kind=cls.kind if cls else SchedulerKind.NONE)
+        else:
+            cls = backend.backend_class(self.cfg.kind)
+        if cls is None:
             return
+        on = cls(self.ctx.cfg)
         if self.node_name is None:
-            self.node_name = await slurmd_node_name(self.cfg.command_timeout)
-        if self.node_name is None:
-            self.error = "no Slurm node name: set [scheduler] node_name (slurmd -C did not say)"
-            log.error("scheduler off", why=self.error)
-            return
-        self.slurm = Scontrol(self.cfg.command_timeout)
-        log.info("scheduler on", kind=kind, node=self.node_name, dry_run=self.cfg.dry_run)
+            try:
+                self.node_name = await on.own_name()
+            except SchedulerError as e:
+                self.error = f"no {cls.words[0]} node name: set [scheduler] node_name ({e})"
+                log.error("scheduler off", why=self.error)
+                return
+        self.backend = on
+        log.info("scheduler on", kind=cls.kind, node=self.node_name, dry_run=self.cfg.dry_run)
 
     # --- what the bus says -------------------------------------------------------------------------
 
@@ -227,23 +215,28 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
     async def _reconcile_loop(self) -> None:
         while True:
             wait = self.cfg.poll_interval
-            # cleared before acting, not after: a notice or fault that arrives while scontrol is slow
-            # (slurmctld away, a loaded node) wakes the next round at once instead of a poll later
+            # cleared before acting, not after: a notice or fault that arrives while the scheduler is
+            # slow (its controller away, a loaded node) wakes the next round at once, not a poll later
             self.wake.clear()
-            if self.slurm is None:
+            if self.backend is None:
                 self.reclaims.clear()  # no scheduler: nothing to requeue, nothing to keep
             elif self.node_name is not None:
                 try:
-                    await self.reconcile(self.slurm, self.node_name)
+                    await self.reconcile(self.backend, self.node_name)
                     self._backoff.reset()
                     if self.error is not None:
-                        log.info("slurm answers again", node=self.node_name)
+                        log.info("scheduler answers again", kind=self.backend.kind, node=self.node_name)
                         self._alert(SchedulerProblem.FAILING, self.error, cleared=True)
                     self.error = None
-                except SlurmError as e:
+                except SchedulerError as e:
                     wait = min(wait, self._backoff.next())
                     if self.error is None:  # once per outage, not once per retry
-                        log.error("slurm action failed; retrying", node=self.node_name, error=str(e))
+                        log.error(
+                            "scheduler action failed; retrying",
+                            kind=self.backend.kind,
+                            node=self.node_name,
+                            error=str(e),
+                        )
                         self._alert(SchedulerProblem.FAILING, str(e))
                     self.error = str(e)
             self.changed.set()
@@ -254,12 +247,12 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
             except TimeoutError:
                 pass
 
-    async def reconcile(self, slurm: Scontrol, node: str) -> None:
+    async def reconcile(self, sched: SchedulerBackend, node: str) -> None:
         # the drain first: a job requeued off a node that still takes jobs could start there again
         wanted = policy.standing(self.causes, time.time())
         try:
-            self.node = info = await slurm.node(node)
-        except SlurmError:
+            self.node = info = await sched.node(node)
+        except SchedulerError:
             if wanted and not self.cfg.dry_run:  # a drain that is wanted and cannot be set yet
                 self._count(SchedulerAction.DRAIN, ActionOutcome.FAILED, None)
             raise
@@ -278,12 +271,12 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
             self._once(f"foreign/{d.reason}", "node drained by someone else: left as it is", reason=d.reason)
             self._count(SchedulerAction.DRAIN, ActionOutcome.FOREIGN, f"foreign/{d.reason}")
         elif d.step == Step.DRAIN:
-            await self._act(SchedulerAction.DRAIN, d.reason, slurm.drain(node, d.reason), reason=d.reason)
+            await self._act(SchedulerAction.DRAIN, d.reason, sched.drain(node, d.reason), reason=d.reason)
         elif d.step == Step.RESUME:
-            await self._act(SchedulerAction.RESUME, info.reason, slurm.resume(node), reason=info.reason)
-        await self._reclaims(slurm, node)
+            await self._act(SchedulerAction.RESUME, info.reason, sched.resume(node), reason=info.reason)
+        await self._reclaims(sched, node)
 
-    async def _reclaims(self, slurm: Scontrol, node: str) -> None:
+    async def _reclaims(self, sched: SchedulerBackend, node: str) -> None:
         """Requeue (or cancel) the node's running jobs for each episode that ended."""
         while self.reclaims:
             r = self.reclaims[0]
@@ -294,8 +287,8 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
             cancel = self.cfg.on_reclaim == OnReclaim.CANCEL
             action = SchedulerAction.CANCEL if cancel else SchedulerAction.REQUEUE
             try:
-                jobs = await slurm.jobs_on(node)
-            except SlurmError:
+                jobs = await sched.jobs_on(node)
+            except SchedulerError:
                 self._count(action, ActionOutcome.FAILED, None)
                 raise
             plan = policy.reclaim_plan(jobs, self.cfg.on_reclaim)
@@ -315,14 +308,14 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
                     log.info(f"dry run: would {action}", jobs=names, event_id=r.event_id)
                     self._count(action, ActionOutcome.DRY_RUN, None)
                 else:
-                    call = slurm.cancel(ids) if action == SchedulerAction.CANCEL else slurm.requeue(ids)
+                    call = sched.cancel(ids) if action == SchedulerAction.CANCEL else sched.requeue(ids)
                     await self._act(action, names, call, jobs=names, event_id=r.event_id)
             elif not plan.refused:
                 self._would(r.event_id, f"no running job on {node} to {action}")
             self.reclaims.pop(0)
 
     async def _act(self, action: SchedulerAction, what: str, call: Any, **fields: Any) -> None:
-        """Do one scontrol change, or say it in a dry run; count it either way."""
+        """Make one change in the scheduler, or say it in a dry run; count it either way."""
         if self.cfg.dry_run:
             call.close()  # the coroutine is never awaited: nothing is sent
             self._once(f"dry/{action}/{what}", f"dry run: would {action} {self.node_name}", **fields)
@@ -331,11 +324,11 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
             return
         try:
             await call
-        except SlurmError:
+        except SchedulerError:
             self._count(action, ActionOutcome.FAILED, None)
             raise
         self._count(action, ActionOutcome.OK, None)
-        log.info(f"slurm {action}", node=self.node_name, **fields)
+        log.info(f"scheduler {action}", node=self.node_name, **fields)
 
     def _count(self, action: SchedulerAction, outcome: ActionOutcome, once: str | None) -> None:
         if once is not None and f"count/{once}" in self._said:
@@ -346,7 +339,13 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
 
     def _alert(self, problem: SchedulerProblem, detail: str, **fields: Any) -> None:
         self.ctx.bus.publish(
-            SchedulerEvent(problem=problem, node=self.node_name or "", detail=detail, **fields)
+            SchedulerEvent(
+                problem=problem,
+                node=self.node_name or "",
+                scheduler=self.backend.kind if self.backend else "",
+                detail=detail,
+                **fields,
+            )
         )
 
     def _once(self, key: str, message: str, **fields: Any) -> None:

@@ -23,7 +23,7 @@ def routes(c: SchedulerComponent) -> list[Route]:
 
     async def on_would(request: web.Request) -> web.Response:
         event_id = request.query.get("event_id", "dry-run")
-        wait = min(10.0, float(request.query.get("wait", "0"))) if c.slurm is not None else 0.0
+        wait = min(10.0, float(request.query.get("wait", "0"))) if c.backend is not None else 0.0
         # a drill's report comes when its episode ends; the requeue it would do is decided in the
         # next reconcile, so wait for that (bounded) rather than answer half
         with contextlib.suppress(TimeoutError):

@@ -1,7 +1,7 @@
 """What to tell the scheduler: pure functions of the events, the config, the node's state and the clock.
 
 A *cause* is a reason to keep the node drained (a notice, a lost GPU, a fatal Xid). The agent owns a
-drain only when its reason starts with ``tna:``: ownership is read back from Slurm itself, so a
+drain only when its reason starts with ``tna:``: ownership is read back from the scheduler, so a
 restart or a lost state_dir never turns the agent's drain into a foreign one, nor a foreign one
 into the agent's.
 """
@@ -16,7 +16,7 @@ from fnmatch import fnmatchcase
 from agent.config.scheduler import SchedulerSection
 from agent.core.events import GpuFaultEvent, PreemptionEvent
 from agent.core.vocabulary import GpuFault, OnReclaim
-from agent.scheduler.slurm import JobInfo, NodeInfo, clean_reason
+from agent.scheduler.backend import JobInfo, NodeInfo, clean_reason
 
 OWN_PREFIX = "tna:"
 ROW_REMAP = "row remapping failed"  # agent/faults/gpu.py's detail for a failed row remap

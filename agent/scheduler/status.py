@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
+from agent.core.vocabulary import SchedulerKind
 from agent.scheduler import policy
+from agent.scheduler.backend import NodeInfo
 from agent.scheduler.policy import Step
-from agent.scheduler.slurm import NodeInfo
 
 if TYPE_CHECKING:
     from agent.scheduler.component import SchedulerComponent
@@ -23,18 +24,19 @@ def status(c: SchedulerComponent) -> dict[str, Any]:
         owner = "agent" if policy.owns(info.reason) else "foreign"
     wanted = policy.standing(c.causes, time.time())
     lines = []
-    if c.slurm is None:
-        if c.error:  # kind none says nothing; a Slurm that could not be set up says why
+    if c.backend is None:
+        if c.error:  # kind none says nothing; a scheduler that could not be set up says why
             lines.append(f"scheduler: {c.error}")
     else:
-        lines.append(f"slurm node {c.node_name}: {_state_words(info, owner)}")
+        kind = c.backend.kind
+        lines.append(f"{kind} node {c.node_name}: {_state_words(info, owner)}")
         lines += [f"  wants drained: {cause.reason}" for cause in wanted]
         if c.decision.step == Step.WAIT:
             lines.append(f"  drain stays: {c.decision.reason}")
         if c.error:
-            lines.append(f"  slurm failing: {c.error}")
+            lines.append(f"  {kind} failing: {c.error}")
     return {
-        "kind": "slurm" if c.slurm is not None else "none",
+        "kind": c.backend.kind if c.backend is not None else SchedulerKind.NONE,
         "node": c.node_name,
         "dry_run": c.cfg.dry_run,
         "state": info.state if info else None,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from agent.scheduler.slurm import Scontrol, SlurmError
+from agent.sources.jobs.scontrol import Scontrol, SlurmError
 
 
 async def test_missing_slow_and_failing_commands_are_one_line_errors() -> None:

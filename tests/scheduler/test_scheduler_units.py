@@ -13,8 +13,9 @@ from agent.config.scheduler import SchedulerSection
 from agent.core.events import GpuFaultEvent, PreemptionEvent
 from agent.core.vocabulary import GpuFault, OnReclaim
 from agent.scheduler import policy
+from agent.scheduler.backend import NodeInfo, clean_reason
+from agent.scheduler.backends.slurm import parse_jobs, parse_node, parse_slurmd_c, runs_on
 from agent.scheduler.policy import Cause, GateInputs, Step
-from agent.scheduler.slurm import NodeInfo, clean_reason, parse_jobs, parse_node, parse_slurmd_c, runs_on
 
 DATA = Path(__file__).parent / "data"
 
@@ -22,18 +23,18 @@ DATA = Path(__file__).parent / "data"
 def test_parse_a_drained_node_keeps_the_reason_with_its_spaces_and_drops_the_stamp() -> None:
     n = parse_node((DATA / "show-node-drain.txt").read_text())
     assert n.name == "tnan26917x0"
-    assert n.state == "ALLOCATED" and n.flags == {"DRAIN"} and n.drained
+    assert n.state == "ALLOCATED" and n.drained
     assert n.reason == "tna: spot-termination at 12:04:31Z x=y"
 
 
 def test_parse_a_node_without_reason() -> None:
     n = parse_node((DATA / "show-node-not-responding.txt").read_text())
-    assert n.state == "ALLOCATED" and n.flags == {"NOT_RESPONDING"} and not n.drained and n.reason == ""
+    assert n.state == "ALLOCATED" and not n.drained and n.reason == ""  # NOT_RESPONDING is no drain
 
 
 def test_parse_jobs_name_with_spaces_requeue_flag_and_node() -> None:
     jobs = parse_jobs((DATA / "show-job.txt").read_text())
-    assert [(j.job_id, j.name, j.user, j.state, j.requeueable) for j in jobs] == [
+    assert [(j.info.job_id, j.info.name, j.info.user, j.state, j.info.requeueable) for j in jobs] == [
         ("1", "llama 7b", "root", "RUNNING", True),
         ("2", "wrap", "root", "RUNNING", False),
     ]
@@ -101,7 +102,7 @@ def test_a_degraded_gpu_drains_only_where_the_operator_chose_it() -> None:
 
 
 def _node(drained: bool, reason: str = "") -> NodeInfo:
-    return NodeInfo("n", "IDLE", frozenset({"DRAIN"}) if drained else frozenset(), reason)
+    return NodeInfo("n", "IDLE", drained, reason)
 
 
 def test_decide_owns_only_its_own_drain() -> None:
@@ -125,7 +126,7 @@ def test_standing_drops_expired_causes() -> None:
 
 
 def test_reclaim_plan_leaves_non_requeueable_jobs_alone() -> None:
-    jobs = parse_jobs((DATA / "show-job.txt").read_text())
+    jobs = [j.info for j in parse_jobs((DATA / "show-job.txt").read_text())]
     p = policy.reclaim_plan(jobs, OnReclaim.REQUEUE)
     assert [j.job_id for j in p.act] == ["1"] and [j.job_id for j in p.refused] == ["2"]
     assert policy.job_words(p.act[0]) == "job 1 `llama 7b` (root)"
@@ -153,7 +154,7 @@ def test_the_alert_names_the_jobs_that_cannot_be_requeued_and_slurm_failing_once
     from agent.alerts.kinds import facts, render
     from agent.alerts.scene import Scene
     from agent.core.events import SchedulerEvent
-    from agent.core.vocabulary import Language, SchedulerProblem
+    from agent.core.vocabulary import Language, SchedulerKind, SchedulerProblem
     from agent.devtools.alert_examples import GPUS, NODE, NOW
 
     ev = SchedulerEvent(
@@ -165,17 +166,24 @@ def test_the_alert_names_the_jobs_that_cannot_be_requeued_and_slurm_failing_once
     assert msg.title == "1 job(s) on gpu-node-17 cannot be requeued: they end with the node"
     assert ("Jobs", "job 4127 `llama-7b` (alice)") in msg.fields
     assert ("alertname", "TrainingNodeScheduler") in msg.labels
-    failing = SchedulerEvent(SchedulerProblem.FAILING, "cn-17", detail="scontrol took longer than 10s")
-    back = SchedulerEvent(SchedulerProblem.FAILING, "cn-17", cleared=True)
+    failing = SchedulerEvent(
+        SchedulerProblem.FAILING, "cn-17", SchedulerKind.SLURM, detail="scontrol took longer than 10s"
+    )
+    back = SchedulerEvent(SchedulerProblem.FAILING, "cn-17", SchedulerKind.SLURM, cleared=True)
     ff, fb = facts(failing), facts(back)
     assert ff is not None and fb is not None
     assert ff.fingerprint == fb.fingerprint and ff.sustained and fb.resolved  # one alert per outage
     zh = render(failing, ff, Scene(NODE, GPUS, UTC, NOW), Language.ZH_CN)
     assert "Slurm" in zh.title and "gpu-node-17" in zh.title
+    assert ("scheduler_node", "cn-17") in zh.labels and ("scheduler", "slurm") in zh.labels
+    unset = render(
+        SchedulerEvent(SchedulerProblem.FAILING, "cn-17"), ff, Scene(NODE, GPUS, UTC, NOW), Language.EN
+    )
+    assert unset.title == "The scheduler does not answer the agent on gpu-node-17"
 
 
 def test_auto_finds_slurmd_by_its_process_name(tmp_path: Path) -> None:
-    from agent.scheduler.component import slurmd_runs
+    from agent.scheduler.backends.slurm import slurmd_runs
 
     for pid, comm in ((1, "systemd"), (40, "slurmstepd"), (41, "python3")):
         (tmp_path / str(pid)).mkdir()

@@ -45,7 +45,7 @@ class JobCollector:
         self.scontrol = scontrol
         # (pid, start time) -> (its job or None, how it was found, when it was looked at)
         self._seen: dict[tuple[int, int], tuple[ProcJob | None, JobSource | None, float]] = {}
-        self._installed = shutil.which(scontrol.program) is not None
+        self._installed = shutil.which(scontrol.slurm.scontrol) is not None
         self.malformed_total = 0
 
     def _start(self, pid: int) -> int | None:

@@ -1,14 +1,18 @@
-"""The jobs source's one door to ``scontrol``: a worker thread of its own that runs ``scontrol show
-job -o ID`` and ``scontrol listpids``, so a slow, hanging or missing scontrol (slurmctld down, a
-wedged slurmd) never holds up a tick: the collector reads what the thread last learned, and asks
-for more without waiting.
+"""The agent's one door to Slurm's commands, :class:`Scontrol` (argv lists, never a shell, a time
+limit on every call), and the jobs source's use of it.
 
-Each call is an argv list (never a shell) with a time limit; failures wait by ``core/backoff.py``
-and are counted; what a job is called is kept ``refresh`` seconds, at most ``max_jobs`` of them.
+The scheduler's Slurm backend (``agent/scheduler/backends/slurm.py``) awaits its calls; the jobs
+source runs them on a worker thread of its own (:class:`JobLookup`: ``scontrol show job -o ID`` and
+``scontrol listpids``), so a slow, hanging or missing scontrol (slurmctld down, a wedged slurmd)
+never holds up a tick: the collector reads what the thread last learned, and asks for more without
+waiting. Its failures wait by ``core/backoff.py`` and are counted; what a job is called is kept
+``refresh`` seconds, at most ``max_jobs`` of them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import subprocess
 import threading
 import time
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 import structlog
 
 from agent.core.backoff import Backoff
+from agent.core.oneline import one_line
 from agent.sources.jobs.parse import ProcJob, ShownJob, parse_listpids, parse_show_job
 
 log = structlog.get_logger("jobs")
@@ -39,11 +44,71 @@ def _said(out: str | bytes | None) -> str:
     return " ".join((out or "").split())[:200]
 
 
+class SlurmError(Exception):
+    """A Slurm command that failed, timed out or could not run: one line that says which."""
+
+
+class Scontrol:
+    """Runs Slurm's commands (``scontrol``, ``scancel``, ``slurmd -C``), each bounded by ``timeout``."""
+
+    def __init__(self, timeout: float, scontrol: str = "scontrol", scancel: str = "scancel") -> None:
+        self.timeout = timeout
+        self.scontrol = scontrol
+        self.scancel = scancel
+
+    async def run(self, argv: list[str]) -> str:
+        """stdout of ``argv``; SlurmError on a missing binary, a timeout or a non-zero exit."""
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except FileNotFoundError:
+            raise SlurmError(f"{argv[0]} not found") from None
+        except OSError as e:
+            raise SlurmError(f"cannot run {argv[0]}: {e.strerror or e}") from None
+        try:
+            async with asyncio.timeout(self.timeout):
+                out, err = await proc.communicate()
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise SlurmError(f"{' '.join(argv[:3])} took longer than {self.timeout:g}s") from None
+        if proc.returncode != 0:
+            said = one_line(err.decode(errors="replace") or out.decode(errors="replace"), 200)
+            raise SlurmError(f"{' '.join(argv[:3])} failed ({proc.returncode}): {said or 'no output'}")
+        return out.decode(errors="replace")
+
+    def blocking(self, *args: str) -> subprocess.CompletedProcess[str] | str:
+        """``scontrol args`` run to its end on this thread (a worker's): its result, whatever its
+        exit, or why it did not run (missing, not executable, timed out)."""
+        try:
+            return subprocess.run(
+                [self.scontrol, *args],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=self.timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except FileNotFoundError:
+            return f"{self.scontrol} not found"
+        except PermissionError:
+            return f"{self.scontrol} is not executable"
+        except subprocess.TimeoutExpired:
+            return f"{self.scontrol} {' '.join(args)} did not answer in {self.timeout:g}s"
+        except OSError as e:
+            return f"{self.scontrol}: {e.strerror or e}"
+
+
 class JobLookup:
     def __init__(self, program: str, timeout: float, refresh: float, max_jobs: int, node: str = "") -> None:
-        self.program = program
+        self.slurm = Scontrol(timeout, program)
         self.node = node  # slurmd's node name where it is not the hostname (listpids needs it)
-        self.timeout = timeout
         self.refresh = refresh
         self.max_jobs = max_jobs
         self._known: OrderedDict[str, Known] = OrderedDict()
@@ -121,27 +186,6 @@ class JobLookup:
                 log.exception("scontrol lookup failed")
                 self._failed(f"lookup failed: {type(e).__name__}: {e}")
 
-    def _run(self, *args: str) -> subprocess.CompletedProcess[str] | str:
-        """The call's result, or why it did not run (missing, timed out)."""
-        try:
-            return subprocess.run(
-                [self.program, *args],
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=self.timeout,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-        except FileNotFoundError:
-            return f"{self.program} not found"
-        except PermissionError:
-            return f"{self.program} is not executable"
-        except subprocess.TimeoutExpired:
-            return f"{self.program} {' '.join(args)} did not answer in {self.timeout:g}s"
-        except OSError as e:
-            return f"{self.program}: {e.strerror or e}"
-
     def _failed(self, why: str) -> None:
         with self._cond:
             self.failed_total += 1
@@ -159,7 +203,7 @@ class JobLookup:
             self._backoff.reset()
 
     def _show(self, job_id: str) -> None:
-        r = self._run("show", "job", "-o", job_id)
+        r = self.slurm.blocking("show", "job", "-o", job_id)
         if isinstance(r, str):
             return self._failed(r)
         if r.returncode != 0 and "invalid job id" not in r.stderr.lower():
@@ -176,7 +220,7 @@ class JobLookup:
                 self._known.popitem(last=False)
 
     def _listpids(self) -> None:
-        r = self._run("listpids", "*", self.node) if self.node else self._run("listpids")
+        r = self.slurm.blocking("listpids", "*", self.node) if self.node else self.slurm.blocking("listpids")
         with self._cond:
             self._want_pids = False
             self._pids_at = time.monotonic()

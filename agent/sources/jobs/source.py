@@ -7,10 +7,14 @@ ledger books a tick's GPU-seconds by the jobs of that very snapshot, and the exp
 
 from __future__ import annotations
 
+import structlog
+
 from agent.sources import Collector
 from agent.sources.jobs import metrics, status
 from agent.sources.jobs.part import JobPart
 from agent.sources.registry import BuildContext, Source, register
+
+log = structlog.get_logger("jobs")
 
 
 def _build(ctx: BuildContext) -> Collector:
@@ -18,10 +22,14 @@ def _build(ctx: BuildContext) -> Collector:
     from agent.sources.jobs.scontrol import JobLookup
 
     c = ctx.cfg.jobs
+    if c.node_name:
+        log.warning(
+            "[jobs] node_name is deprecated: set [scheduler] node_name, which the jobs source reads too"
+        )
     return JobCollector(
         ctx.cfg.agent.procfs,
         ctx.training_pids,
-        JobLookup(c.scontrol, c.timeout, c.refresh, c.max_jobs, c.node_name or ctx.cfg.scheduler.node_name),
+        JobLookup(c.scontrol, c.timeout, c.refresh, c.max_jobs, ctx.cfg.node_name),
     )
 
 
