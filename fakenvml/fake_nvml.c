@@ -890,6 +890,12 @@ static int power_field(const fake_device *d, const nvmlFieldValue_t *v, unsigned
     return 1;
 }
 
+/* NVML_FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL: one counter summed over the links, whatever the scopeId */
+static int nvlink_error(const fake_device *d, int which, unsigned long long *out) {
+    *out = d->nvlink_errors[which];
+    return d->has_nvlink_errors[which];
+}
+
 FAKE_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values) {
     const fake_device *d;
     nvmlReturn_t r = enter(FN_nvmlDeviceGetFieldValues, device, &d);
@@ -908,6 +914,10 @@ FAKE_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCo
         case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: has = d->has_pcie_rx; value = d->pcie_rx; break;
         case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: has = d->has_nvlink_tx && all_links; value = d->nvlink_tx_kib; break;
         case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: has = d->has_nvlink_rx && all_links; value = d->nvlink_rx_kib; break;
+        case NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: has = nvlink_error(d, 0, &value); break;
+        case NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL: has = nvlink_error(d, 1, &value); break;
+        case NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: has = nvlink_error(d, 2, &value); break;
+        case NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: has = nvlink_error(d, 3, &value); break;
         case NVML_FI_DEV_POWER_AVERAGE:
         case NVML_FI_DEV_POWER_INSTANT: has = power_field(d, v, &power); v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT; break;
         default: has = 0;

@@ -149,6 +149,11 @@ typedef struct nvmlFieldValue_st {
     nvmlValue_t value;
 } nvmlFieldValue_t;
 
+/* NVLink error counters, each the total over all links (scopeId ignored) */
+#define NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL 38
+#define NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL 45
+#define NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL 52
+#define NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL 59
 #define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138 /* KiB, scopeId = link or UINT_MAX for all */
 #define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139
 #define NVML_FI_DEV_POWER_AVERAGE 185 /* mW over 1 s; Ampere (except GA100) or newer */

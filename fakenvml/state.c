@@ -187,6 +187,8 @@ static int parse_xids(ctx *c, const json_value *dev, fake_device *d) {
 
 const char *const fake_averaged_names[AVG_COUNT] = {"utilization_gpu", "utilization_memory", "power_mw",
                                                     "sm_active",       "tensor_active",      "dram_active"};
+const char *const fake_nvlink_error_names[4] = {"nvlink_crc_flit_errors", "nvlink_crc_data_errors",
+                                                "nvlink_replay_errors", "nvlink_recovery_errors"};
 
 /* NVIDIA's documented behaviour by product (docs/fake-nvml.md, "Products"). nvmlDeviceGetPowerUsage:
  * "On Ampere (except GA100) or newer GPUs, the API returns power averaged over 1 sec interval. On GA100
@@ -265,6 +267,11 @@ static int parse_link_keys(ctx *c, const json_value *dev, fake_device *d, const 
                 &d->has_power_default_limit) ||
         get_u32(c, dev, "sm_clock_max_mhz", 1, p->sm_clock_max_mhz, &d->sm_clock_max_mhz, &d->has_sm_clock_max))
         return -1;
+    /* NVLink's error counters: 0 where the GPU has NVLink, NOT_SUPPORTED without (or null) */
+    for (int i = 0; i < 4; i++)
+        if (get_u64(c, dev, fake_nvlink_error_names[i], d->has_nvlink_links, 0, ULLONG_MAX, &d->nvlink_errors[i],
+                    &d->has_nvlink_errors[i]))
+            return -1;
     list = json_get(dev, "nvlink_inactive");
     if (list && list->type == JSON_NULL) list = NULL;
     if (list && list->type != JSON_ARRAY) return bad(c, "nvlink_inactive", "expected a list of link numbers");

@@ -90,6 +90,9 @@ typedef struct {
     int has_nvlink_links;
     unsigned int nvlink_links;
     unsigned char nvlink_inactive[FAKE_NVLINK_MAX_LINKS];
+    /* NVLink error counters over all links, in the order of fake_nvlink_error_names */
+    int has_nvlink_errors[4];
+    unsigned long long nvlink_errors[4];
     int has_power_default_limit, has_sm_clock_max;
     unsigned int power_default_limit_mw, sm_clock_max_mhz;
     int lost;
@@ -111,6 +114,7 @@ typedef struct {
 } fake_device;
 
 extern const char *const fake_averaged_names[AVG_COUNT];
+extern const char *const fake_nvlink_error_names[4];
 
 typedef struct {
     char driver_version[80];

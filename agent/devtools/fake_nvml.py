@@ -59,6 +59,13 @@ PRODUCTS: dict[str, Product] = {
 }
 # readings the fake averages when the state carries their running integrals
 AVERAGED = ("utilization_gpu", "utilization_memory", "power_mw", "sm_active", "tensor_active", "dram_active")
+# NVLink's error counters, each the total over the links (null: not supported, as without NVLink)
+NVLINK_ERRORS = (
+    "nvlink_crc_flit_errors",
+    "nvlink_crc_data_errors",
+    "nvlink_replay_errors",
+    "nvlink_recovery_errors",
+)
 HISTORY_SECONDS = 3.0  # integrals kept: more than a 1 s power mean or a GPM interval needs
 MAX_INTEGRALS = 60  # the fake takes 64
 
@@ -99,6 +106,8 @@ def device(index: int, product: str = "H100", **fields: Any) -> dict[str, Any]:
         "tensor_active": gpm,
         "dram_active": gpm,
         "ecc_uncorrected": 0,
+        "ecc_corrected": 0,
+        **dict.fromkeys(NVLINK_ERRORS, 0 if spec.nvlink else None),
         "row_remap_failure": False,
         "processes": [],
         "xid_events": [],
