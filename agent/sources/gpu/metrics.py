@@ -79,7 +79,14 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
     xids = CounterMetricFamily(
         "training_node_gpu_xid_errors", "Xid critical errors NVML reported.", labels=[*LABELS, "xid"]
     )
+    nvlink = CounterMetricFamily(
+        "training_node_gpu_nvlink_errors",
+        "NVLink errors since the driver loaded, all links together, by NVML counter.",
+        labels=[*LABELS, "counter"],
+    )
     for g in part.gpus:
+        for counter, count in g.nvlink_errors.items():
+            nvlink.add_metric([*_labels(g), str(counter)], count)
         if g.clocks_event_reasons is not None:
             for bit, label in CLOCK_LABELS:
                 reasons.add_metric([*_labels(g), label], 1.0 if g.clocks_event_reasons & bit else 0.0)
@@ -89,6 +96,8 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
         yield reasons
     if xids.samples:
         yield xids
+    if nvlink.samples:
+        yield nvlink
     yield from _processes(part.gpus, processes)
 
 

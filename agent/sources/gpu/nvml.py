@@ -208,6 +208,13 @@ class Nvml:
             (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ALL_LINKS),
             (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ALL_LINKS),
             (POWER_INSTANT, 0),
+            # the NVLink error counters as totals over the links: four fields in the call made
+            # anyway, where per link (nvmlDeviceGetNvLinkErrorCounter) they would be 4 calls a link,
+            # 72 more a tick on an 18-link H100. A GPU without NVLink answers NotSupported once.
+            (pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, 0),
+            (pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL, 0),
+            (pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, 0),
+            (pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, 0),
         )
         dev.gpm = GpmSampler.open(self, dev)
         dev.utilization = UtilizationBuffer.open(self, dev)

@@ -24,6 +24,16 @@ class GpuReadingSource(StrEnum):
     NONE = "none"  # the GPU gives no such figure
 
 
+class NvlinkCounter(StrEnum):
+    """NVML's NVLink error counters, each summed over the GPU's links (the ``counter`` label of
+    ``training_node_gpu_nvlink_errors_total``)."""
+
+    CRC_FLIT = "crc_flit"  # flow-control units failing their CRC, each then replayed
+    CRC_DATA = "crc_data"  # data packets failing their CRC
+    REPLAY = "replay"  # retransmissions
+    RECOVERY = "recovery"  # a link retrained after errors: traffic stalls meanwhile
+
+
 @dataclass(frozen=True, slots=True)
 class GpuProcess:
     pid: int
@@ -96,6 +106,12 @@ class GpuStats:
         "ecc_uncorrected_total",
         counter=True,
     )
+    ecc_corrected_total: int | None = figure(
+        "ecc_corrected_errors",
+        "Corrected (single-bit) ECC errors since the driver loaded (volatile); a rising rate is a fault.",
+        "ecc_corrected_total",
+        counter=True,
+    )
     row_remap_failure: bool | None = figure(
         "row_remap_failure", "1 when row remapping failed: the GPU needs service."
     )
@@ -105,6 +121,10 @@ class GpuStats:
         default_factory=dict, metadata={"by_hand": "a series per Xid"}
     )
     pci_bus_id: str | None = field(default=None, metadata={"by_hand": "a label of training_node_gpu_info"})
+    # counter -> cumulative count over all links; a counter the GPU has not (no NVLink) is absent
+    nvlink_errors: dict[NvlinkCounter, int] = field(
+        default_factory=dict, metadata={"by_hand": "a series per counter"}
+    )
     row_remap_pending: bool | None = figure(
         "row_remap_pending", "1 when a row remap waits for a GPU reset.", None
     )

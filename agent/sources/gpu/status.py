@@ -34,6 +34,7 @@ TCP_VIEW: dict[str, Spec] = {
             *(key for _, key in STATUS_FIGURES),
             *(key for key, _ in RATES),
             "xid_counts",
+            "nvlink_errors",
             "readings",
         )
     ),
@@ -54,6 +55,7 @@ def _gpu(g: GpuStats, r: GpuRates) -> dict[str, Any]:
         out[key] = rounded(getattr(r, rate).get(g.index), 1)
     out["processes"] = [{"pid": p.pid, "used_memory_bytes": p.used_memory_bytes} for p in g.processes]
     out["xid_counts"] = {str(k): v for k, v in g.xid_counts.items()}
+    out["nvlink_errors"] = {str(k): v for k, v in g.nvlink_errors.items()}
     out["readings"] = {
         "utilization": str(g.utilization_source),
         "utilization_samples": g.utilization_samples,
