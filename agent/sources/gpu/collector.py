@@ -16,6 +16,7 @@ import structlog
 
 from agent.core import backoff
 from agent.sources import SourceAbsent
+from agent.sources.gpu import clock_events
 from agent.sources.gpu.binding import binding
 from agent.sources.gpu.calls import Readers
 from agent.sources.gpu.nvml import POWER_INSTANT, PROBE_BASE, Device, GpuLost, Nvml, NvmlDriverError
@@ -301,6 +302,11 @@ class GpuCollector:
         sm_clock = read(dev, pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM)
         reasons = nvml.first(dev, CLOCKS_EVENT_REASONS, CLOCKS_THROTTLE_REASONS)
         fields = nvml.field_values(dev)
+        counted_ns = clock_events.counters(fields)
+        counted = clock_events.read(counted_ns, time.monotonic())
+        prev_counted, dev.clock_events = dev.clock_events, counted
+        bits = int(reasons) if reasons is not None else None
+        shares, shares_source = clock_events.shares(prev_counted, counted, bits)
         gpm = nvml.gpm_metrics(dev, GPM_METRICS)
         procs = read(dev, COMPUTE_PROCESSES)
         nvlink_tx = fields.get(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
@@ -320,7 +326,7 @@ class GpuCollector:
             power_limit_watts=limit / 1000.0 if limit is not None else None,
             temperature_celsius=float(temp) if temp is not None else None,
             sm_clock_hertz=sm_clock * 1e6 if sm_clock is not None else None,
-            clocks_event_reasons=int(reasons) if reasons is not None else None,
+            clocks_event_reasons=bits,
             pcie_tx_bytes=fields.get(pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
             pcie_rx_bytes=fields.get(pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES),
             nvlink_tx_bytes=nvlink_tx * 1024 if nvlink_tx is not None else None,  # the field counts KiB
@@ -336,6 +342,9 @@ class GpuCollector:
             xid_counts=self._xid_counts(dev),
             pci_bus_id=dev.pci_bus_id,
             nvlink_errors={c: fields[f] for c, f in NVLINK_ERROR_FIELDS if f in fields},
+            clocks_event_ns=counted_ns,
+            clocks_event_share=shares,
+            clocks_event_source=shares_source,
             utilization_source=util_source,
             utilization_samples=samples,
             power_source=power_source,

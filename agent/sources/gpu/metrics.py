@@ -58,6 +58,7 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
                 "pci_bus_id": g.pci_bus_id or "",
                 "utilization_source": str(g.utilization_source),
                 "power_source": str(g.power_source),
+                "clocks_event_source": str(g.clocks_event_source),
             },
         )
         up.add_metric(_labels(g), 1.0 if g.up else 0.0)
@@ -84,7 +85,14 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
         "NVLink errors since the driver loaded, all links together, by NVML counter.",
         labels=[*LABELS, "counter"],
     )
+    seconds = CounterMetricFamily(
+        "training_node_gpu_clocks_event_seconds",
+        "Time under each clocks event reason since the driver loaded (NVML's counters, Hopper and later).",
+        labels=[*LABELS, "reason"],
+    )
     for g in part.gpus:
+        for reason, ns in g.clocks_event_ns.items():
+            seconds.add_metric([*_labels(g), reason.label], ns / 1e9)
         for counter, count in g.nvlink_errors.items():
             nvlink.add_metric([*_labels(g), str(counter)], count)
         if g.clocks_event_reasons is not None:
@@ -98,6 +106,8 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
         yield xids
     if nvlink.samples:
         yield nvlink
+    if seconds.samples:
+        yield seconds
     yield from _processes(part.gpus, processes)
 
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from agent.sources.gpu.reasons import ClockReason
+
 
 class GpuReadingSource(StrEnum):
     """Where one GPU figure of a tick came from (``GpuStats.utilization_source``/``power_source``),
@@ -21,6 +23,8 @@ class GpuReadingSource(StrEnum):
     GPM = "gpm"  # GPM graphics activity between two samples (MIG, or no utilization call)
     ENERGY = "energy"  # the energy counter's delta over the tick: the exact mean
     AVERAGE = "average"  # nvmlDeviceGetPowerUsage: 1 s mean on Ampere and later, else the instant's
+    COUNTERS = "counters"  # the clocks event counters' deltas: how long each reason held over the tick
+    BITS = "bits"  # the clocks event reason bits sampled at the tick: 1 or 0 for all of it
     NONE = "none"  # the GPU gives no such figure
 
 
@@ -139,6 +143,17 @@ class GpuStats:
         None,
     )
     power_source: GpuReadingSource = field(
+        default=GpuReadingSource.NONE, metadata={"by_hand": "a label of training_node_gpu_info"}
+    )
+    # nanoseconds each reason held since the driver loaded, where the driver counts them (clock_events.py)
+    clocks_event_ns: dict[ClockReason, int] = field(
+        default_factory=dict, metadata={"by_hand": "training_node_gpu_clocks_event_seconds_total"}
+    )
+    # the share of the tick each counted reason held, and whether from the counters or the bits
+    clocks_event_share: dict[ClockReason, float] = field(
+        default_factory=dict, metadata={"by_hand": "the status's clocks_event_share"}
+    )
+    clocks_event_source: GpuReadingSource = field(
         default=GpuReadingSource.NONE, metadata={"by_hand": "a label of training_node_gpu_info"}
     )
     # the GPU's links and limits against their max: read with the slow reads (collector.SLOW_SECONDS)
