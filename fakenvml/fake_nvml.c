@@ -142,6 +142,9 @@ static void apply_missing_locked(const unsigned char missing[FN_COUNT]) {
 /* the energy counters (below) account each state's power up to the moment it is replaced */
 static void energy_forget_locked(void);
 static void energy_reload_locked(const fake_state *old, const fake_state *next);
+/* and the clocks event counters each state's reason bits, up to the moment the file was written */
+static void reasons_forget_locked(void);
+static void reasons_reload_locked(const fake_state *old, const struct stat *written);
 
 static void forget_delivered_locked(void) {
     for (int i = 0; i < FAKE_MAX_DEVICES; i++) g_delivered[i].n = 0;
@@ -198,6 +201,7 @@ static void refresh_locked(void) {
         g_state = NULL;
         forget_delivered_locked();
         energy_forget_locked();
+        reasons_forget_locked();
         apply_missing_locked(NULL);
     }
     if (!*path) return;
@@ -218,6 +222,7 @@ static void refresh_locked(void) {
     if (text && g_spare && fake_state_parse(text, len, g_spare, err, sizeof err, warn, sizeof warn) == 0) {
         fake_state *old = g_state;
         energy_reload_locked(old, g_spare);
+        reasons_reload_locked(old, &st);
         g_state = g_spare;
         g_spare = old;
         apply_missing_locked(g_state->missing);
@@ -870,6 +875,72 @@ FAKE_API nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, 
     return event_reasons(FN_nvmlDeviceGetCurrentClocksThrottleReasons, d, reasons);
 }
 
+/* --- clocks event counters ---------------------------------------------------------------------------
+ * NVML_FI_DEV_CLOCKS_EVENT_REASON_*: nanoseconds each reason has held. A writer that counts them
+ * (``clocks_event_seconds`` at ``clocks_event_at``: agent/devtools/fake_nvml.py does, at every write)
+ * is answered its count plus the time the current bits have held since: states written between two
+ * reads count too. Otherwise the fake integrates each device's bits over CLOCK_MONOTONIC from the
+ * library's load: a state's bits up to the moment its file was replaced (its mtime, not the moment
+ * the fake noticed), the current state's up to the read; a state replaced before any read is lost.
+ * Either way a reader between two writes sees the time the bits have held so far. */
+
+static const struct {
+    unsigned field;
+    unsigned long long bit;
+} reason_fields[] = {
+    {NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP, 0x4},
+    {NVML_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST, 0x10},
+    {NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN, 0x20},
+    {NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN, 0x40},
+    {NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN, 0x80},
+};
+#define REASON_FIELDS (sizeof reason_fields / sizeof reason_fields[0])
+
+static double g_reason_ns[FAKE_MAX_DEVICES][REASON_FIELDS];
+static double g_reason_at[FAKE_MAX_DEVICES]; /* CLOCK_MONOTONIC seconds counted up to; 0: not yet */
+
+static void reasons_forget_locked(void) {
+    memset(g_reason_ns, 0, sizeof g_reason_ns);
+    memset(g_reason_at, 0, sizeof g_reason_at);
+}
+
+static void reasons_advance(const fake_device *d, unsigned i, double to) {
+    if (g_reason_at[i] == 0) g_reason_at[i] = to; /* a device counts from when it is first seen */
+    if (to <= g_reason_at[i]) return;
+    for (size_t k = 0; k < REASON_FIELDS; k++)
+        if (d->has_clocks_event_reasons && (d->clocks_event_reasons & reason_fields[k].bit))
+            g_reason_ns[i][k] += (to - g_reason_at[i]) * 1e9;
+    g_reason_at[i] = to;
+}
+
+static void reasons_reload_locked(const fake_state *old, const struct stat *written) {
+    double now = monotonic_now();
+    struct timespec real;
+    clock_gettime(CLOCK_REALTIME, &real);
+    double age = (double)(real.tv_sec - written->st_mtim.tv_sec) + (double)(real.tv_nsec - written->st_mtim.tv_nsec) / 1e9;
+    double split = now - (age > 0 ? age : 0);
+    for (unsigned i = 0; old && i < old->ndevices; i++)
+        reasons_advance(&old->devices[i], i, split > g_reason_at[i] ? split : g_reason_at[i]);
+}
+
+/* The cumulative ns for a clocks event field, or 0 where it is not one or the device has none. */
+static int reason_field(const fake_device *d, unsigned field, unsigned long long *out) {
+    for (size_t k = 0; k < REASON_FIELDS; k++) {
+        if (reason_fields[k].field != field) continue;
+        if (!d->clocks_event_counters || !d->has_clocks_event_reasons) return 0;
+        if (d->has_clocks_event_seconds) {
+            double held = monotonic_now() - d->clocks_event_at;
+            double s = d->clocks_event_seconds[k] + ((d->clocks_event_reasons & reason_fields[k].bit) && held > 0 ? held : 0);
+            *out = (unsigned long long)(s * 1e9);
+            return 1;
+        }
+        reasons_advance(d, d->index, monotonic_now());
+        *out = (unsigned long long)g_reason_ns[d->index][k];
+        return 1;
+    }
+    return 0;
+}
+
 /* --- counters ------------------------------------------------------------------------------------- */
 
 static long long now_usec(void) {
@@ -890,6 +961,12 @@ static int power_field(const fake_device *d, const nvmlFieldValue_t *v, unsigned
     return 1;
 }
 
+/* NVML_FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL: one counter summed over the links, whatever the scopeId */
+static int nvlink_error(const fake_device *d, int which, unsigned long long *out) {
+    *out = d->nvlink_errors[which];
+    return d->has_nvlink_errors[which];
+}
+
 FAKE_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values) {
     const fake_device *d;
     nvmlReturn_t r = enter(FN_nvmlDeviceGetFieldValues, device, &d);
@@ -908,9 +985,13 @@ FAKE_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCo
         case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: has = d->has_pcie_rx; value = d->pcie_rx; break;
         case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: has = d->has_nvlink_tx && all_links; value = d->nvlink_tx_kib; break;
         case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: has = d->has_nvlink_rx && all_links; value = d->nvlink_rx_kib; break;
+        case NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: has = nvlink_error(d, 0, &value); break;
+        case NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL: has = nvlink_error(d, 1, &value); break;
+        case NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: has = nvlink_error(d, 2, &value); break;
+        case NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: has = nvlink_error(d, 3, &value); break;
         case NVML_FI_DEV_POWER_AVERAGE:
         case NVML_FI_DEV_POWER_INSTANT: has = power_field(d, v, &power); v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT; break;
-        default: has = 0;
+        default: has = reason_field(d, v->fieldId, &value);
         }
         v->timestamp = now;
         v->latencyUsec = 0;

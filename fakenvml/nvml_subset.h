@@ -149,6 +149,18 @@ typedef struct nvmlFieldValue_st {
     nvmlValue_t value;
 } nvmlFieldValue_t;
 
+/* NVLink error counters, each the total over all links (scopeId ignored) */
+#define NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL 38
+#define NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL 45
+#define NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL 52
+#define NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL 59
+/* cumulative ns under each clocks event reason (Hopper and later); the ids of nvidia-ml-py 13 (the
+ * thermal and power-brake ones have another numbering in some headers: docs/fake-nvml.md) */
+#define NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP 74 /* = NVML_FI_DEV_PERF_POLICY_POWER */
+#define NVML_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST 76   /* = NVML_FI_DEV_PERF_POLICY_SYNC_BOOST */
+#define NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN 269
+#define NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN 270
+#define NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN 271
 #define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138 /* KiB, scopeId = link or UINT_MAX for all */
 #define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139
 #define NVML_FI_DEV_POWER_AVERAGE 185 /* mW over 1 s; Ampere (except GA100) or newer */

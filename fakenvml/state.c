@@ -187,6 +187,30 @@ static int parse_xids(ctx *c, const json_value *dev, fake_device *d) {
 
 const char *const fake_averaged_names[AVG_COUNT] = {"utilization_gpu", "utilization_memory", "power_mw",
                                                     "sm_active",       "tensor_active",      "dram_active"};
+const char *const fake_nvlink_error_names[4] = {"nvlink_crc_flit_errors", "nvlink_crc_data_errors",
+                                                "nvlink_replay_errors", "nvlink_recovery_errors"};
+
+const char *const fake_clock_event_names[5] = {"sw_power_cap", "sync_boost", "sw_thermal_slowdown",
+                                               "hw_thermal_slowdown", "hw_power_brake_slowdown"};
+
+/* "clocks_event_seconds": {reason: seconds, ...} with "clocks_event_at"; a reason left out is 0. */
+static int parse_clock_event_seconds(ctx *c, const json_value *dev, fake_device *d) {
+    const json_value *obj = json_get(dev, "clocks_event_seconds");
+    int has;
+    if (!obj || obj->type == JSON_NULL) return 0;
+    if (obj->type != JSON_OBJECT) return bad(c, "clocks_event_seconds", "expected an object of seconds by reason");
+    for (size_t i = 0; i < obj->count; i++) {
+        int known = 0;
+        for (int k = 0; k < 5; k++) known |= strcmp(obj->keys[i], fake_clock_event_names[k]) == 0;
+        if (!known) return bad(c, "clocks_event_seconds", "unknown reason %s", obj->keys[i]);
+    }
+    for (int k = 0; k < 5; k++)
+        if (get_double(c, obj, fake_clock_event_names[k], 0, 1e15, 0, &d->clocks_event_seconds[k], &has)) return -1;
+    if (get_double(c, dev, "clocks_event_at", 0, 1e12, 0, &d->clocks_event_at, &has)) return -1;
+    if (!has) return bad(c, "clocks_event_at", "needed with clocks_event_seconds");
+    d->has_clocks_event_seconds = 1;
+    return 0;
+}
 
 /* NVIDIA's documented behaviour by product (docs/fake-nvml.md, "Products"). nvmlDeviceGetPowerUsage:
  * "On Ampere (except GA100) or newer GPUs, the API returns power averaged over 1 sec interval. On GA100
@@ -265,6 +289,11 @@ static int parse_link_keys(ctx *c, const json_value *dev, fake_device *d, const 
                 &d->has_power_default_limit) ||
         get_u32(c, dev, "sm_clock_max_mhz", 1, p->sm_clock_max_mhz, &d->sm_clock_max_mhz, &d->has_sm_clock_max))
         return -1;
+    /* NVLink's error counters: 0 where the GPU has NVLink, NOT_SUPPORTED without (or null) */
+    for (int i = 0; i < 4; i++)
+        if (get_u64(c, dev, fake_nvlink_error_names[i], d->has_nvlink_links, 0, ULLONG_MAX, &d->nvlink_errors[i],
+                    &d->has_nvlink_errors[i]))
+            return -1;
     list = json_get(dev, "nvlink_inactive");
     if (list && list->type == JSON_NULL) list = NULL;
     if (list && list->type != JSON_ARRAY) return bad(c, "nvlink_inactive", "expected a list of link numbers");
@@ -292,6 +321,7 @@ static int parse_profile_keys(ctx *c, const json_value *dev, fake_device *d) {
         get_seconds(c, dev, "gpm_min_interval_seconds", 0, 10, 0.1, &d->gpm_min_interval_s) ||
         get_u32(c, dev, "sample_buffer_depth", 1, p->sample_depth, &d->sample_depth, &has) ||
         get_bool(c, dev, "energy_counter", p->energy_counter, &d->energy_counter, NULL) ||
+        get_bool(c, dev, "clocks_event_counters", p->gpm, &d->clocks_event_counters, NULL) ||
         get_sample_clock(c, dev, &d->sample_clock) || get_power_fields(c, dev, &d->power_fields))
         return -1;
     if (!has) d->sample_depth = p->sample_depth;
@@ -384,7 +414,9 @@ static int parse_device(ctx *c, const json_value *dev, size_t pos, fake_device *
     if (get_u32(c, dev, "delay_ms", 1, 0, &d->delay_ms, &dummy)) return -1;
     if (d->delay_ms > 600000) return bad(c, "delay_ms", "at most 600000 (10 minutes)");
     if (get_functions(c, dev, "unsupported", d->unsupported)) return -1;
-    if (parse_processes(c, dev, d) || parse_xids(c, dev, d) || parse_integrals(c, dev, d)) return -1;
+    if (parse_processes(c, dev, d) || parse_xids(c, dev, d) || parse_integrals(c, dev, d) ||
+        parse_clock_event_seconds(c, dev, d))
+        return -1;
     return 0;
 }
 

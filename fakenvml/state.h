@@ -90,6 +90,14 @@ typedef struct {
     int has_nvlink_links;
     unsigned int nvlink_links;
     unsigned char nvlink_inactive[FAKE_NVLINK_MAX_LINKS];
+    /* NVLink error counters over all links, in the order of fake_nvlink_error_names */
+    int has_nvlink_errors[4];
+    unsigned long long nvlink_errors[4];
+    int clocks_event_counters; /* the NVML_FI_DEV_CLOCKS_EVENT_REASON_* fields answer */
+    /* the writer's own count of those (seconds at ``clocks_event_at``, CLOCK_MONOTONIC), in the order of
+     * fake_clock_event_names; without it the fake integrates the bits of the states it loads */
+    int has_clocks_event_seconds;
+    double clocks_event_seconds[5], clocks_event_at;
     int has_power_default_limit, has_sm_clock_max;
     unsigned int power_default_limit_mw, sm_clock_max_mhz;
     int lost;
@@ -111,6 +119,8 @@ typedef struct {
 } fake_device;
 
 extern const char *const fake_averaged_names[AVG_COUNT];
+extern const char *const fake_nvlink_error_names[4];
+extern const char *const fake_clock_event_names[5];
 
 typedef struct {
     char driver_version[80];

@@ -76,6 +76,14 @@ TEXT: dict[str, tuple[str, str]] = {
         "GPU {gpu} power limit below its default on {host}",
         "{host} GPU {gpu} 功耗上限低于默认值",
     ),
+    "t.gpu.ecc-corrected-rising": (
+        "Corrected ECC errors rising on GPU {gpu} of {host}",
+        "{host} GPU {gpu} 可纠正 ECC 错误持续增加",
+    ),
+    "t.gpu.nvlink-errors": (
+        "NVLink replays and recoveries rising on GPU {gpu} of {host}",
+        "{host} GPU {gpu} NVLink 重传与链路恢复持续增加",
+    ),
     "t.gpu.unresponsive": (
         "GPU {gpu} does not answer NVML on {host}",
         "{host} GPU {gpu} 不响应 NVML 调用",

@@ -47,3 +47,27 @@ class GpuSection(StrictModel):
     power_limit_hold: Duration = Field(
         "5m", ge=0, description="a power limit below the default this long raises a power-limit-low event"
     )
+    error_rate_window: Duration = Field(
+        "10m",
+        gt=0,
+        description="the trailing window the corrected ECC and NVLink error rates are counted over",
+    )
+    ecc_corrected_per_hour: float = Field(
+        100.0,
+        gt=0,
+        description="corrected ECC errors per hour (over error_rate_window) above which the rate is rising",
+    )
+    ecc_corrected_hold: Duration = Field(
+        "5m", ge=0, description="corrected ECC errors rising this long raise an ecc-corrected-rising event"
+    )
+    nvlink_errors_per_hour: float = Field(
+        60.0,
+        gt=0,
+        description="NVLink replay and recovery errors per hour, all links together (over"
+        " error_rate_window), above which they are rising",
+    )
+    nvlink_errors_hold: Duration = Field(
+        "5m",
+        ge=0,
+        description="NVLink replay and recovery errors rising this long raise an nvlink-errors event",
+    )

@@ -183,6 +183,8 @@ class GpuFault(StrEnum):
     PCIE_DEGRADED = "pcie-degraded"  # the PCIe link trained below its max generation or width
     NVLINK_DOWN = "nvlink-down"  # fewer NVLink links active than present
     POWER_LIMIT_LOW = "power-limit-low"  # the enforced power limit below the default
+    ECC_CORRECTED_RISING = "ecc-corrected-rising"  # corrected ECC errors faster than [gpu]'s rate
+    NVLINK_ERRORS = "nvlink-errors"  # NVLink replays and recoveries faster than [gpu]'s rate
     UNRESPONSIVE = "unresponsive"  # an NVML call for the GPU has not returned (a wedged driver)
 
 

@@ -59,6 +59,21 @@ PRODUCTS: dict[str, Product] = {
 }
 # readings the fake averages when the state carries their running integrals
 AVERAGED = ("utilization_gpu", "utilization_memory", "power_mw", "sm_active", "tensor_active", "dram_active")
+# NVLink's error counters, each the total over the links (null: not supported, as without NVLink)
+NVLINK_ERRORS = (
+    "nvlink_crc_flit_errors",
+    "nvlink_crc_data_errors",
+    "nvlink_replay_errors",
+    "nvlink_recovery_errors",
+)
+# the clocks event reasons the fake counts the time of (the ``clocks_event_seconds`` keys), by bit
+CLOCK_EVENTS = {
+    "sw_power_cap": 0x4,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+}
 HISTORY_SECONDS = 3.0  # integrals kept: more than a 1 s power mean or a GPM interval needs
 MAX_INTEGRALS = 60  # the fake takes 64
 
@@ -91,6 +106,7 @@ def device(index: int, product: str = "H100", **fields: Any) -> dict[str, Any]:
         "nvlink_links": spec.nvlinks or None,
         "nvlink_inactive": [],
         "clocks_event_reasons": 0,
+        "clocks_event_counters": spec.gpm,  # Hopper and later count the time under each reason
         "pcie_tx_bytes": 0,
         "pcie_rx_bytes": 0,
         "nvlink_tx_kib": 0 if spec.nvlink else None,
@@ -99,6 +115,8 @@ def device(index: int, product: str = "H100", **fields: Any) -> dict[str, Any]:
         "tensor_active": gpm,
         "dram_active": gpm,
         "ecc_uncorrected": 0,
+        "ecc_corrected": 0,
+        **dict.fromkeys(NVLINK_ERRORS, 0 if spec.nvlink else None),
         "row_remap_failure": False,
         "processes": [],
         "xid_events": [],
@@ -159,9 +177,13 @@ class FakeNvml:
         self._history: dict[int, list[dict[str, float]]] = {}
         self._held: dict[int, dict[str, float]] = {}  # each reading since the last item
         self._own: set[int] = set()  # devices whose integrals the caller writes
+        self._held_bits: dict[int, tuple[int, float]] = {}  # each device's reason bits since when
         self.write()
 
     def write(self) -> None:
+        now = time.monotonic()
+        for i, d in enumerate(self.state["devices"]):
+            self._count_clock_events(i, d, now)
         if self.averaged:
             now = time.monotonic()
             for i, d in enumerate(self.state["devices"]):
@@ -172,6 +194,17 @@ class FakeNvml:
             write_atomic(self.path, json.dumps(self.state).encode(), durable=False)
             return
         write_state(self.path, self.state)
+
+    def _count_clock_events(self, i: int, d: dict[str, Any], now: float) -> None:
+        """The time each reason's bit held up to ``now``, carried in the state: the fake counts on
+        from it, so a state replaced before anyone read it counts too (docs/fake-nvml.md)."""
+        seconds = d.setdefault("clocks_event_seconds", dict.fromkeys(CLOCK_EVENTS, 0.0))
+        bits, since = self._held_bits.get(i, (0, now))
+        for reason, bit in CLOCK_EVENTS.items():
+            if bits & bit:
+                seconds[reason] = seconds.get(reason, 0.0) + now - since
+        d["clocks_event_at"] = now
+        self._held_bits[i] = (int(d.get("clocks_event_reasons") or 0), now)
 
     def _integrals(self, i: int, d: dict[str, Any], now: float) -> list[dict[str, float]]:
         """The history with an item for ``now``: each reading integrated at the value it held."""

@@ -2,7 +2,8 @@
 is published for a new Xid error, a GPU that fell off the bus (and its return), a rise in
 uncorrectable ECC errors or a failed row remap, and a condition that lasts longer than its hold (with
 a ``cleared`` event when it ends): thermal or power throttling, a PCIe link trained down, NVLink
-links down, a power limit below the default, NVML calls for the GPU that do not return. Xids also
+links down, a power limit below the default, corrected ECC errors or NVLink replays and recoveries
+rising faster than their rate (``rising.py``), NVML calls for the GPU that do not return. Xids also
 come from the kernel log (``kernel_log.py``), counted once with NVML's (``xids.py``).
 """
 
@@ -20,12 +21,13 @@ from agent.core.component import HasMetrics, HasStatus
 from agent.core.events import GpuFaultEvent
 from agent.core.vocabulary import GpuFault
 from agent.faults.kernel_log import KernelXidWatch
+from agent.faults.rising import RisingCount
 from agent.faults.xids import XidSource, XidTally
 from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu import reasons as clock_reasons
 from agent.sources.gpu.kmsg import KernelXid, bus_key
-from agent.sources.gpu.part import GpuPart, GpuStats
+from agent.sources.gpu.part import GpuPart, GpuStats, NvlinkCounter
 
 log = structlog.get_logger("gpu-health")
 
@@ -81,6 +83,18 @@ def power_limit_low(g: GpuStats) -> str | None:
     return f"power limit {limit:.0f} W, below the default {default:.0f} W"
 
 
+def _ecc_corrected(g: GpuStats) -> int | None:
+    return g.ecc_corrected_total
+
+
+def _nvlink_retries(g: GpuStats) -> int | None:
+    """Replays and recoveries, all links together: a link that retransmits or retrains. CRC errors
+    alone are what replays repair (NVIDIA's DCGM counts CRC errors only from 100 a second)."""
+    errors = g.nvlink_errors
+    present = [errors[c] for c in (NvlinkCounter.REPLAY, NvlinkCounter.RECOVERY) if c in errors]
+    return sum(present) if present else None
+
+
 def unresponsive(g: GpuStats) -> str | None:
     if g.unresponsive_seconds is None:
         return None
@@ -109,12 +123,20 @@ class GpuHealth(HasMetrics, HasStatus):
     def __init__(self, ctx: Context) -> None:
         self._bus = ctx.bus
         cfg = ctx.cfg.gpu
+        window = cfg.error_rate_window
+        self._rising = (
+            RisingCount(_ecc_corrected, "corrected ECC errors", window, cfg.ecc_corrected_per_hour),
+            RisingCount(_nvlink_retries, "NVLink replays and recoveries", window, cfg.nvlink_errors_per_hour),
+        )
+        ecc_rising, nvlink_rising = self._rising
         self._holds: tuple[tuple[GpuFault, Condition, float], ...] = (
             (GpuFault.THERMAL_THROTTLE, _reasons(clock_reasons.THERMAL), cfg.thermal_throttle_hold),
             (GpuFault.POWER_THROTTLE, _reasons(clock_reasons.POWER), cfg.power_throttle_hold),
             (GpuFault.PCIE_DEGRADED, pcie_degraded, cfg.pcie_degraded_hold),
             (GpuFault.NVLINK_DOWN, nvlink_down, cfg.nvlink_down_hold),
             (GpuFault.POWER_LIMIT_LOW, power_limit_low, cfg.power_limit_hold),
+            (GpuFault.ECC_CORRECTED_RISING, ecc_rising.condition, cfg.ecc_corrected_hold),
+            (GpuFault.NVLINK_ERRORS, nvlink_rising.condition, cfg.nvlink_errors_hold),
             (GpuFault.UNRESPONSIVE, unresponsive, cfg.unresponsive_hold),
         )
         # by index: a GPU lost since start has no UUID until it answers again
@@ -157,6 +179,8 @@ class GpuHealth(HasMetrics, HasStatus):
             self._lost(g, prev)
             self._xids(g, prev)
             self._memory_errors(g, prev)
+            for rising in self._rising:
+                rising.observe(g, snap.monotonic)
             self._conditions(g, snap.monotonic)
             self._prev[g.index] = g
 

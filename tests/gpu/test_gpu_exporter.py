@@ -104,7 +104,8 @@ def test_every_family_with_its_unit_and_labels() -> None:
     assert s[("training_node_gpu_clocks_event_active", ids(0, reason="sw_power_cap"))] == 1
     assert s[("training_node_gpu_process_memory_used_bytes", ids(0, pid="4242"))] == 1000
     assert ("training_node_gpu_process_memory_used_bytes", ids(0, pid="7")) not in s  # unknown: no series
-    readings = {"utilization_source": "none", "power_source": "none"}  # GpuStats made without them
+    # GpuStats made without them
+    readings = {"utilization_source": "none", "power_source": "none", "clocks_event_source": "none"}
     assert s[("training_node_gpu_info", ids(0, pci_bus_id="00000000:18:00.0", **readings))] == 1
     driver = (("driver_version", "550.90.07"), ("nvml_version", "12.550.90.07"))
     assert s[("training_node_gpu_driver_info", driver)] == 1

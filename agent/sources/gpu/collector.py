@@ -16,11 +16,12 @@ import structlog
 
 from agent.core import backoff
 from agent.sources import SourceAbsent
+from agent.sources.gpu import clock_events
 from agent.sources.gpu.binding import binding
 from agent.sources.gpu.calls import Opening, Readers
 from agent.sources.gpu.nvml import POWER_INSTANT, PROBE_BASE, Device, GpuLost, Nvml, NvmlDriverError
 from agent.sources.gpu.nvml_events import XidWatcher
-from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
+from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats, NvlinkCounter
 from agent.sources.gpu.part import GpuReadingSource as Src
 from agent.sources.gpu.readings import power_mean
 
@@ -43,7 +44,14 @@ PCIE_GENERATION_MAX = binding("nvmlDeviceGetMaxPcieLinkGeneration")  # the GPU's
 PCIE_WIDTH_MAX = binding("nvmlDeviceGetMaxPcieLinkWidth")
 POWER_DEFAULT_LIMIT = binding("nvmlDeviceGetPowerManagementDefaultLimit")
 MAX_CLOCK = binding("nvmlDeviceGetMaxClockInfo")
-# The enforced power limit, the uncorrectable ECC count, row remapping, the PCIe link, the NVLink links
+# the NVLink error counters' field ids, each the total over the GPU's links
+NVLINK_ERROR_FIELDS = (
+    (NvlinkCounter.CRC_FLIT, pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL),
+    (NvlinkCounter.CRC_DATA, pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL),
+    (NvlinkCounter.REPLAY, pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL),
+    (NvlinkCounter.RECOVERY, pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL),
+)
+# The enforced power limit, the ECC counts, row remapping, the PCIe link, the NVLink links
 # and the GPU's limits change on an admin's action, a memory error or a link retraining, not tick by
 # tick: read every SLOW_SECONDS, and at the next tick after an Xid on that GPU (a memory error raises
 # one). They would be two thirds of the NVML calls a GPU costs each tick (more with 18 NVLinks).
@@ -55,6 +63,7 @@ class Slow(NamedTuple):
 
     power_limit: int | None
     ecc_uncorrected: int | None
+    ecc_corrected: int | None
     remapped_rows: Any
     pcie_generation: int | None
     pcie_width: int | None
@@ -278,6 +287,16 @@ class GpuCollector:
                     pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                     pynvml.NVML_VOLATILE_ECC,
                 ),
+                # volatile (since the driver loaded), as the uncorrected count: a rate needs only its
+                # deltas, and the aggregate (the GPU's lifetime, kept in its infoROM) is not documented
+                # to move as each error happens. A driver reload resets it: no rate across that
+                read(
+                    dev,
+                    pynvml.nvmlDeviceGetTotalEccErrors,
+                    pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                    pynvml.NVML_VOLATILE_ECC,
+                    name="nvmlDeviceGetTotalEccErrors corrected",  # skipped on its own
+                ),
                 read(dev, REMAPPED_ROWS),
                 read(dev, PCIE_GENERATION),
                 read(dev, PCIE_WIDTH),
@@ -305,6 +324,11 @@ class GpuCollector:
         sm_clock = read(dev, pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM)
         reasons = nvml.first(dev, CLOCKS_EVENT_REASONS, CLOCKS_THROTTLE_REASONS)
         fields = nvml.field_values(dev)
+        counted_ns = clock_events.counters(fields)
+        counted = clock_events.read(counted_ns, time.monotonic())
+        prev_counted, dev.clock_events = dev.clock_events, counted
+        bits = int(reasons) if reasons is not None else None
+        shares, shares_source = clock_events.shares(prev_counted, counted, bits)
         gpm = nvml.gpm_metrics(dev, GPM_METRICS)
         procs = read(dev, COMPUTE_PROCESSES)
         nvlink_tx = fields.get(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
@@ -324,7 +348,7 @@ class GpuCollector:
             power_limit_watts=limit / 1000.0 if limit is not None else None,
             temperature_celsius=float(temp) if temp is not None else None,
             sm_clock_hertz=sm_clock * 1e6 if sm_clock is not None else None,
-            clocks_event_reasons=int(reasons) if reasons is not None else None,
+            clocks_event_reasons=bits,
             pcie_tx_bytes=fields.get(pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES),
             pcie_rx_bytes=fields.get(pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES),
             nvlink_tx_bytes=nvlink_tx * 1024 if nvlink_tx is not None else None,  # the field counts KiB
@@ -333,11 +357,16 @@ class GpuCollector:
             tensor_active=_ratio(gpm.get(GPM_TENSOR_ACTIVE)),
             dram_active=_ratio(gpm.get(GPM_DRAM_ACTIVE)),
             ecc_uncorrected_total=int(ecc) if ecc is not None else None,
+            ecc_corrected_total=int(slow.ecc_corrected) if slow.ecc_corrected is not None else None,
             row_remap_failure=bool(remap[3]) if remap is not None else None,
             row_remap_pending=bool(remap[2]) if remap is not None else None,
             processes=tuple(GpuProcess(int(p.pid), p.usedGpuMemory) for p in procs or ()),
             xid_counts=self._xid_counts(dev),
             pci_bus_id=dev.pci_bus_id,
+            nvlink_errors={c: fields[f] for c, f in NVLINK_ERROR_FIELDS if f in fields},
+            clocks_event_ns=counted_ns,
+            clocks_event_share=shares,
+            clocks_event_source=shares_source,
             utilization_source=util_source,
             utilization_samples=samples,
             power_source=power_source,

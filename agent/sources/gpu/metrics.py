@@ -58,6 +58,7 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
                 "pci_bus_id": g.pci_bus_id or "",
                 "utilization_source": str(g.utilization_source),
                 "power_source": str(g.power_source),
+                "clocks_event_source": str(g.clocks_event_source),
             },
         )
         up.add_metric(_labels(g), 1.0 if g.up else 0.0)
@@ -79,7 +80,21 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
     xids = CounterMetricFamily(
         "training_node_gpu_xid_errors", "Xid critical errors NVML reported.", labels=[*LABELS, "xid"]
     )
+    nvlink = CounterMetricFamily(
+        "training_node_gpu_nvlink_errors",
+        "NVLink errors since the driver loaded, all links together, by NVML counter.",
+        labels=[*LABELS, "counter"],
+    )
+    seconds = CounterMetricFamily(
+        "training_node_gpu_clocks_event_seconds",
+        "Time under each clocks event reason since the driver loaded (NVML's counters, Hopper and later).",
+        labels=[*LABELS, "reason"],
+    )
     for g in part.gpus:
+        for reason, ns in g.clocks_event_ns.items():
+            seconds.add_metric([*_labels(g), reason.label], ns / 1e9)
+        for counter, count in g.nvlink_errors.items():
+            nvlink.add_metric([*_labels(g), str(counter)], count)
         if g.clocks_event_reasons is not None:
             for bit, label in CLOCK_LABELS:
                 reasons.add_metric([*_labels(g), label], 1.0 if g.clocks_event_reasons & bit else 0.0)
@@ -89,6 +104,10 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
         yield reasons
     if xids.samples:
         yield xids
+    if nvlink.samples:
+        yield nvlink
+    if seconds.samples:
+        yield seconds
     yield from _processes(part.gpus, processes)
 
 

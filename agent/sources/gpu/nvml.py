@@ -24,6 +24,7 @@ import structlog
 
 from agent.core import backoff
 from agent.sources import SourceAbsent
+from agent.sources.gpu import clock_events
 from agent.sources.gpu.binding import (
     binding,
     error_text,
@@ -118,6 +119,7 @@ class Device:
     gpm: GpmSampler | None = None
     utilization: UtilizationBuffer | None = None  # the driver's sample buffer, where it keeps one
     energy: tuple[int, float] | None = None  # the energy counter's last read (mJ, monotonic seconds)
+    clock_events: clock_events.Counted | None = None  # the clocks event counters' last read
     skipped: set[str] = field(default_factory=set)  # functions this GPU cannot answer
     slow: tuple[Any, ...] | None = None  # the collector's reads of values that rarely change
     slow_at: float = 0.0  # monotonic time they are read again (0: at the next tick)
@@ -208,6 +210,14 @@ class Nvml:
             (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ALL_LINKS),
             (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ALL_LINKS),
             (POWER_INSTANT, 0),
+            # the NVLink error counters as totals over the links: four fields in the call made
+            # anyway, where per link (nvmlDeviceGetNvLinkErrorCounter) they would be 4 calls a link,
+            # 72 more a tick on an 18-link H100. A GPU without NVLink answers NotSupported once.
+            (pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, 0),
+            (pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL, 0),
+            (pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, 0),
+            (pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, 0),
+            *((fid, 0) for _, fid in clock_events.FIELDS),  # time under each clocks event reason
         )
         dev.gpm = GpmSampler.open(self, dev)
         dev.utilization = UtilizationBuffer.open(self, dev)

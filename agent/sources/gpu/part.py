@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from agent.sources.gpu.reasons import ClockReason
+
 
 class GpuReadingSource(StrEnum):
     """Where one GPU figure of a tick came from (``GpuStats.utilization_source``/``power_source``),
@@ -21,7 +23,19 @@ class GpuReadingSource(StrEnum):
     GPM = "gpm"  # GPM graphics activity between two samples (MIG, or no utilization call)
     ENERGY = "energy"  # the energy counter's delta over the tick: the exact mean
     AVERAGE = "average"  # nvmlDeviceGetPowerUsage: 1 s mean on Ampere and later, else the instant's
+    COUNTERS = "counters"  # the clocks event counters' deltas: how long each reason held over the tick
+    BITS = "bits"  # the clocks event reason bits sampled at the tick: 1 or 0 for all of it
     NONE = "none"  # the GPU gives no such figure
+
+
+class NvlinkCounter(StrEnum):
+    """NVML's NVLink error counters, each summed over the GPU's links (the ``counter`` label of
+    ``training_node_gpu_nvlink_errors_total``)."""
+
+    CRC_FLIT = "crc_flit"  # flow-control units failing their CRC, each then replayed
+    CRC_DATA = "crc_data"  # data packets failing their CRC
+    REPLAY = "replay"  # retransmissions
+    RECOVERY = "recovery"  # a link retrained after errors: traffic stalls meanwhile
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +110,12 @@ class GpuStats:
         "ecc_uncorrected_total",
         counter=True,
     )
+    ecc_corrected_total: int | None = figure(
+        "ecc_corrected_errors",
+        "Corrected (single-bit) ECC errors since the driver loaded (volatile); a rising rate is a fault.",
+        "ecc_corrected_total",
+        counter=True,
+    )
     row_remap_failure: bool | None = figure(
         "row_remap_failure", "1 when row remapping failed: the GPU needs service."
     )
@@ -105,6 +125,10 @@ class GpuStats:
         default_factory=dict, metadata={"by_hand": "a series per Xid"}
     )
     pci_bus_id: str | None = field(default=None, metadata={"by_hand": "a label of training_node_gpu_info"})
+    # counter -> cumulative count over all links; a counter the GPU has not (no NVLink) is absent
+    nvlink_errors: dict[NvlinkCounter, int] = field(
+        default_factory=dict, metadata={"by_hand": "a series per counter"}
+    )
     row_remap_pending: bool | None = figure(
         "row_remap_pending", "1 when a row remap waits for a GPU reset.", None
     )
@@ -119,6 +143,17 @@ class GpuStats:
         None,
     )
     power_source: GpuReadingSource = field(
+        default=GpuReadingSource.NONE, metadata={"by_hand": "a label of training_node_gpu_info"}
+    )
+    # nanoseconds each reason held since the driver loaded, where the driver counts them (clock_events.py)
+    clocks_event_ns: dict[ClockReason, int] = field(
+        default_factory=dict, metadata={"by_hand": "training_node_gpu_clocks_event_seconds_total"}
+    )
+    # the share of the tick each counted reason held, and whether from the counters or the bits
+    clocks_event_share: dict[ClockReason, float] = field(
+        default_factory=dict, metadata={"by_hand": "the status's clocks_event_share"}
+    )
+    clocks_event_source: GpuReadingSource = field(
         default=GpuReadingSource.NONE, metadata={"by_hand": "a label of training_node_gpu_info"}
     )
     # the GPU's links and limits against their max: read with the slow reads (collector.SLOW_SECONDS)

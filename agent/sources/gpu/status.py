@@ -34,6 +34,8 @@ TCP_VIEW: dict[str, Spec] = {
             *(key for _, key in STATUS_FIGURES),
             *(key for key, _ in RATES),
             "xid_counts",
+            "nvlink_errors",
+            "clocks_event_share",
             "readings",
         )
     ),
@@ -54,10 +56,13 @@ def _gpu(g: GpuStats, r: GpuRates) -> dict[str, Any]:
         out[key] = rounded(getattr(r, rate).get(g.index), 1)
     out["processes"] = [{"pid": p.pid, "used_memory_bytes": p.used_memory_bytes} for p in g.processes]
     out["xid_counts"] = {str(k): v for k, v in g.xid_counts.items()}
+    out["nvlink_errors"] = {str(k): v for k, v in g.nvlink_errors.items()}
+    out["clocks_event_share"] = {r.label: round(s, 3) for r, s in g.clocks_event_share.items()}
     out["readings"] = {
         "utilization": str(g.utilization_source),
         "utilization_samples": g.utilization_samples,
         "power": str(g.power_source),
+        "clocks_events": str(g.clocks_event_source),
     }
     return out
 
@@ -98,4 +103,6 @@ def _sources(readings: Mapping[str, Any] | None) -> str:
     count = readings.get("utilization_samples")
     util = readings.get("utilization")
     util = f"{util} x{count}" if count else util
-    return f"util from {util}, power from {readings.get('power')}"
+    events = readings.get("clocks_events")
+    clocks = f", clock events from {events}" if events and events != "none" else ""
+    return f"util from {util}, power from {readings.get('power')}{clocks}"
