@@ -76,6 +76,10 @@ TEXT: dict[str, tuple[str, str]] = {
         "GPU {gpu} power limit below its default on {host}",
         "{host} GPU {gpu} 功耗上限低于默认值",
     ),
+    "t.gpu.row-remap-pending": (
+        "GPU {gpu} of {host} waits for a reset to remap memory rows",
+        "{host} GPU {gpu} 有待重置生效的显存行重映射",
+    ),
     "t.gpu.ecc-corrected-rising": (
         "Corrected ECC errors rising on GPU {gpu} of {host}",
         "{host} GPU {gpu} 可纠正 ECC 错误持续增加",

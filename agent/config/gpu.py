@@ -47,6 +47,9 @@ class GpuSection(StrictModel):
     power_limit_hold: Duration = Field(
         "5m", ge=0, description="a power limit below the default this long raises a power-limit-low event"
     )
+    row_remap_pending_hold: Duration = Field(
+        "0s", ge=0, description="a row remap pending a GPU reset this long raises a row-remap-pending event"
+    )
     error_rate_window: Duration = Field(
         "10m",
         gt=0,

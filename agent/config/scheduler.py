@@ -13,14 +13,17 @@ from agent.scheduler import backend
 # Xids that mean the GPU cannot run the next job (79 fell off the bus, 48 a double-bit ECC error,
 # 74 NVLink, 95 uncontained ECC); the program's own Xids (13, 31, 43, 45) never drain a node
 DEFAULT_DRAIN_XIDS = [79, 48, 74, 95]
-# the conditions of a GPU that still works but runs slow (agent/faults/gpu.py raises each once held
-# for its [gpu] hold, and clears it when it ends): none drains by default, a slow GPU is a policy choice
+# the conditions of a GPU that still works but runs slow or wants service (agent/faults/gpu.py raises
+# each once held for its [gpu] hold, and clears it when it ends): none drains by default, a policy choice
 DEGRADED = (
     GpuFault.THERMAL_THROTTLE,
     GpuFault.POWER_THROTTLE,
     GpuFault.PCIE_DEGRADED,
     GpuFault.NVLINK_DOWN,
     GpuFault.POWER_LIMIT_LOW,
+    GpuFault.ECC_CORRECTED_RISING,
+    GpuFault.NVLINK_ERRORS,
+    GpuFault.ROW_REMAP_PENDING,
 )
 
 

@@ -1,9 +1,8 @@
 """The words the agent's parts exchange, defined once.
 
-Events, the checkpoint ledger, the classifier, alerts, config validation and the simulators all spell
-these values; each is written here and nowhere else. The members are ``StrEnum``s, so they compare
-equal to, format as and serialize as their plain strings: the JSON on the control socket, the request
-file, the ledger and the metric labels are unchanged.
+Events, the ledger, the classifier, alerts, config validation and the simulators spell these values;
+each is written here only. The members are ``StrEnum``s: they compare equal to, format and serialize
+as their plain strings (the control socket's JSON, the request file, the ledger, the metric labels).
 """
 
 from __future__ import annotations
@@ -185,6 +184,7 @@ class GpuFault(StrEnum):
     POWER_LIMIT_LOW = "power-limit-low"  # the enforced power limit below the default
     ECC_CORRECTED_RISING = "ecc-corrected-rising"  # corrected ECC errors faster than [gpu]'s rate
     NVLINK_ERRORS = "nvlink-errors"  # NVLink replays and recoveries faster than [gpu]'s rate
+    ROW_REMAP_PENDING = "row-remap-pending"  # retired memory rows wait for a GPU reset to be remapped
     UNRESPONSIVE = "unresponsive"  # an NVML call for the GPU has not returned (a wedged driver)
 
 

@@ -83,6 +83,13 @@ def power_limit_low(g: GpuStats) -> str | None:
     return f"power limit {limit:.0f} W, below the default {default:.0f} W"
 
 
+def row_remap_pending(g: GpuStats) -> str | None:
+    if not g.row_remap_pending:
+        return None
+    # the GPU runs on its spare rows meanwhile; the remap takes effect at the next reset
+    return "memory rows retired, remap pending: reset the GPU (drain it first)"
+
+
 def _ecc_corrected(g: GpuStats) -> int | None:
     return g.ecc_corrected_total
 
@@ -137,6 +144,7 @@ class GpuHealth(HasMetrics, HasStatus):
             (GpuFault.POWER_LIMIT_LOW, power_limit_low, cfg.power_limit_hold),
             (GpuFault.ECC_CORRECTED_RISING, ecc_rising.condition, cfg.ecc_corrected_hold),
             (GpuFault.NVLINK_ERRORS, nvlink_rising.condition, cfg.nvlink_errors_hold),
+            (GpuFault.ROW_REMAP_PENDING, row_remap_pending, cfg.row_remap_pending_hold),
             (GpuFault.UNRESPONSIVE, unresponsive, cfg.unresponsive_hold),
         )
         # by index: a GPU lost since start has no UUID until it answers again

@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 
 from agent.devtools.fake_nvml import FakeNvml, device, write_state
 from agent.sources import SourceAbsent
-from agent.sources.gpu import collector as gpu_collector
+from agent.sources.gpu import slow
 from agent.sources.gpu.collector import GpuCollector
 from agent.sources.gpu.nvml import NvmlDriverError
 from agent.sources.gpu.part import GpuPart
@@ -100,7 +100,7 @@ def test_rarely_changing_values_are_read_every_few_seconds_and_after_an_xid(
 ) -> None:
     """The power limit, the ECC count and row remapping are read every SLOW_SECONDS, not every tick,
     and at the next tick after an Xid on that GPU; everything else every tick."""
-    monkeypatch.setattr(gpu_collector, "SLOW_SECONDS", 3600.0)
+    monkeypatch.setattr(slow, "SLOW_SECONDS", 3600.0)
     c = make_collector()
     c.collect()
     fake_nvml.set(4, ecc_uncorrected=7, power_limit_mw=500_000, row_remap_failure=True, power_mw=300_000)
@@ -114,7 +114,7 @@ def test_rarely_changing_values_are_read_every_few_seconds_and_after_an_xid(
     g = part.gpus[4]
     assert (g.ecc_uncorrected_total, g.power_limit_watts, g.row_remap_failure) == (7, 500.0, True)
     assert part.gpus[5].ecc_uncorrected_total == 0  # no Xid there: read at its own time
-    monkeypatch.setattr(gpu_collector, "SLOW_SECONDS", 0.2)
+    monkeypatch.setattr(slow, "SLOW_SECONDS", 0.2)
     again = make_collector()
     again.collect()
     fake_nvml.set(6, ecc_uncorrected=9)

@@ -16,7 +16,7 @@ from test_gpu_health import Run, brief, g
 from agent.devtools.fake_nvml import FakeNvml, device, write_state
 from agent.faults.rising import RisingCount
 from agent.snapshot import NodeSnapshot
-from agent.sources.gpu import collector, metrics
+from agent.sources.gpu import metrics, slow
 from agent.sources.gpu.binding import load_library
 from agent.sources.gpu.collector import GpuCollector
 from agent.sources.gpu.part import NvlinkCounter
@@ -43,7 +43,7 @@ def nvml(fake_nvml: FakeNvml, fake_nvml_library: Path) -> Iterator[FakeNvml]:
 def gpus(
     fake_nvml: FakeNvml, fake_nvml_library: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[GpuCollector]:
-    monkeypatch.setattr(collector, "SLOW_SECONDS", 0.0)  # the ECC counts at every tick
+    monkeypatch.setattr(slow, "SLOW_SECONDS", 0.0)  # the ECC counts at every tick
     c = GpuCollector(library=str(fake_nvml_library), xid_events=False)
     yield c
     c.close()

@@ -15,7 +15,7 @@ from agent.devtools.fake_nvml import FakeNvml
 from agent.faults.gpu import GpuHealth
 from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
-from agent.sources.gpu import collector
+from agent.sources.gpu import slow
 from agent.sources.gpu.collector import GpuCollector
 from agent.sources.gpu.part import GpuPart, GpuStats
 
@@ -126,7 +126,7 @@ def test_degradation_read_through_the_fake_nvml_raises_after_its_hold_and_clears
     """The in-process collector on the fake NVML, its snapshots fed to GpuHealth at chosen times: a
     PCIe link trained down, an NVLink link down and a lowered power limit each raise once their hold
     has passed, and clear when they end."""
-    monkeypatch.setattr(collector, "SLOW_SECONDS", 0.0)  # the slow reads at every tick
+    monkeypatch.setattr(slow, "SLOW_SECONDS", 0.0)  # the slow reads at every tick
     run = Run(tmp_path, pcie_degraded_hold="60s", nvlink_down_hold="30s", power_limit_hold="5m")
     c = GpuCollector(library=str(fake_nvml_library), xid_events=False)
 
@@ -181,3 +181,25 @@ def test_a_gpu_without_nvlink_or_a_limit_reading_raises_nothing(tmp_path: Path) 
     assert brief(run.tick(3, g(0, power_limit_watts=69.0, power_default_limit_watts=70.0))) == [
         ("power-limit-low", 0, None, False)
     ]
+
+
+def test_a_row_remap_pending_a_reset_is_raised_and_cleared_by_the_reset(
+    tmp_path: Path, fake_nvml: FakeNvml, fake_nvml_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nvmlDeviceGetRemappedRows' isPending on the fake: raised at once by default (the state lasts
+    until a reset), in status lines, cleared when the reset has remapped the rows."""
+    monkeypatch.setattr(slow, "SLOW_SECONDS", 0.0)
+    run = Run(tmp_path)
+    c = GpuCollector(library=str(fake_nvml_library), xid_events=False)
+    try:
+        assert brief(run.tick(0, *c.collect().gpus)) == []
+        fake_nvml.set(6, row_remap_pending=True)
+        events = run.tick(1, *c.collect().gpus)
+        assert brief(events) == [("row-remap-pending", 6, None, False)]
+        assert "reset the GPU" in events[0].detail
+        assert any(line.startswith("GPU 6: row-remap-pending") for line in run.health.status()["lines"])
+        assert brief(run.tick(2, *c.collect().gpus)) == []  # once per stretch
+        fake_nvml.set(6, row_remap_pending=False)
+        assert brief(run.tick(3, *c.collect().gpus)) == [("row-remap-pending", 6, None, True)]
+    finally:
+        c.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 import pynvml
 import structlog
@@ -24,6 +24,7 @@ from agent.sources.gpu.nvml_events import XidWatcher
 from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats, NvlinkCounter
 from agent.sources.gpu.part import GpuReadingSource as Src
 from agent.sources.gpu.readings import power_mean
+from agent.sources.gpu.slow import slow_reads
 
 log = structlog.get_logger("gpu")
 
@@ -37,13 +38,6 @@ GPM_METRICS = (GPM_SM_ACTIVE, GPM_TENSOR_ACTIVE, GPM_DRAM_ACTIVE, GPM_BUSY)
 CLOCKS_EVENT_REASONS = binding("nvmlDeviceGetCurrentClocksEventReasons")
 CLOCKS_THROTTLE_REASONS = binding("nvmlDeviceGetCurrentClocksThrottleReasons")  # before 535
 COMPUTE_PROCESSES = binding("nvmlDeviceGetComputeRunningProcesses_v3")
-REMAPPED_ROWS = binding("nvmlDeviceGetRemappedRows")
-PCIE_GENERATION = binding("nvmlDeviceGetCurrPcieLinkGeneration")
-PCIE_WIDTH = binding("nvmlDeviceGetCurrPcieLinkWidth")
-PCIE_GENERATION_MAX = binding("nvmlDeviceGetMaxPcieLinkGeneration")  # the GPU's and the slot's
-PCIE_WIDTH_MAX = binding("nvmlDeviceGetMaxPcieLinkWidth")
-POWER_DEFAULT_LIMIT = binding("nvmlDeviceGetPowerManagementDefaultLimit")
-MAX_CLOCK = binding("nvmlDeviceGetMaxClockInfo")
 # the NVLink error counters' field ids, each the total over the GPU's links
 NVLINK_ERROR_FIELDS = (
     (NvlinkCounter.CRC_FLIT, pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL),
@@ -51,28 +45,6 @@ NVLINK_ERROR_FIELDS = (
     (NvlinkCounter.REPLAY, pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL),
     (NvlinkCounter.RECOVERY, pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL),
 )
-# The enforced power limit, the ECC counts, row remapping, the PCIe link, the NVLink links
-# and the GPU's limits change on an admin's action, a memory error or a link retraining, not tick by
-# tick: read every SLOW_SECONDS, and at the next tick after an Xid on that GPU (a memory error raises
-# one). They would be two thirds of the NVML calls a GPU costs each tick (more with 18 NVLinks).
-SLOW_SECONDS = 5.0
-
-
-class Slow(NamedTuple):
-    """The slow reads of one GPU (None: the GPU or driver cannot give it)."""
-
-    power_limit: int | None
-    ecc_uncorrected: int | None
-    ecc_corrected: int | None
-    remapped_rows: Any
-    pcie_generation: int | None
-    pcie_width: int | None
-    pcie_generation_max: int | None
-    pcie_width_max: int | None
-    nvlinks_active: int | None
-    nvlinks: int | None
-    power_default_limit: int | None
-    sm_clock_max_mhz: int | None
 
 
 def nvmlDeviceGetMemoryInfo_v2(handle: Any) -> Any:  # named after the C function it stands for
@@ -272,43 +244,6 @@ class GpuCollector:
             unresponsive_seconds=round(unresponsive, 3) if unresponsive is not None else None,
         )
 
-    def _slow(self, nvml: Nvml, dev: Device, now: float) -> Slow:
-        """What rarely changes, read every SLOW_SECONDS."""
-        slow = dev.slow
-        if not isinstance(slow, Slow) or now >= dev.slow_at:
-            dev.slow_at = now + SLOW_SECONDS  # before the reads: an Xid meanwhile asks again
-            read = nvml.read
-            active, links = nvml.nvlink_active(dev)
-            slow = dev.slow = Slow(
-                read(dev, pynvml.nvmlDeviceGetEnforcedPowerLimit),
-                read(
-                    dev,
-                    pynvml.nvmlDeviceGetTotalEccErrors,
-                    pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                    pynvml.NVML_VOLATILE_ECC,
-                ),
-                # volatile (since the driver loaded), as the uncorrected count: a rate needs only its
-                # deltas, and the aggregate (the GPU's lifetime, kept in its infoROM) is not documented
-                # to move as each error happens. A driver reload resets it: no rate across that
-                read(
-                    dev,
-                    pynvml.nvmlDeviceGetTotalEccErrors,
-                    pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
-                    pynvml.NVML_VOLATILE_ECC,
-                    name="nvmlDeviceGetTotalEccErrors corrected",  # skipped on its own
-                ),
-                read(dev, REMAPPED_ROWS),
-                read(dev, PCIE_GENERATION),
-                read(dev, PCIE_WIDTH),
-                read(dev, PCIE_GENERATION_MAX),
-                read(dev, PCIE_WIDTH_MAX),
-                active,
-                links,
-                read(dev, POWER_DEFAULT_LIMIT),
-                read(dev, MAX_CLOCK, pynvml.NVML_CLOCK_SM),
-            )
-        return slow
-
     def _stats(self, nvml: Nvml, dev: Device, now: float) -> GpuStats:
         read = nvml.read
         rates = read(dev, pynvml.nvmlDeviceGetUtilizationRates)  # memory's, and the fallback
@@ -318,7 +253,7 @@ class GpuCollector:
             milliwatts = read(dev, pynvml.nvmlDeviceGetPowerUsage)
             power = milliwatts / 1000.0 if milliwatts is not None else None
             power_source = Src.AVERAGE if milliwatts is not None else Src.NONE
-        slow = self._slow(nvml, dev, now)
+        slow = slow_reads(nvml, dev, now)
         limit, ecc, remap = slow.power_limit, slow.ecc_uncorrected, slow.remapped_rows
         temp = read(dev, pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU)
         sm_clock = read(dev, pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM)
