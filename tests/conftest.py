@@ -361,3 +361,19 @@ def need_binary(name: str, package: str) -> str:
     if path is None:
         _unavailable(f"{name} not found (Debian package {package}; .ci/run installs it)")
     return path  # type: ignore[return-value]
+
+
+def part_context(cfg: Any, bus: Any, state_dir: Path, listeners: list | None = None) -> Any:
+    """The Context a part is built with, outside a daemon: no snapshot yet, the runtime folder under
+    ``state_dir``, the snapshot listeners in ``listeners`` (the test feeds them)."""
+    from agent.runtime.context import Context
+    from agent.snapshot import NodeSnapshot
+
+    return Context(
+        cfg=cfg,
+        bus=bus,
+        latest=lambda: NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0),
+        state_dir=state_dir,
+        runtime_dir=state_dir / "run",
+        snapshot_listeners=[] if listeners is None else listeners,
+    )

@@ -12,10 +12,12 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import pynvml
 import pytest
 from conftest import need_binary
 
 from agent.devtools.fake_nvml import LIBRARY, REPO, FakeNvml
+from agent.sources.gpu.binding import load_library
 
 
 @pytest.fixture(scope="session")
@@ -40,3 +42,12 @@ def fake_nvml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_nvml_library
 def nvml_env(fake_nvml: FakeNvml, fake_nvml_library: Path) -> dict[str, str]:
     """Environment for a daemon subprocess that loads the fake as libnvidia-ml.so.1."""
     return {"LD_LIBRARY_PATH": str(fake_nvml_library.parent), "FAKE_NVML_STATE": str(fake_nvml.path)}
+
+
+@pytest.fixture
+def nvml(fake_nvml: FakeNvml, fake_nvml_library: Path) -> Iterator[FakeNvml]:
+    """The fake loaded into this process and NVML initialised: pynvml's calls reach it directly."""
+    load_library(str(fake_nvml_library))
+    pynvml.nvmlInit()
+    yield fake_nvml
+    pynvml.nvmlShutdown()

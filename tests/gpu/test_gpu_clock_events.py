@@ -6,17 +6,15 @@ collector preferring them over the bits it samples, on /metrics and in the statu
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pynvml
 import pytest
-from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
+from gpu_fixtures import fake_nvml, fake_nvml_library, nvml  # noqa: F401
 
 from agent.devtools.fake_nvml import FakeNvml, device, write_state
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu import metrics
-from agent.sources.gpu.binding import load_library
 from agent.sources.gpu.clock_events import FIELDS, Counted, read, shares
 from agent.sources.gpu.collector import GpuCollector
 from agent.sources.gpu.part import GpuReadingSource as Src
@@ -26,14 +24,6 @@ from agent.sources.gpu.status import lines, summary
 
 IDS = [fid for _, fid in FIELDS]
 HW_THERMAL = int(R.HW_THERMAL_SLOWDOWN)
-
-
-@pytest.fixture
-def nvml(fake_nvml: FakeNvml, fake_nvml_library: Path) -> Iterator[FakeNvml]:
-    load_library(str(fake_nvml_library))
-    pynvml.nvmlInit()
-    yield fake_nvml
-    pynvml.nvmlShutdown()
 
 
 def _seconds(index: int) -> dict[int, float]:

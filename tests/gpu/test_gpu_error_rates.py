@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pynvml
 import pytest
-from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
+from gpu_fixtures import fake_nvml, fake_nvml_library, nvml  # noqa: F401
 from test_gpu_health import Run, brief, g
 
 from agent.devtools.fake_nvml import FakeNvml, device, write_state
 from agent.faults.rising import RisingCount
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu import metrics, slow
-from agent.sources.gpu.binding import load_library
 from agent.sources.gpu.collector import GpuCollector
 from agent.sources.gpu.part import NvlinkCounter
 from agent.sources.gpu.rates import GpuRates
@@ -29,14 +28,6 @@ TOTALS = (
     pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL,
     pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
 )
-
-
-@pytest.fixture
-def nvml(fake_nvml: FakeNvml, fake_nvml_library: Path) -> Iterator[FakeNvml]:
-    load_library(str(fake_nvml_library))
-    pynvml.nvmlInit()
-    yield fake_nvml
-    pynvml.nvmlShutdown()
 
 
 @pytest.fixture

@@ -9,23 +9,14 @@ import itertools
 import json
 import random
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pynvml
 import pytest
-from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
+from gpu_fixtures import fake_nvml, fake_nvml_library, nvml  # noqa: F401
 
 from agent.devtools.fake_nvml import PRODUCTS, FakeNvml, device, write_state
 from agent.sources.gpu.binding import load_library
-
-
-@pytest.fixture
-def nvml(fake_nvml: FakeNvml, fake_nvml_library: Path) -> Iterator[FakeNvml]:
-    load_library(str(fake_nvml_library))
-    pynvml.nvmlInit()
-    yield fake_nvml
-    pynvml.nvmlShutdown()
 
 
 def handle(i: int = 0):

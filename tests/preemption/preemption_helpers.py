@@ -11,15 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import async_wait_until
+from conftest import async_wait_until, part_context
 
 from agent.config import parse_config
 from agent.core.events import Event, EventBus, InstanceIdentityEvent, PreemptionEvent
 from agent.devtools.simprocess import MetadataSimProcess
 from agent.devtools.simulator import Simulator, start_simulator
 from agent.preemption.watcher import PreemptionWatcher
-from agent.runtime.context import Context
-from agent.snapshot import NodeSnapshot
 
 REPO = Path(__file__).resolve().parents[2]
 NETGUARD_DIR = REPO / "tests" / "netguard"
@@ -58,14 +56,7 @@ class Harness:
     async def start(self) -> PreemptionWatcher:
         bus = EventBus()
         queue = bus.subscribe("test")
-        ctx = Context(
-            cfg=self.config(),
-            bus=bus,
-            latest=lambda: NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0),
-            state_dir=self.state_dir,
-            runtime_dir=self.state_dir / "run",
-            snapshot_listeners=[],
-        )
+        ctx = part_context(self.config(), bus, self.state_dir)
         self.bus = bus
         self.watcher = PreemptionWatcher(ctx)
 

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from conftest import part_context
 from declarations import cloud_gaps
 
 from agent.alerts import i18n
@@ -19,8 +20,6 @@ from agent.core.vocabulary import Language, NoticeKind
 from agent.devtools.simulator import start_simulator
 from agent.preemption import registry
 from agent.preemption.watcher import PreemptionWatcher
-from agent.runtime.context import Context
-from agent.snapshot import NodeSnapshot
 
 
 @pytest.fixture
@@ -51,14 +50,7 @@ async def test_auto_picks_the_toy_from_dmi_and_reads_its_notice(toy, tmp_path):
             "preemption": {"provider": "auto", "endpoints": {"toy": sim.url}, "poll_interval": "100ms"},
         }
     )
-    ctx = Context(
-        cfg=cfg,
-        bus=bus,
-        latest=lambda: NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0),
-        state_dir=tmp_path / "state",
-        runtime_dir=tmp_path / "state" / "run",
-        snapshot_listeners=[],
-    )
+    ctx = part_context(cfg, bus, tmp_path / "state")
     watcher = PreemptionWatcher(ctx)
     assert watcher.provider_cls is toy.ToyProvider and watcher.endpoint == sim.url
     assert watcher.selected_by == "auto: DMI sys_vendor='Toy Cloud'"

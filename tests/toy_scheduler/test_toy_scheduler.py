@@ -16,16 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import part_context
 from declarations import scheduler_gaps
 
 from agent.alerts import i18n
 from agent.config import ConfigError, parse_config
 from agent.core.events import CheckpointEvent, EventBus, GpuFaultEvent, PreemptionEvent, SchedulerEvent
 from agent.core.vocabulary import CheckpointPhase, GpuFault, Language, SchedulerProblem
-from agent.runtime.context import Context
 from agent.scheduler import backend
 from agent.scheduler.component import SchedulerComponent
-from agent.snapshot import NodeSnapshot
 
 TOY = Path(__file__).parent / "toy_scheduler.py"
 
@@ -54,14 +53,7 @@ def _component(tmp_path: Path, **scheduler: Any) -> tuple[SchedulerComponent, as
             },
         }
     )
-    ctx = Context(
-        cfg=cfg,
-        bus=bus,
-        latest=lambda: NodeSnapshot(seq=0, timestamp=0.0, monotonic=0.0),
-        state_dir=tmp_path / "state",
-        runtime_dir=tmp_path / "state" / "run",
-        snapshot_listeners=[],
-    )
+    ctx = part_context(cfg, bus, tmp_path / "state")
     return SchedulerComponent(ctx), alerts
 
 
