@@ -37,12 +37,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agent.config import parse_config  # noqa: E402
+from agent.context import Context  # noqa: E402
 from agent.core.events import EventBus, PreemptionEvent  # noqa: E402
 from agent.devtools.simprocess import MetadataSimProcess  # noqa: E402
 from agent.preemption import registry  # noqa: E402
 from agent.preemption.clouds import alibaba, aws, azure, gcp, tencent  # noqa: E402
 from agent.preemption.watcher import PreemptionWatcher  # noqa: E402
-from agent.runtime.context import Context  # noqa: E402
 from agent.snapshot import NodeSnapshot  # noqa: E402
 
 PROVIDERS = registry.names()

@@ -37,10 +37,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agent.config import parse_config  # noqa: E402
+from agent.context import Context  # noqa: E402
 from agent.core.events import EventBus, PreemptionEvent  # noqa: E402
 from agent.devtools.simulator import SimState, Simulator, start_simulator  # noqa: E402
 from agent.preemption.watcher import PreemptionWatcher  # noqa: E402
-from agent.runtime.context import Context  # noqa: E402
 from agent.snapshot import NodeSnapshot  # noqa: E402
 
 # provider -> source -> how to put a notice there (the kind it is announced as)

@@ -366,7 +366,7 @@ def need_binary(name: str, package: str) -> str:
 def part_context(cfg: Any, bus: Any, state_dir: Path, listeners: list | None = None) -> Any:
     """The Context a part is built with, outside a daemon: no snapshot yet, the runtime folder under
     ``state_dir``, the snapshot listeners in ``listeners`` (the test feeds them)."""
-    from agent.runtime.context import Context
+    from agent.context import Context
     from agent.snapshot import NodeSnapshot
 
     return Context(

@@ -34,6 +34,7 @@ from agent.alerts.render import reminder
 from agent.alerts.scene import Scene, gpu_inventory, job_inventory
 from agent.alerts.services.base import Channel
 from agent.alerts.spool import Spool
+from agent.context import Context
 from agent.core.aio import wait_within
 from agent.core.component import HasMetrics, HasStatus
 from agent.core.events import (
@@ -42,7 +43,6 @@ from agent.core.events import (
     PreemptionEvent,
 )
 from agent.core.zones import zone
-from agent.runtime.context import Context
 
 log = structlog.get_logger("alerts")
 

@@ -33,10 +33,10 @@ from agent.checkpoint.request import prepare_dir
 from agent.checkpoint.runner import EpisodeRunner
 from agent.checkpoint.watch import TargetWatch
 from agent.config.trainer import signal_number
+from agent.context import Context
 from agent.core.component import HasMetrics, HasPids, HasRoutes, HasStatus, Route
 from agent.core.events import PreemptionEvent
 from agent.core.vocabulary import UNSIGNALABLE, CheckpointPhase, EpisodeState
-from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources.jobs.part import JobPart
 

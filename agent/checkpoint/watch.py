@@ -13,8 +13,8 @@ from agent.checkpoint.publish import trainer_notes
 from agent.checkpoint.signals import handler_state
 from agent.checkpoint.targets import Discovered, Discovery, Target, age_seconds
 from agent.config.trainer import TrainerSection
+from agent.context import Context
 from agent.core.vocabulary import HandlerState
-from agent.runtime.context import Context
 from agent.sources.gpu.part import GpuPart
 
 log = structlog.get_logger("checkpoint")

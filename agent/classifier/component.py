@@ -19,11 +19,11 @@ from agent.classifier.cause import cause
 from agent.classifier.engine import Engine, Evaluation
 from agent.classifier.features import Features
 from agent.classifier.published import Published, published
+from agent.context import Context
 from agent.core.aio import next_within
 from agent.core.component import HasMetrics, HasRoutes, HasStatus, HasVerdictLine, Route
 from agent.core.events import CheckpointEvent
 from agent.core.vocabulary import Verdict, VerdictReason
-from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 
 log = structlog.get_logger("classifier")

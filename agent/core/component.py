@@ -1,6 +1,6 @@
 """What the daemon needs from each long-running part (preemption watcher, checkpoint, classifier,
 alerts), and the hooks a part may offer besides. Parts never import each other: they talk through
-the event bus and read snapshots through the context (``agent.runtime.context``).
+the event bus and read snapshots through the context (``agent.context``).
 
 A hook is a protocol the part's class names among its bases (``class X(HasStatus, HasMetrics)``):
 the daemon finds it by ``isinstance``, mypy checks the signature, and a misspelt method leaves the

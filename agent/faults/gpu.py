@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import structlog
 from prometheus_client.core import CounterMetricFamily, Metric
 
+from agent.context import Context
 from agent.core.component import HasMetrics, HasStatus
 from agent.core.events import GpuFaultEvent
 from agent.core.vocabulary import GpuFault
 from agent.faults.kernel_log import KernelXidWatch
 from agent.faults.rising import RisingCount
 from agent.faults.xids import XidSource, XidTally
-from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu import reasons as clock_reasons
 from agent.sources.gpu.kmsg import KernelXid, bus_key

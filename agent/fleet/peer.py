@@ -19,8 +19,8 @@ from urllib.parse import urlencode
 import aiohttp
 import structlog
 
+from agent.context import Context
 from agent.core.component import HasStatus
-from agent.runtime.context import Context
 
 log = structlog.get_logger("fleet")
 

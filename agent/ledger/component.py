@@ -19,6 +19,7 @@ from prometheus_client.core import Metric
 
 from agent.classifier.published import Published, unclassified
 from agent.config.cost import hourly_price
+from agent.context import Context
 from agent.core.component import HasMetrics, HasRoutes, HasStatus, Route
 from agent.core.events import (
     CheckpointEvent,
@@ -35,7 +36,6 @@ from agent.ledger import metrics as ledger_metrics
 from agent.ledger.assign import BUCKETS, NO_JOB, LedgerReading, gpu_state
 from agent.ledger.book import Book
 from agent.ledger.summary import lines, summarize
-from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import GpuPart
 from agent.sources.jobs.gpus import gpu_jobs

@@ -22,6 +22,7 @@ import structlog
 from aiohttp import web
 from prometheus_client.core import Metric
 
+from agent.context import Context
 from agent.core import backoff
 from agent.core.component import HasMetrics, HasRoutes, HasStatus, Route
 from agent.core.events import CheckpointEvent, InstanceIdentityEvent, PreemptionEvent, event_to_dict
@@ -32,7 +33,6 @@ from agent.preemption.detect import detect
 from agent.preemption.faces import iso
 from agent.preemption.notices import NoticeStore, NoticeTracker
 from agent.preemption.provider import MetadataError, NoticeSource, Provider, Reading
-from agent.runtime.context import Context
 
 log = structlog.get_logger("preemption")
 

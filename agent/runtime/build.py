@@ -12,13 +12,13 @@ from typing import Any
 from agent.checkpoint.component import CheckpointComponent
 from agent.classifier.component import ClassifierComponent
 from agent.config import Config
+from agent.context import Context
 from agent.core.component import Component
 from agent.exporter import malformed as malformed_metrics
 from agent.faults.gpu import GpuHealth
 from agent.fleet.peer import FleetPeer
 from agent.ledger.component import LedgerComponent
 from agent.preemption.watcher import PreemptionWatcher
-from agent.runtime.context import Context
 from agent.scheduler.component import SchedulerComponent
 from agent.snapshot import NodeSnapshot
 from agent.sources import Collector

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from agent import __version__
 from agent.config import Config, ConfigError, load_config
+from agent.context import Context
 from agent.core.component import Component, HasPids, HasRoutes, HasStatus, HasVerdictLine
 from agent.core.events import AgentLifecycleEvent, EventBus, event_to_dict
 from agent.core.vocabulary import AgentPhase, TcpStatus
@@ -27,7 +28,6 @@ from agent.exporter.status import summarize, tcp_view
 from agent.faults.collectors import CollectorFailureWatch
 from agent.faults.gpu import gpus_missing
 from agent.runtime.build import EMPTY, PidSource, build_collectors, build_components, build_renderers
-from agent.runtime.context import Context
 from agent.runtime.control import ControlServer
 from agent.runtime.metrics import PartMetrics
 from agent.runtime.sdnotify import Notifier

@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 from prometheus_client.core import Metric
 
+from agent.context import Context
 from agent.core.backoff import Backoff
 from agent.core.component import HasMetrics, HasRoutes, HasStatus, Route
 from agent.core.events import (
@@ -40,7 +41,6 @@ from agent.core.vocabulary import (
     SchedulerKind,
     SchedulerProblem,
 )
-from agent.runtime.context import Context
 from agent.scheduler import backend, policy
 from agent.scheduler import status as scheduler_status
 from agent.scheduler.backend import NodeInfo, SchedulerBackend, SchedulerError

@@ -19,8 +19,8 @@ import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from tna_client.node import start_ticks
 
+from agent.context import Context
 from agent.core.component import HasMetrics, HasStatus
-from agent.runtime.context import Context
 from agent.steps.figures import JobOf, NodeSteps, node_figures
 from agent.steps.report import QUANTILES, StepReport, collect
 

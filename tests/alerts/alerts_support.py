@@ -12,8 +12,8 @@ from typing import Any
 
 from agent.alerts.alerter import Alerter
 from agent.config import Config, parse_config
+from agent.context import Context
 from agent.core.events import EventBus
-from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import GpuPart, GpuStats
 

@@ -16,9 +16,9 @@ from conftest import wait_until
 from agent.checkpoint.component import CheckpointComponent
 from agent.checkpoint.targets import Discovered
 from agent.config import parse_config
+from agent.context import Context
 from agent.core.events import EventBus, PreemptionEvent
 from agent.core.vocabulary import EpisodeState
-from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 
 

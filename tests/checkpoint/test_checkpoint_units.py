@@ -168,8 +168,8 @@ def test_a_component_stopped_before_its_ledger_was_read_keeps_the_file(tmp_path)
     """A reload right after a start stops a component whose ledger load has not run: writing its
     empty ledger then made the next component signal a notice the trainer had already acked."""
     from agent.checkpoint.component import CheckpointComponent
+    from agent.context import Context
     from agent.core.events import EventBus
-    from agent.runtime.context import Context
     from agent.snapshot import NodeSnapshot
 
     cfg = parse_config({"agent": {"state_dir": str(tmp_path), "runtime_dir": str(tmp_path / "run")}})

@@ -17,9 +17,9 @@ from prometheus_client import generate_latest
 from agent.classifier import baselines as store
 from agent.classifier.component import ClassifierComponent
 from agent.config import Config
+from agent.context import Context
 from agent.core.events import CheckpointEvent, EventBus, VerdictEvent
 from agent.exporter import make_registry
-from agent.runtime.context import Context
 from agent.runtime.control import control_request
 
 

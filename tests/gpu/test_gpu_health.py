@@ -10,10 +10,10 @@ import pytest
 from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
 
 from agent.config import parse_config
+from agent.context import Context
 from agent.core.events import EventBus, GpuFaultEvent
 from agent.devtools.fake_nvml import FakeNvml
 from agent.faults.gpu import GpuHealth
-from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu import slow
 from agent.sources.gpu.collector import GpuCollector

@@ -11,9 +11,9 @@ import sys
 from conftest import REPO
 
 from agent.config import parse_config
+from agent.context import Context
 from agent.core.events import EventBus
 from agent.preemption.watcher import MAX_BACKOFF_SECONDS, PreemptionWatcher
-from agent.runtime.context import Context
 from agent.snapshot import NodeSnapshot
 
 
