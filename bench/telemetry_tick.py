@@ -48,7 +48,7 @@ from agent.core.logsetup import setup_logging  # noqa: E402
 from agent.devtools import fake_nvml  # noqa: E402
 from agent.exporter import SnapshotExporter  # noqa: E402
 from agent.runtime import build  # noqa: E402
-from agent.snapshot.sampler import Sampler  # noqa: E402
+from agent.runtime.sampler import Sampler  # noqa: E402
 from agent.sources.gpu.part import GpuPart  # noqa: E402
 from agent.sources.network import metrics as network_metrics  # noqa: E402
 from agent.sources.network.part import NetworkPart  # noqa: E402

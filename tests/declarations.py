@@ -29,7 +29,8 @@ from agent.devtools import alert_examples
 from agent.devtools.simclouds import simulator_class
 from agent.devtools.simstate import SimState
 from agent.preemption import registry
-from agent.preemption.detect import Dmi, classify
+from agent.preemption.detect import classify
+from agent.preemption.dmi import Dmi
 from agent.preemption.provider import Provider
 from agent.preemption.registry import CloudSpec
 from agent.scheduler import backend
@@ -119,8 +120,8 @@ def scheduler_gaps(cls: type[SchedulerBackend]) -> list[str]:
     except ConfigError as e:
         gaps.append(f"config: {'; '.join(e.problems)}")
     for lang, word in zip(Language, cls.words, strict=True):
-        if not word or i18n.scheduler(kind, lang) != word:
-            gaps.append(f"alerts: its {lang} name is {i18n.scheduler(kind, lang)!r}, not {word!r}")
+        if not word or i18n.scheduler(cls.words, lang) != word:
+            gaps.append(f"alerts: its {lang} name is {i18n.scheduler(cls.words, lang)!r}, not {word!r}")
     return gaps
 
 

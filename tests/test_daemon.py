@@ -121,7 +121,7 @@ def test_slow_collector_does_not_delay_others(tmp_path):
     """In-process: one collector sleeping 3 s does not hold the snapshot back."""
     import asyncio
 
-    from agent.snapshot.sampler import Sampler
+    from agent.runtime.sampler import Sampler
     from agent.sources.host.collector import HostCollector
 
     class Slow:

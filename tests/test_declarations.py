@@ -26,7 +26,8 @@ def test_the_vocabulary_names_the_declared_clouds():
 
 
 def test_detection_keeps_the_declared_order_and_evidence():
-    from agent.preemption.detect import Dmi, classify
+    from agent.preemption.detect import classify
+    from agent.preemption.dmi import Dmi
 
     # AWS's rule reads two files; the evidence names both, as it did before the declarations
     found = classify(Dmi(sys_vendor="Amazon EC2", bios_version="4.11.amazon"))

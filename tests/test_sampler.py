@@ -10,9 +10,9 @@ import time
 
 from agent.core.events import CollectorFailingEvent, EventBus
 from agent.faults.collectors import CollectorFailureWatch
+from agent.runtime import sampler as sampler_module
+from agent.runtime.sampler import Sampler
 from agent.runtime.supervisor import Supervisor
-from agent.snapshot import sampler as sampler_module
-from agent.snapshot.sampler import Sampler
 from agent.sources import SourceAbsent
 from agent.sources.host.collector import HostCollector
 from agent.sources.storage.part import DiskStat, StoragePart

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from agent.core.vocabulary import Bucket, Cloud, Language, NoticeKind, Verdict
 from agent.preemption import registry
-from agent.scheduler import backend
 
 TEXT: dict[str, tuple[str, str]] = {
     # field labels
@@ -189,10 +188,10 @@ def cloud(provider: str, lang: str) -> str:
     return _pick(spec.words, lang) if spec is not None else provider
 
 
-def scheduler(kind: str, lang: str) -> str:
-    """A scheduler backend's name (agent/scheduler/backends/), or the generic word where none is known."""
-    cls = backend.backend_class(kind)
-    return _pick(cls.words if cls is not None else SCHEDULER_WORDS, lang)
+def scheduler(words: tuple[str, str] | None, lang: str) -> str:
+    """A scheduler backend's name, as its declaration gives it (the event carries it: the alerts
+    import no backend), or the generic word."""
+    return _pick(words or SCHEDULER_WORDS, lang)
 
 
 def bucket_name(bucket: str, lang: str) -> str:

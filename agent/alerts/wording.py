@@ -268,7 +268,7 @@ def scheduler(
     else:
         key = f"t.scheduler.{event.problem}"
         key = key if key in i18n.TEXT else "t.scheduler.other"
-    said = i18n.scheduler(event.scheduler, lang)
+    said = i18n.scheduler(event.scheduler_words, lang)
     title = t(key, lang, count=len(event.jobs), problem=event.problem, host=host, scheduler=said)
     fields = [node_field]
     if event.jobs:

@@ -136,7 +136,8 @@ def add_detect_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_detect(args: argparse.Namespace) -> int:
-    from agent.preemption.detect import DMI_FILES, classify, read_dmi
+    from agent.preemption.detect import classify
+    from agent.preemption.dmi import DMI_FILES, read_dmi
 
     dmi = read_dmi(args.sysfs)
     found = classify(dmi)

@@ -148,6 +148,7 @@ class SchedulerEvent(Event):
     problem: str  # a SchedulerProblem
     node: str  # the node's name in the scheduler
     scheduler: str = ""  # its backend's kind ("slurm"); "" where none was set up
+    scheduler_words: tuple[str, str] | None = None  # its name in the alerts (English, Chinese)
     detail: str = ""
     jobs: tuple[str, ...] = ()  # "job 4127 `llama-7b` (alice)"
     event_id: str = ""  # the notice's, for a reclaim

@@ -21,7 +21,7 @@ from agent.core.vocabulary import Cloud, NoticeKind
 from agent.devtools.simwords import ENDED_SIM_STATES, SimEventState
 from agent.preemption import registry
 from agent.preemption.clouds import alibaba, aws, azure, gcp, tencent
-from agent.preemption.provider import TokenScheme
+from agent.preemption.wire import TokenScheme
 
 if TYPE_CHECKING:
     from agent.devtools.simstate import SimState

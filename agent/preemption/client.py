@@ -21,7 +21,7 @@ import structlog
 
 from agent import __version__
 from agent.core.vocabulary import ANSWERED, RequestOutcome
-from agent.preemption.provider import BodyFormatError, MetadataError, TokenScheme
+from agent.preemption.wire import BodyFormatError, MetadataError, TokenScheme
 
 log = structlog.get_logger("preemption.client")
 

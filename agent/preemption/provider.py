@@ -1,5 +1,5 @@
-"""What every cloud module shares: the shape of a notice source, the errors a read can end in,
-RFC 3339 parsing and the plausibility window for deadlines.
+"""What every cloud module shares: the shape of a notice source, RFC 3339 parsing and the
+plausibility window for deadlines (the errors a read can end in are ``wire.py``'s).
 
 A provider module (alibaba.py, aws.py ...) holds pure parsers (body text in, typed values out) and a
 :class:`Provider` subclass that reads its cloud's paths through a :class:`MetadataClient` and turns the
@@ -18,24 +18,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from agent.core.events import InstanceIdentityEvent, PreemptionEvent
 from agent.core.vocabulary import Cadence
+from agent.preemption.wire import BodyFormatError, TokenScheme
 
 if TYPE_CHECKING:
     from agent.config.preemption import PreemptionSection
     from agent.preemption.client import MetadataClient
-
-
-class MetadataError(Exception):
-    """A read that gave no usable answer. ``outcome`` (a ``RequestOutcome``) is the label counted in
-    ``training_node_metadata_requests_total``."""
-
-    def __init__(self, outcome: str, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.outcome = outcome
-        self.status = status
-
-
-class BodyFormatError(ValueError):
-    """A response body that is not what the path serves (garbage, truncated JSON, wrong shape)."""
 
 
 class TimeFormatError(ValueError):
@@ -116,16 +103,6 @@ def parse_json_object(body: str, what: str) -> dict[str, Any]:
 
 
 PAST_LIMIT = timedelta(days=1)
-
-
-@dataclass(frozen=True)
-class TokenScheme:
-    """Session tokens: PUT ``path`` with ``ttl_header`` returns a token sent as ``token_header``
-    (AWS IMDSv2, Alibaba hardened mode)."""
-
-    path: str
-    ttl_header: str
-    token_header: str
 
 
 @dataclass

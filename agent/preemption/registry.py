@@ -19,7 +19,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent.preemption.detect import DmiRule
+    from agent.preemption.dmi import DmiRule
     from agent.preemption.provider import Provider
 
 

@@ -32,7 +32,8 @@ from agent.preemption.client import MetadataClient, RateLimiter, RequestCounter
 from agent.preemption.detect import detect
 from agent.preemption.faces import iso
 from agent.preemption.notices import NoticeStore, NoticeTracker
-from agent.preemption.provider import MetadataError, NoticeSource, Provider, Reading
+from agent.preemption.provider import NoticeSource, Provider, Reading
+from agent.preemption.wire import MetadataError
 
 log = structlog.get_logger("preemption")
 

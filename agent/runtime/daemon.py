@@ -30,10 +30,10 @@ from agent.faults.gpu import gpus_missing
 from agent.runtime.build import EMPTY, PidSource, build_collectors, build_components, build_renderers
 from agent.runtime.control import ControlServer
 from agent.runtime.metrics import PartMetrics
+from agent.runtime.sampler import Sampler
 from agent.runtime.sdnotify import Notifier
 from agent.runtime.supervisor import Supervisor
 from agent.snapshot import NodeSnapshot
-from agent.snapshot.sampler import Sampler
 from agent.sources.gpu.kmsg_reader import LogPosition
 from agent.sources.gpu.part import GpuPart
 

@@ -343,6 +343,7 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
                 problem=problem,
                 node=self.node_name or "",
                 scheduler=self.backend.kind if self.backend else "",
+                scheduler_words=self.backend.words if self.backend else None,
                 detail=detail,
                 **fields,
             )

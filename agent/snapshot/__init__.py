@@ -6,8 +6,9 @@ node_exporter does) and says why in ``collectors``.
 
 Each source's part sits in ``parts`` under the source's name. A consumer reads one by its type,
 ``snap.part(GpuPart)`` (``GpuPart | None``, as mypy sees it too), and its rates by theirs,
-``snap.rates.of(NetworkRates).nic_rx``: the types are the declaration, so a new source's folder is
-all it takes, and a misspelt field is a type error. The snapshot itself names no source.
+``snap.rates.of(NetworkRates).nic_rx``: each type names its source (``source: ClassVar[str]``, which
+the registry checks when the source registers), so a new source's folder is all it takes, a misspelt
+field is a type error, and the snapshot, plain data, imports none of the sources.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from agent.snapshot.rates import NodeRates
-from agent.sources import registry
+from agent.snapshot.rates import NodeRates, source_of
 
 P = TypeVar("P")
 
@@ -53,12 +53,10 @@ class NodeSnapshot:
     ) -> None:
         """``named_parts`` (``gpu=GpuPart(...)``) join ``parts``, for snapshots built by hand."""
         merged = dict(parts or {})
-        if named_parts:
-            known = registry.names()
-            for name, part in named_parts.items():
-                if name not in known:
-                    raise TypeError(f"NodeSnapshot has no source named {name!r}")
-                merged[name] = part
+        for name, part in named_parts.items():
+            if part is not None and getattr(type(part), "source", None) != name:
+                raise TypeError(f"{type(part).__name__} is not the part of a source named {name!r}")
+            merged[name] = part
         object.__setattr__(self, "seq", seq)
         object.__setattr__(self, "timestamp", timestamp)
         object.__setattr__(self, "monotonic", monotonic)
@@ -67,9 +65,9 @@ class NodeSnapshot:
         object.__setattr__(self, "rates", rates if rates is not None else NodeRates())
 
     def part(self, kind: type[P]) -> P | None:
-        """The part of the source whose ``part_type`` is ``kind``; None while it has none this tick.
-        A type no registered source declares is a LookupError, not a silent None."""
-        return cast("P | None", self.parts.get(registry.part_owner(kind)))
+        """The part of ``kind``'s source; None while it has none this tick. A type that names no
+        source is a LookupError, not a silent None."""
+        return cast("P | None", self.parts.get(source_of(kind, "parts")))
 
 
 __all__ = ["CollectorStatus", "NodeRates", "NodeSnapshot"]

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, TypeVar, cast
 
-from agent.sources import registry
-
 K = TypeVar("K")
 T = TypeVar("T")
 R = TypeVar("R")
@@ -69,10 +67,24 @@ class NodeRates:
     @classmethod
     def of_rates(cls, *rates: Any, interval_seconds: float = 0.0) -> NodeRates:
         """Rates built by hand (tests, benchmarks): each source's dataclass, found by its type."""
-        return cls(interval_seconds, {registry.rates_owner(type(r)).name: r for r in rates})
+        return cls(interval_seconds, {source_of(type(r), "rates"): r for r in rates})
 
     def of(self, kind: type[R]) -> R:
-        """The rates of the source whose ``rates_type`` is ``kind``, or its empty defaults."""
-        owner = registry.rates_owner(kind)
-        got = self.by_source.get(owner.name)
-        return cast(R, got if got is not None else owner.empty_rates())
+        """The rates of ``kind``'s source, or ``kind``'s empty defaults."""
+        got = self.by_source.get(source_of(kind, "rates"))
+        if got is None:
+            got = _EMPTY.get(kind)
+            if got is None:
+                got = _EMPTY[kind] = kind()
+        return cast(R, got)
+
+
+_EMPTY: dict[type, Any] = {}  # each rates type with its defaults: what an interval without rates reads
+
+
+def source_of(kind: type, what: str) -> str:
+    """The name of the source ``kind`` (a part or rates type) belongs to."""
+    name = getattr(kind, "source", None)
+    if not isinstance(name, str):
+        raise LookupError(f"{kind.__name__} names no source ({what} types say source: ClassVar[str])")
+    return name

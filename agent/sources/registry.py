@@ -15,7 +15,7 @@ import pkgutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
@@ -75,18 +75,15 @@ class Source:
         return self._defaults[0]
 
 
-V = TypeVar("V")
 _SOURCES: dict[str, Source] = {}
-# read every tick by every consumer of a snapshot (``snap.part(GpuPart)``, ``rates.of(GpuRates)``):
-# kept ready, rebuilt when a source (un)registers
+# the names, kept ready (the config and the status read them), rebuilt when a source (un)registers
 _NAMES: list[frozenset[str]] = [frozenset()]
-_PART_OWNERS: dict[type, str] = {}
-_RATES_OWNERS: dict[type, Source] = {}
 
 
 def register(source: Source) -> Source:
     """Add a source (once per name; registering the same name again replaces it, so a reloaded
-    test module does not fail). Its part and rates types are its own: another source's is an error."""
+    test module does not fail). Its part and rates types are its own: another source's is an error,
+    and each names the source (``source: ClassVar[str]``), which is how a snapshot finds it."""
     for other in _SOURCES.values():
         if other.name != source.name and source.part_type is other.part_type:
             raise ValueError(f"part type {source.part_type.__name__} is {other.name}'s")
@@ -96,6 +93,9 @@ def register(source: Source) -> Source:
             and source.rates_type is other.rates_type
         ):
             raise ValueError(f"rates type {source.rates_type.__name__} is {other.name}'s")
+    for kind in (source.part_type, source.rates_type):
+        if kind is not None and getattr(kind, "source", None) != source.name:
+            raise TypeError(f"{kind.__name__} must say source: ClassVar[str] = {source.name!r}")
     _SOURCES[source.name] = source
     _index()
     return source
@@ -108,10 +108,6 @@ def unregister(name: str) -> None:
 
 def _index() -> None:
     _NAMES[0] = frozenset(_SOURCES)
-    _PART_OWNERS.clear()
-    _PART_OWNERS.update((s.part_type, s.name) for s in _SOURCES.values())
-    _RATES_OWNERS.clear()
-    _RATES_OWNERS.update((s.rates_type, s) for s in _SOURCES.values() if s.rates_type is not None)
 
 
 @cache
@@ -140,26 +136,6 @@ def source(name: str) -> Source:
 def names() -> frozenset[str]:
     _discover()
     return _NAMES[0]
-
-
-def part_owner(part_type: type) -> str:
-    """The name of the source whose parts are ``part_type``; LookupError when none registered it."""
-    return _owner(_PART_OWNERS, part_type, "parts")
-
-
-def rates_owner(rates_type: type) -> Source:
-    """The source whose rates are ``rates_type``; LookupError when none registered it."""
-    return _owner(_RATES_OWNERS, rates_type, "rates")
-
-
-def _owner(table: Mapping[type, V], kind: type, what: str) -> V:
-    try:
-        return table[kind]  # the hot path: one lookup, the sources found already
-    except KeyError:
-        _discover()
-        if kind in table:
-            return table[kind]
-        raise LookupError(f"no registered source has {what} of type {kind.__name__}") from None
 
 
 def build_collectors(ctx: BuildContext) -> list[Collector]:

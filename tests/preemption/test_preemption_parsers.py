@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.preemption.clouds import alibaba, aws, azure, gcp, tencent
-from agent.preemption.provider import BodyFormatError, Reading, TimeFormatError, parse_iso_time
+from agent.preemption.provider import Reading, TimeFormatError, parse_iso_time
+from agent.preemption.wire import BodyFormatError
 
 
 def utc(*args: int) -> datetime:

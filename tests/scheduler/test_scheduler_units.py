@@ -166,10 +166,13 @@ def test_the_alert_names_the_jobs_that_cannot_be_requeued_and_slurm_failing_once
     assert msg.title == "1 job(s) on gpu-node-17 cannot be requeued: they end with the node"
     assert ("Jobs", "job 4127 `llama-7b` (alice)") in msg.fields
     assert ("alertname", "TrainingNodeScheduler") in msg.labels
+    from agent.scheduler.backends.slurm import SlurmBackend
+
+    slurm = {"scheduler": SchedulerKind.SLURM, "scheduler_words": SlurmBackend.words}
     failing = SchedulerEvent(
-        SchedulerProblem.FAILING, "cn-17", SchedulerKind.SLURM, detail="scontrol took longer than 10s"
+        SchedulerProblem.FAILING, "cn-17", detail="scontrol took longer than 10s", **slurm
     )
-    back = SchedulerEvent(SchedulerProblem.FAILING, "cn-17", SchedulerKind.SLURM, cleared=True)
+    back = SchedulerEvent(SchedulerProblem.FAILING, "cn-17", cleared=True, **slurm)
     ff, fb = facts(failing), facts(back)
     assert ff is not None and fb is not None
     assert ff.fingerprint == fb.fingerprint and ff.sustained and fb.resolved  # one alert per outage

@@ -12,9 +12,10 @@ from aiohttp import web
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import NoticeKind
 from agent.devtools.simclouds import CloudSim, not_found, rfc3339, text
-from agent.preemption.detect import DmiRule
-from agent.preemption.provider import BodyFormatError, NoticeSource, Provider, Reading, parse_iso_time
+from agent.preemption.dmi import DmiRule
+from agent.preemption.provider import NoticeSource, Provider, Reading, parse_iso_time
 from agent.preemption.registry import CloudSpec, NoticeWindow, declare
+from agent.preemption.wire import BodyFormatError
 
 
 class ToyCloud(StrEnum):  # a real cloud's name is a member of Cloud in agent/core/vocabulary.py

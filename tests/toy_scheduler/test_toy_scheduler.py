@@ -68,7 +68,7 @@ def test_the_toy_is_declared_and_every_reader_sees_it(toy):
     assert scheduler_gaps(toy.ToyBackend) == []
     assert backend.backend_class("toy") is toy.ToyBackend and backend.kinds()[-1] == "toy"
     assert parse_config({"scheduler": {"kind": "toy"}}).scheduler.kind == "toy"
-    assert i18n.scheduler("toy", Language.ZH_CN) == "玩具调度器"
+    assert i18n.scheduler(toy.ToyBackend.words, Language.ZH_CN) == "玩具调度器"
     backend.forget("toy")
     with pytest.raises(ConfigError, match="'none', 'slurm' or 'auto'"):
         parse_config({"scheduler": {"kind": "toy"}})
@@ -128,7 +128,13 @@ def test_the_alert_says_the_toy_s_name(toy):
     from agent.alerts.scene import Scene
     from agent.devtools.alert_examples import GPUS, NODE, NOW
 
-    ev = SchedulerEvent(SchedulerProblem.FAILING, toy.NODE, "toy", detail="toy controller away")
+    ev = SchedulerEvent(
+        SchedulerProblem.FAILING,
+        toy.NODE,
+        "toy",
+        detail="toy controller away",
+        scheduler_words=toy.ToyBackend.words,
+    )
     f = facts(ev)
     assert f is not None
     msg = render(ev, f, Scene(NODE, GPUS, UTC, NOW), Language.EN)

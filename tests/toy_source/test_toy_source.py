@@ -81,18 +81,29 @@ async def test_a_toy_source_reaches_snapshot_metrics_and_status(toy, tmp_path):
 
 
 def test_without_registration_there_is_no_toy(toy):
+    from dataclasses import dataclass, replace
+
     from agent.snapshot import NodeSnapshot
 
     registry.unregister("toy")
     assert "toy" not in registry.names()
     snap = NodeSnapshot(seq=1, timestamp=0.0, monotonic=0.0)
-    # a type that no registered source declares is an error that names it, never a silent None
-    with pytest.raises(LookupError, match="ToyPart"):
-        snap.part(toy.ToyPart)
-    with pytest.raises(LookupError, match="ToyRates"):
-        snap.rates.of(toy.ToyRates)
-    with pytest.raises(TypeError, match="toy"):
-        NodeSnapshot(seq=1, timestamp=0.0, monotonic=0.0, toy=toy.ToyPart(1, "x"))
+    assert snap.part(toy.ToyPart) is None  # no toy source: no toy part
+    assert snap.rates.of(toy.ToyRates) == toy.ToyRates()
+
+    @dataclass(frozen=True)
+    class Unnamed:  # a type that names no source is an error that names it, never a silent None
+        calls: int
+
+    with pytest.raises(LookupError, match="Unnamed names no source"):
+        snap.part(Unnamed)
+    with pytest.raises(LookupError, match="Unnamed names no source"):
+        snap.rates.of(Unnamed)
+    with pytest.raises(TypeError, match="ToyPart is not the part of a source named 'host'"):
+        NodeSnapshot(seq=1, timestamp=0.0, monotonic=0.0, host=toy.ToyPart(1, "x"))
+    # and a source whose types do not name it is refused where it registers, naming the fix
+    with pytest.raises(TypeError, match="Unnamed must say source: ClassVar\\[str\\] = 'toy'"):
+        registry.register(replace(toy.SOURCE, part_type=Unnamed))
 
 
 def test_a_part_or_rates_type_belongs_to_one_source(toy):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -18,12 +18,16 @@ from agent.sources.registry import Source, register
 
 @dataclass(frozen=True, slots=True)
 class ToyPart:
+    source: ClassVar[str] = "toy"  # how a snapshot finds it
+
     calls: int  # cumulative
     mood: str
 
 
 @dataclass(frozen=True, slots=True)
 class ToyRates:
+    source: ClassVar[str] = "toy"
+
     toy_calls: dict[str, float] = field(default_factory=dict)  # mood -> calls per second
 
 

@@ -21,19 +21,18 @@ from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import Cadence, Cloud, NoticeKind
-from agent.preemption.detect import DmiRule
+from agent.preemption.dmi import DmiRule
 from agent.preemption.provider import (
-    BodyFormatError,
     NoticeSource,
     Provider,
     Reading,
     TimeFormatError,
-    TokenScheme,
     first_time,
     parse_iso_time,
     parse_json,
 )
 from agent.preemption.registry import CloudSpec, NoticeWindow, declare
+from agent.preemption.wire import BodyFormatError, TokenScheme
 
 SPOT_PATH = "/latest/meta-data/instance/spot/termination-time"
 EVENTS_PATH = "/latest/maintenance/active-system-events"

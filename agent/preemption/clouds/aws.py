@@ -21,15 +21,12 @@ from typing import Any
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import Cadence, Cloud, Market, NoticeKind
-from agent.preemption.detect import DmiRule
+from agent.preemption.dmi import DmiRule
 from agent.preemption.provider import (
-    BodyFormatError,
-    MetadataError,
     NoticeSource,
     Provider,
     Reading,
     TimeFormatError,
-    TokenScheme,
     first_line,
     first_time,
     parse_iso_time,
@@ -38,6 +35,7 @@ from agent.preemption.provider import (
     parse_rfc1123,
 )
 from agent.preemption.registry import CloudSpec, NoticeWindow, declare
+from agent.preemption.wire import BodyFormatError, MetadataError, TokenScheme
 
 ACTION_PATH = "/latest/meta-data/spot/instance-action"
 REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"

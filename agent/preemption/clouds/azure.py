@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import Cloud, NoticeKind
-from agent.preemption.detect import DmiRule
+from agent.preemption.dmi import DmiRule
 from agent.preemption.provider import (
-    BodyFormatError,
     NoticeSource,
     Provider,
     Reading,
@@ -34,6 +33,7 @@ from agent.preemption.provider import (
     parse_rfc1123,
 )
 from agent.preemption.registry import CloudSpec, NoticeWindow, declare
+from agent.preemption.wire import BodyFormatError
 
 if TYPE_CHECKING:
     from agent.config.preemption import PreemptionSection

@@ -18,16 +18,10 @@ import re
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import Cloud, Market, NoticeKind
-from agent.preemption.detect import DmiRule
-from agent.preemption.provider import (
-    BodyFormatError,
-    MetadataError,
-    NoticeSource,
-    Provider,
-    Reading,
-    first_line,
-)
+from agent.preemption.dmi import DmiRule
+from agent.preemption.provider import NoticeSource, Provider, Reading, first_line
 from agent.preemption.registry import CloudSpec, NoticeWindow, declare
+from agent.preemption.wire import BodyFormatError, MetadataError
 
 PREFIX = "/computeMetadata/v1/"
 PREEMPTED_PATH = PREFIX + "instance/preempted"

@@ -11,16 +11,10 @@ from datetime import datetime, timedelta, timezone
 
 from agent.core.events import InstanceIdentityEvent
 from agent.core.vocabulary import Cloud, NoticeKind
-from agent.preemption.detect import DmiRule
-from agent.preemption.provider import (
-    BodyFormatError,
-    NoticeSource,
-    Provider,
-    Reading,
-    TimeFormatError,
-    parse_iso_time,
-)
+from agent.preemption.dmi import DmiRule
+from agent.preemption.provider import NoticeSource, Provider, Reading, TimeFormatError, parse_iso_time
 from agent.preemption.registry import CloudSpec, NoticeWindow, declare
+from agent.preemption.wire import BodyFormatError
 
 SPOT_PATH = "/latest/meta-data/spot/termination-time"
 BEIJING = timezone(timedelta(hours=8), "UTC+8")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from agent.sources.gpu.reasons import ClockReason
 
@@ -198,6 +198,8 @@ FIGURES: tuple[tuple[str, Figure], ...] = tuple(
 
 @dataclass(frozen=True, slots=True)
 class GpuPart:
+    source: ClassVar[str] = "gpu"  # its source: snap.part(GpuPart) finds it by this
+
     driver_version: str | None
     nvml_version: str | None
     gpus: tuple[GpuStats, ...]

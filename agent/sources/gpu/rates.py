@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import ClassVar
 
 from agent.snapshot.rates import pairs, rates
 from agent.sources.gpu.part import GpuPart
@@ -13,6 +14,8 @@ _INDEX = attrgetter("index")
 
 @dataclass(frozen=True, slots=True)
 class GpuRates:
+    source: ClassVar[str] = "gpu"  # its source: snap.rates.of(GpuRates) finds it by this
+
     gpu_pcie_rx: dict[int, float] = field(default_factory=dict)  # gpu index -> bytes/s
     gpu_pcie_tx: dict[int, float] = field(default_factory=dict)
     gpu_nvlink_rx: dict[int, float] = field(default_factory=dict)

@@ -7,6 +7,7 @@ Counters are cumulative raw values as the kernel or driver reports them, convert
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,8 @@ class Pressure:
 
 @dataclass(frozen=True, slots=True)
 class HostPart:
+    source: ClassVar[str] = "host"  # its source: snap.part(HostPart) finds it by this
+
     cpu: CpuTimes | None
     cpu_count: int
     load1: float | None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from agent.snapshot.rates import counter_rate
 from agent.sources.host.part import HostPart
@@ -10,6 +11,8 @@ from agent.sources.host.part import HostPart
 
 @dataclass(frozen=True, slots=True)
 class HostRates:
+    source: ClassVar[str] = "host"  # its source: snap.rates.of(HostRates) finds it by this
+
     # ratios of all CPU time in the interval
     cpu_busy_ratio: float | None = None
     cpu_iowait_ratio: float | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import ClassVar
 
 from agent.core.vocabulary import Bucket, SchedulerKind
 
@@ -76,6 +77,8 @@ class JobIdentity:
 
 @dataclass(frozen=True, slots=True)
 class JobPart:
+    source: ClassVar[str] = "jobs"  # its source: snap.part(JobPart) finds it by this
+
     jobs: tuple[JobIdentity, ...] = ()  # each job once, by job id
     pids: Mapping[int, str] = field(default_factory=dict)  # training process -> its job's id
     scheduler: SchedulerKind | None = None  # None: no scheduler on this node and no process in a job

@@ -7,6 +7,7 @@ Counters are cumulative raw values as the kernel or driver reports them, convert
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,8 @@ class RdmaPort:
 
 @dataclass(frozen=True, slots=True)
 class NetworkPart:
+    source: ClassVar[str] = "network"  # its source: snap.part(NetworkPart) finds it by this
+
     nics: tuple[NicStat, ...]
     rdma: tuple[RdmaPort, ...]
     malformed_lines: int = 0  # in this read

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import ClassVar
 
 from agent.snapshot.rates import DEVICE, pairs, rates, sum_opt
 from agent.sources.network.part import NetworkPart, RdmaPort
@@ -13,6 +14,8 @@ _PORT = attrgetter("device", "port")
 
 @dataclass(frozen=True, slots=True)
 class NetworkRates:
+    source: ClassVar[str] = "network"  # its source: snap.rates.of(NetworkRates) finds it by this
+
     nic_rx: dict[str, float] = field(default_factory=dict)  # device -> bytes/s
     nic_tx: dict[str, float] = field(default_factory=dict)
     rdma_rx: dict[tuple[str, int], float] = field(default_factory=dict)  # (device, port)

@@ -7,6 +7,7 @@ Counters are cumulative raw values as the kernel or driver reports them, convert
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,8 @@ class ProcessStat:
 
 @dataclass(frozen=True, slots=True)
 class ProcessPart:
+    source: ClassVar[str] = "processes"  # its source: snap.part(ProcessPart) finds it by this
+
     processes: tuple[ProcessStat, ...]
     malformed_lines: int = 0  # in this read
     malformed_lines_total: int = 0  # since the agent started

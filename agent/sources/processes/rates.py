@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import ClassVar
 
 from agent.snapshot.rates import pairs, rates
 from agent.sources.processes.part import ProcessPart
@@ -13,6 +14,8 @@ _PROC_KEY = attrgetter("pid", "start_time_ticks")
 
 @dataclass(frozen=True, slots=True)
 class ProcessRates:
+    source: ClassVar[str] = "processes"  # its source: snap.rates.of(ProcessRates) finds it by this
+
     process_cpu_cores: dict[int, float] = field(default_factory=dict)  # pid -> cores used (tree)
     process_read: dict[int, float] = field(default_factory=dict)  # pid -> bytes/s (rchar, tree)
     # pid -> bytes/s fetched from storage (read_bytes, tree): counts mmap'd datasets that rchar misses

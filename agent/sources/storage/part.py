@@ -7,6 +7,7 @@ Counters are cumulative raw values as the kernel or driver reports them, convert
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,8 @@ class NfsMount:
 
 @dataclass(frozen=True, slots=True)
 class StoragePart:
+    source: ClassVar[str] = "storage"  # its source: snap.part(StoragePart) finds it by this
+
     disks: tuple[DiskStat, ...]
     nfs: tuple[NfsMount, ...]
     malformed_lines: int = 0  # in this read

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import ClassVar
 
 from agent.snapshot.rates import DEVICE, pairs, rates
 from agent.sources.storage.part import StoragePart
@@ -13,6 +14,8 @@ _MOUNTPOINT = attrgetter("mountpoint")
 
 @dataclass(frozen=True, slots=True)
 class StorageRates:
+    source: ClassVar[str] = "storage"  # its source: snap.rates.of(StorageRates) finds it by this
+
     disk_read: dict[str, float] = field(default_factory=dict)  # device -> bytes/s
     disk_busy_ratio: dict[str, float] = field(default_factory=dict)  # device, io_time share
     nfs_read: dict[str, float] = field(default_factory=dict)  # mountpoint, bytes/s from the server
