@@ -216,7 +216,7 @@ PLUGINS: dict[str, str] = {
     "report": "agent.cli.report",
     "hash-password": "agent.cli.webconfig",
     "top": "agent.cli.top",
-    "demo": "agent.devtools.demo",
+    "demo": "agent.cli.demo",
 }
 
 

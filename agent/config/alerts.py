@@ -12,7 +12,7 @@ from agent.core.vocabulary import SEVERITIES, AlertKind, ChannelType, Language, 
 from agent.core.zones import zone
 
 if TYPE_CHECKING:
-    from agent.alerts.services.base import Channel
+    from agent.alerts.services import Channel
 
 EVENT_TYPES = tuple(AlertKind)
 

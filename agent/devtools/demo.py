@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.cli.main import register
 from agent.core.vocabulary import (
     CHECKPOINT_ENDS,
     CheckpointPhase,
@@ -379,20 +378,6 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
             await self.close()
 
 
-def _add(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fast", action="store_true", help="shorter pauses (about 30 s; for tests)")
-    p.add_argument("--gpus", type=int, default=4, choices=range(1, 9), metavar="1-8", help="fake GPUs (4)")
-    p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, state)")
-    p.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
+    """``training-node-agent demo`` (its arguments: agent/cli/demo.py)."""
     return asyncio.run(Demo(args).run())
-
-
-register(
-    "demo",
-    "an input-bound job caught, then a spot reclaim rehearsed end to end: no root, GPU or cloud",
-    _add,
-    cmd_demo,
-)

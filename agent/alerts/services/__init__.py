@@ -31,3 +31,6 @@ def channel_class(kind: str) -> type[Channel]:
         return DECLARED[kind]
     except KeyError:
         raise ValueError(f"no channel serves type {kind!r}; the types are {', '.join(DECLARED)}") from None
+
+
+__all__ = ["Channel", "channel_class", "channel_types"]

@@ -11,7 +11,7 @@ from typing import Any
 import pynvml
 
 from agent.sources import SourceAbsent
-from agent.sources.gpu.probe import SYSTEM_LIBRARY
+from agent.sources.gpu import SYSTEM_LIBRARY
 
 # A numeric field of a pynvml structure. Plain ``struct.field`` goes through pynvml's Python-level
 # __getattribute__ (it decodes bytes fields), three times the cost of the field itself; field values

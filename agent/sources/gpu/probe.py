@@ -12,12 +12,11 @@ import ctypes
 from typing import TYPE_CHECKING
 
 from agent.sources import SourceAbsent
+from agent.sources.gpu import SYSTEM_LIBRARY
 
 if TYPE_CHECKING:
     from agent.sources.gpu.collector import GpuCollector
     from agent.sources.gpu.part import GpuPart
-
-SYSTEM_LIBRARY = "libnvidia-ml.so.1"
 
 
 class NvmlProbe:
