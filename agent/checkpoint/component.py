@@ -31,12 +31,13 @@ from agent.checkpoint.reach import TrainerReach
 from agent.checkpoint.report import build_report
 from agent.checkpoint.request import prepare_dir
 from agent.checkpoint.runner import EpisodeRunner
+from agent.checkpoint.targets import Discovered
 from agent.checkpoint.watch import TargetWatch
 from agent.config.trainer import signal_number
 from agent.context import Context
 from agent.core.component import HasMetrics, HasPids, HasRoutes, HasStatus, Route
 from agent.core.events import PreemptionEvent
-from agent.core.vocabulary import UNSIGNALABLE, CheckpointPhase, EpisodeState
+from agent.core.vocabulary import UNSIGNALABLE, CheckpointPhase, EpisodeState, HandlerState
 from agent.snapshot import NodeSnapshot
 from agent.sources.jobs.part import JobPart
 
@@ -293,11 +294,36 @@ class CheckpointComponent(HasMetrics, HasPids, HasRoutes, HasStatus):
         eps = [e for e in self.episode_log.episodes.values() if e.phase == EpisodeState.REQUESTED]
         return sorted(eps, key=lambda e: e.requested_at or 0)
 
+    def find_episode(self, event_id: str) -> Episode | None:
+        return self.episode_log.episodes.get(event_id)
+
+    def acknowledge(self, event_id: str, ack: dict[str, Any]) -> None:
+        """An ack that came over the control socket: the episode's ack wait takes it now."""
+        self.runner.control_acks[event_id] = ack
+        self.runner.wake.set()
+
+    def post_notice(self, ev: PreemptionEvent) -> None:
+        self.ctx.bus.publish(ev)
+
     def report(self, ep: Episode) -> dict[str, Any]:
         provider = self.ctx.cfg.preemption.provider
         return build_report(ep, self.ctx.cfg.preemption.poll_interval + 0.1, provider)
 
     # --- faces -------------------------------------------------------------------------------------
+
+    def episodes(self) -> list[Episode]:
+        return list(self.episode_log.episodes.values())
+
+    def found(self) -> Discovered:
+        """The targets and the problems of the last discovery."""
+        return self.watch.found
+
+    def handler(self, pid: int) -> HandlerState:
+        return self.watch.handlers.get(pid, HandlerState.UNKNOWN)
+
+    def trainers(self) -> list[dict[str, Any]]:
+        """The notes the trainers left beside the request file."""
+        return self.watch.trainers
 
     def status(self) -> dict[str, Any]:
         return checkpoint_status.status(self)

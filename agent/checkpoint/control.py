@@ -7,24 +7,47 @@ import contextlib
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
 
+from agent.checkpoint.episodelog import Episode
 from agent.checkpoint.request import clean_ack
 from agent.core.events import PreemptionEvent
 from agent.core.vocabulary import Cloud, EpisodeState, NoticeKind
-
-if TYPE_CHECKING:
-    from agent.checkpoint.component import CheckpointComponent
 
 log = structlog.get_logger("checkpoint")
 
 _KIND = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
 
 
-def routes(c: CheckpointComponent) -> list[tuple[str, str, Any]]:
+class CheckpointControl(Protocol):
+    """What the handlers read and ask of the checkpoint action: typed here, not as the component, so
+    that this face does not import the module that imports it."""
+
+    def episodes(self) -> list[Episode]: ...
+
+    def find_episode(self, event_id: str) -> Episode | None: ...
+
+    def open_requested(self) -> list[Episode]: ...
+
+    def acknowledge(self, event_id: str, ack: dict[str, Any]) -> None: ...
+
+    def finished(self, event_id: str) -> asyncio.Future[None] | None: ...
+
+    def begin_drill(self, event_id: str, dry_run: bool) -> asyncio.Future[None]: ...
+
+    def end_drill(self, event_id: str) -> None: ...
+
+    def post_notice(self, ev: PreemptionEvent) -> None: ...
+
+    def cancel(self, event_id: str, why: str) -> None: ...
+
+    def report(self, ep: Episode) -> dict[str, Any]: ...
+
+
+def routes(c: CheckpointControl) -> list[tuple[str, str, Any]]:
     async def on_ack(request: web.Request) -> web.Response:
         return await ack(c, request)
 
@@ -41,7 +64,7 @@ def routes(c: CheckpointComponent) -> list[tuple[str, str, Any]]:
     ]
 
 
-async def ack(c: CheckpointComponent, request: web.Request) -> web.Response:
+async def ack(c: CheckpointControl, request: web.Request) -> web.Response:
     body = await _json_body(request)
     event_id = body.get("event_id")
     if event_id is None:
@@ -49,7 +72,7 @@ async def ack(c: CheckpointComponent, request: web.Request) -> web.Response:
         if not pending:
             return web.json_response({"error": "no checkpoint request is open"}, status=404)
         event_id = pending[-1].event_id
-    ep = c.episode_log.episodes.get(str(event_id))
+    ep = c.find_episode(str(event_id))
     if ep is None:
         return web.json_response({"error": f"unknown event {event_id!r}"}, status=404)
     if ep.phase == EpisodeState.COMPLETED:
@@ -58,8 +81,7 @@ async def ack(c: CheckpointComponent, request: web.Request) -> web.Response:
         return web.json_response(
             {"error": f"event {ep.event_id} is {ep.phase}; nothing to acknowledge"}, status=409
         )
-    c.runner.control_acks[ep.event_id] = clean_ack(body, via="control socket")
-    c.runner.wake.set()
+    c.acknowledge(ep.event_id, clean_ack(body, via="control socket"))
     fut = c.finished(ep.event_id)
     if fut is not None:
         with contextlib.suppress(TimeoutError):
@@ -76,7 +98,7 @@ async def ack(c: CheckpointComponent, request: web.Request) -> web.Response:
     )
 
 
-async def drill(c: CheckpointComponent, request: web.Request) -> web.Response:
+async def drill(c: CheckpointControl, request: web.Request) -> web.Response:
     body = await _json_body(request)
     kind = str(body.get("kind", NoticeKind.SPOT_TERMINATION))
     if not _KIND.match(kind):
@@ -89,7 +111,7 @@ async def drill(c: CheckpointComponent, request: web.Request) -> web.Response:
     event_id = f"drill-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     done = c.begin_drill(event_id, bool(body.get("dry_run")))
     log.info("drill started", event_id=event_id, kind=kind, deadline_seconds=deadline)
-    c.ctx.bus.publish(
+    c.post_notice(
         PreemptionEvent(
             provider=Cloud.DRILL,
             kind=kind,
@@ -105,7 +127,7 @@ async def drill(c: CheckpointComponent, request: web.Request) -> web.Response:
         async with asyncio.timeout(max(0.5, wait) + 1.0):
             await asyncio.shield(done)
     c.end_drill(event_id)
-    ep = c.episode_log.episodes.get(event_id)
+    ep = c.find_episode(event_id)
     if ep is None:
         return web.json_response({"error": "the drill notice was not picked up"}, status=500)
     if ep.open:
@@ -113,12 +135,12 @@ async def drill(c: CheckpointComponent, request: web.Request) -> web.Response:
     return web.json_response(c.report(ep))
 
 
-async def report(c: CheckpointComponent, request: web.Request) -> web.Response:
+async def report(c: CheckpointControl, request: web.Request) -> web.Response:
     event_id = request.query.get("event_id")
     if event_id:
-        ep = c.episode_log.episodes.get(event_id)
+        ep = c.find_episode(event_id)
     else:
-        eps = sorted(c.episode_log.episodes.values(), key=lambda e: e.requested_at or e.received_at)
+        eps = sorted(c.episodes(), key=lambda e: e.requested_at or e.received_at)
         ep = eps[-1] if eps else None
     if ep is None:
         return web.json_response({"error": "no checkpoint episode yet"}, status=404)

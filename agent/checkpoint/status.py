@@ -4,31 +4,54 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from agent.checkpoint.episodelog import Episode
 from agent.checkpoint.publish import trainers_line
+from agent.checkpoint.targets import Discovered
+from agent.config.trainer import TrainerSection
 from agent.core.vocabulary import EpisodeState, HandlerState
-
-if TYPE_CHECKING:
-    from agent.checkpoint.component import CheckpointComponent
 
 _READY_LINE = {HandlerState.HANDLER: "handler ready", HandlerState.HARMLESS: "signal is harmless"}
 
 
-def status(c: CheckpointComponent) -> dict[str, Any]:
+class CheckpointFacts(Protocol):
+    """What the status section reads of the checkpoint action: typed here, not as the component, so
+    that this face does not import the module that imports it."""
+
+    @property
+    def tcfg(self) -> TrainerSection: ...
+
+    @property
+    def request_file(self) -> Path: ...
+
+    @property
+    def discovery_file(self) -> Path | None: ...
+
+    def found(self) -> Discovered: ...
+
+    def handler(self, pid: int) -> HandlerState: ...
+
+    def trainers(self) -> list[dict[str, Any]]: ...
+
+    def episodes(self) -> list[Episode]: ...
+
+
+def status(c: CheckpointFacts) -> dict[str, Any]:
     now = time.time()
     tcfg = c.tcfg
+    found, trainers = c.found(), c.trainers()
     targets: list[dict[str, Any]] = [
         {
             "pid": t.pid,
             "comm": t.comm,
             "source": t.source,
-            "handler": c.watch.handlers.get(t.pid, HandlerState.UNKNOWN),
+            "handler": c.handler(t.pid),
         }
-        for t in c.watch.found.targets
+        for t in found.targets
     ]
-    eps = sorted(c.episode_log.episodes.values(), key=lambda e: e.received_at)
+    eps = sorted(c.episodes(), key=lambda e: e.received_at)
     active = [summary(e, now) for e in eps if e.open]
     recent = [summary(e, now) for e in eps if not e.open][-5:]
     lines = [
@@ -42,10 +65,9 @@ def status(c: CheckpointComponent) -> dict[str, Any]:
             lines.append(f"target pid {t['pid']} ({t['comm']}) via {t['source']}: {hint}")
     else:
         lines.append(
-            "no training process found"
-            + (f" ({'; '.join(c.watch.found.problems)})" if c.watch.found.problems else "")
+            "no training process found" + (f" ({'; '.join(found.problems)})" if found.problems else "")
         )
-    lines.append(trainers_line(c.request_file, c.watch.trainers))
+    lines.append(trainers_line(c.request_file, trainers))
     if c.discovery_file is not None:
         lines.append(f"trainers find it through {c.discovery_file} (or $TNA_CHECKPOINT_REQUEST_FILE)")
     else:
@@ -60,9 +82,9 @@ def status(c: CheckpointComponent) -> dict[str, Any]:
         "discover": list(tcfg.discover),
         "request_file": str(c.request_file),
         "discovery_file": None if c.discovery_file is None else str(c.discovery_file),
-        "trainers": c.watch.trainers,
+        "trainers": trainers,
         "targets": targets,
-        "problems": list(c.watch.found.problems),
+        "problems": list(found.problems),
         "active": active,
         "recent": recent,
         "lines": lines,

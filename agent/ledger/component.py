@@ -35,6 +35,7 @@ from agent.ledger import jobs as by_jobs
 from agent.ledger import metrics as ledger_metrics
 from agent.ledger.assign import BUCKETS, NO_JOB, LedgerReading, gpu_state
 from agent.ledger.book import Book
+from agent.ledger.cadence import Advice
 from agent.ledger.summary import lines, summarize
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import GpuPart
@@ -283,6 +284,17 @@ class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
 
     # --- faces -------------------------------------------------------------------------------------
 
+    @property
+    def currency(self) -> str:
+        return self.cost_cfg.currency
+
+    def advice(self, now: float) -> Advice | None:
+        return self.ledger.advice(now, self.cfg.mtbi, self.cfg.sparse_factor)
+
+    def goodput_ratio(self, now: float) -> float | None:
+        ratio: float | None = self.summary(now, self.cfg.window)["ratio"]
+        return ratio
+
     def summary(self, now: float, window: float) -> dict[str, Any]:
         seconds, cost, first = self.ledger.book.since(now - window)
         since = max(now - window, first) if first != float("inf") else now
@@ -303,7 +315,7 @@ class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
             self.ledger.job_names,
             self.cost_cfg.currency if priced else None,
         )
-        advice = self.ledger.advice(now, self.cfg.mtbi, self.cfg.sparse_factor)
+        advice = self.advice(now)
         cost_known, _ = self.ledger.checkpoint_cost()
         why = "no checkpoint time measured yet" if cost_known is None else "no interruption rate known yet"
         s["cadence"] = advice.as_dict() if advice else None

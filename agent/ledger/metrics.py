@@ -4,17 +4,39 @@ gauges), the goodput ratio, the market and the price, and the checkpoint cadence
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from agent.ledger.assign import BUCKETS
+from agent.ledger.cadence import Advice
+from agent.ledger.state import Ledger
 
-if TYPE_CHECKING:
-    from agent.ledger.component import LedgerComponent
+
+class LedgerFigures(Protocol):
+    """What the families read of the goodput ledger: typed here, not as the component, so that this
+    face does not import the module that imports it."""
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    @property
+    def market(self) -> str: ...
+
+    @property
+    def priced(self) -> bool: ...
+
+    @property
+    def currency(self) -> str: ...
+
+    def prices(self) -> tuple[float | None, float | None]: ...
+
+    def goodput_ratio(self, now: float) -> float | None: ...  # over [goodput] window
+
+    def advice(self, now: float) -> Advice | None: ...
 
 
-def families(comp: LedgerComponent, now: float) -> Iterable[Metric]:
+def families(comp: LedgerFigures, now: float) -> Iterable[Metric]:
     led = comp.ledger
     unsettled, unsettled_cost = led.book.unsettled()
     total = CounterMetricFamily(
@@ -33,15 +55,15 @@ def families(comp: LedgerComponent, now: float) -> Iterable[Metric]:
         open_.add_metric([b], u)
     yield total
     yield open_
-    s = comp.summary(now, comp.cfg.window)
-    if s["ratio"] is not None:
+    ratio = comp.goodput_ratio(now)
+    if ratio is not None:
         yield GaugeMetricFamily(
             "training_node_goodput_ratio",
             "Productive share of the GPU-seconds over [goodput] window.",
-            value=s["ratio"],
+            value=ratio,
         )
     if comp.priced:
-        cur = comp.cost_cfg.currency
+        cur = comp.currency
         cost = CounterMetricFamily(
             "training_node_cost", "Money per ledger bucket, settled.", labels=["bucket", "currency"]
         )
@@ -79,7 +101,7 @@ def families(comp: LedgerComponent, now: float) -> Iterable[Metric]:
     yield from _checkpoint(comp, now)
 
 
-def _checkpoint(comp: LedgerComponent, now: float) -> Iterable[Metric]:
+def _checkpoint(comp: LedgerFigures, now: float) -> Iterable[Metric]:
     led = comp.ledger
     c = CounterMetricFamily("training_node_interruptions", "Spot reclaims and stop/terminate notices seen.")
     c.add_metric([], float(led.interruptions))
@@ -105,7 +127,7 @@ def _checkpoint(comp: LedgerComponent, now: float) -> Iterable[Metric]:
             "How often the job checkpoints: its usual gap, or the time since the last one if longer.",
             value=interval,
         )
-    advice = led.advice(now, comp.cfg.mtbi, comp.cfg.sparse_factor)
+    advice = comp.advice(now)
     if advice is not None:
         yield GaugeMetricFamily(
             "training_node_checkpoint_advised_interval_seconds",

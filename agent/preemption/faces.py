@@ -2,21 +2,85 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from agent.core.events import InstanceIdentityEvent, PreemptionEvent
+from agent.preemption.client import RequestCounter
+from agent.preemption.notices import ActiveNotice
 
-if TYPE_CHECKING:
-    from agent.preemption.watcher import PreemptionWatcher
+
+@dataclass
+class SourceState:
+    """One notice source as the watcher last saw it; the watcher keeps it, the status shows it."""
+
+    name: str
+    cadence: str
+    reads: int = 0
+    errors: int = 0  # consecutive
+    last_ok: float | None = None  # wall time
+    last_error: str | None = None
+    last_error_at: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cadence": self.cadence,
+            "reads": self.reads,
+            "consecutive_errors": self.errors,
+            "last_ok": iso(self.last_ok),
+            "last_error": self.last_error,
+            "last_error_at": iso(self.last_error_at),
+        }
 
 
-def active_notices(w: PreemptionWatcher) -> list[dict[str, Any]]:
+class WatcherFacts(Protocol):
+    """What these faces read of the preemption watcher: typed here, not as the watcher, so that the
+    faces do not import the module that imports them."""
+
+    @property
+    def provider_name(self) -> str: ...
+
+    @property
+    def selected_by(self) -> str: ...
+
+    @property
+    def kinds(self) -> tuple[str, ...] | None: ...  # the provider's notice kinds; None: the watcher is off
+
+    @property
+    def endpoint(self) -> str | None: ...
+
+    @property
+    def token_state(self) -> str | None: ...
+
+    @property
+    def instance(self) -> InstanceIdentityEvent | None: ...
+
+    @property
+    def acks(self) -> Mapping[str, str]: ...
+
+    @property
+    def counter(self) -> RequestCounter: ...
+
+    @property
+    def sources(self) -> Mapping[str, SourceState]: ...
+
+    @property
+    def warnings(self) -> Mapping[str, dict[str, Any]]: ...
+
+    @property
+    def recent(self) -> Sequence[dict[str, Any]]: ...
+
+    def notices(self) -> list[ActiveNotice]: ...
+
+
+def active_notices(w: WatcherFacts) -> list[dict[str, Any]]:
     now = datetime.now(UTC)
     out = []
-    for n in sorted(w.tracker.active.values(), key=lambda n: (n.deadline is None, n.deadline or now)):
+    for n in sorted(w.notices(), key=lambda n: (n.deadline is None, n.deadline or now)):
         ev = n.event
         deadline = n.deadline or ev.deadline
         out.append(
@@ -36,7 +100,7 @@ def active_notices(w: PreemptionWatcher) -> list[dict[str, Any]]:
     return out
 
 
-def status(w: PreemptionWatcher) -> dict[str, Any]:
+def status(w: WatcherFacts) -> dict[str, Any]:
     active = active_notices(w)
     requests: dict[str, int] = {}
     for (_, outcome), n in w.counter.counts.items():
@@ -44,9 +108,9 @@ def status(w: PreemptionWatcher) -> dict[str, Any]:
     return {
         "provider": w.provider_name,
         "selected_by": w.selected_by,
-        "enabled": w.provider_cls is not None,
+        "enabled": w.kinds is not None,
         "endpoint": w.endpoint,
-        "token": w.client.token_state if w.client else None,
+        "token": w.token_state,
         "instance": _identity_dict(w.instance),
         "active": active,
         "sources": {name: st.as_dict() for name, st in w.sources.items()},
@@ -57,8 +121,8 @@ def status(w: PreemptionWatcher) -> dict[str, Any]:
     }
 
 
-def lines(w: PreemptionWatcher, active: list[dict[str, Any]]) -> list[str]:
-    if w.provider_cls is None:
+def lines(w: WatcherFacts, active: list[dict[str, Any]]) -> list[str]:
+    if w.kinds is None:
         return [f"off: provider none ({w.selected_by}); no metadata request is sent"]
     lines = [f"{w.provider_name} at {w.endpoint} ({w.selected_by})"]
     if w.instance:
@@ -82,8 +146,8 @@ def lines(w: PreemptionWatcher, active: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def metrics(w: PreemptionWatcher) -> list[Metric]:
-    if w.provider_cls is None:
+def metrics(w: WatcherFacts) -> list[Metric]:
+    if w.kinds is None:
         return []
     notice = GaugeMetricFamily(
         "training_node_preemption_notice",
@@ -102,14 +166,14 @@ def metrics(w: PreemptionWatcher) -> list[Metric]:
     )
     earliest: dict[str, PreemptionEvent] = {}
     active_kinds = set()
-    for n in w.tracker.active.values():
+    for n in w.notices():
         ev = n.event
         active_kinds.add(ev.kind)
         if ev.deadline is not None and (
             ev.kind not in earliest or ev.deadline < earliest[ev.kind].deadline  # type: ignore[operator]
         ):
             earliest[ev.kind] = ev
-    for kind in sorted(set(w.provider_cls.kinds) | active_kinds):
+    for kind in sorted(set(w.kinds) | active_kinds):
         notice.add_metric([kind], 1.0 if kind in active_kinds else 0.0)
     for kind, ev in sorted(earliest.items()):
         assert ev.deadline is not None

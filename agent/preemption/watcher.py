@@ -14,7 +14,7 @@ import asyncio
 import random
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -30,8 +30,8 @@ from agent.core.vocabulary import Cadence, CheckpointPhase, Setting
 from agent.preemption import faces, registry
 from agent.preemption.client import MetadataClient, RateLimiter, RequestCounter
 from agent.preemption.detect import detect
-from agent.preemption.faces import iso
-from agent.preemption.notices import NoticeStore, NoticeTracker
+from agent.preemption.faces import SourceState, iso
+from agent.preemption.notices import ActiveNotice, NoticeStore, NoticeTracker
 from agent.preemption.provider import NoticeSource, Provider, Reading
 from agent.preemption.wire import MetadataError
 
@@ -39,27 +39,6 @@ log = structlog.get_logger("preemption")
 
 STATE_FILE = "preemption-notices.json"
 MAX_BACKOFF_SECONDS = 10.0  # a spot notice leaves two minutes (GCE: 30 s): no failing source waits longer
-
-
-@dataclass
-class SourceState:
-    name: str
-    cadence: str
-    reads: int = 0
-    errors: int = 0  # consecutive
-    last_ok: float | None = None  # wall time
-    last_error: str | None = None
-    last_error_at: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "cadence": self.cadence,
-            "reads": self.reads,
-            "consecutive_errors": self.errors,
-            "last_ok": iso(self.last_ok),
-            "last_error": self.last_error,
-            "last_error_at": iso(self.last_error_at),
-        }
 
 
 class PreemptionWatcher(HasMetrics, HasRoutes, HasStatus):
@@ -344,6 +323,17 @@ class PreemptionWatcher(HasMetrics, HasRoutes, HasStatus):
         return [("POST", "/preemption/ack", ack)] if acknowledges else []
 
     # --- faces (faces.py) --------------------------------------------------------------------------
+
+    @property
+    def kinds(self) -> tuple[str, ...] | None:
+        return self.provider_cls.kinds if self.provider_cls is not None else None
+
+    @property
+    def token_state(self) -> str | None:
+        return self.client.token_state if self.client else None
+
+    def notices(self) -> list[ActiveNotice]:
+        return list(self.tracker.active.values())
 
     def active_notices(self) -> list[dict[str, Any]]:
         return faces.active_notices(self)

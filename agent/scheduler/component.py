@@ -363,6 +363,14 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
 
     # --- faces -------------------------------------------------------------------------------------
 
+    @property
+    def kind(self) -> str | None:
+        return self.backend.kind if self.backend is not None else None
+
+    @property
+    def dry_run(self) -> bool:
+        return self.cfg.dry_run
+
     def control_routes(self) -> list[Route]:
         return routes(self)
 

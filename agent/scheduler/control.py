@@ -5,17 +5,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 from aiohttp import web
 
 from agent.core.component import Route
 
-if TYPE_CHECKING:
-    from agent.scheduler.component import SchedulerComponent
+
+class SchedulerControl(Protocol):
+    """What the handlers read of the scheduler action (typed here so as not to import it)."""
+
+    @property
+    def kind(self) -> str | None: ...  # None: no scheduler, so nothing to wait for
+
+    @property
+    def node_name(self) -> str | None: ...
+
+    @property
+    def would(self) -> Mapping[str, list[str]]: ...
+
+    @property
+    def changed(self) -> asyncio.Event: ...  # a new Event after each reconcile: read it each time
+
+    def health(self) -> str | None: ...
 
 
-def routes(c: SchedulerComponent) -> list[Route]:
+def routes(c: SchedulerControl) -> list[Route]:
     async def on_health(request: web.Request) -> web.Response:
         why = c.health()
         body = {"healthy": why is None, "why": why, "node": c.node_name}
@@ -23,7 +39,7 @@ def routes(c: SchedulerComponent) -> list[Route]:
 
     async def on_would(request: web.Request) -> web.Response:
         event_id = request.query.get("event_id", "dry-run")
-        wait = min(10.0, float(request.query.get("wait", "0"))) if c.backend is not None else 0.0
+        wait = min(10.0, float(request.query.get("wait", "0"))) if c.kind is not None else 0.0
         # a drill's report comes when its episode ends; the requeue it would do is decided in the
         # next reconcile, so wait for that (bounded) rather than answer half
         with contextlib.suppress(TimeoutError):

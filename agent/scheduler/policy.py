@@ -8,6 +8,7 @@ into the agent's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from enum import StrEnum
@@ -72,7 +73,7 @@ def fault_cause(ev: GpuFaultEvent, cfg: SchedulerSection) -> Cause | None:
     return None
 
 
-def standing(causes: dict[str, Cause], now: float) -> list[Cause]:
+def standing(causes: Mapping[str, Cause], now: float) -> list[Cause]:
     """The causes that still stand at ``now``, oldest first (dict order is arrival order)."""
     return [c for c in causes.values() if c.expires_at is None or c.expires_at > now]
 

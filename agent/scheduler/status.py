@@ -3,32 +3,60 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from agent.core.vocabulary import SchedulerKind
 from agent.scheduler import policy
 from agent.scheduler.backend import NodeInfo
-from agent.scheduler.policy import Step
-
-if TYPE_CHECKING:
-    from agent.scheduler.component import SchedulerComponent
+from agent.scheduler.policy import Cause, Decision, Step
 
 
-def status(c: SchedulerComponent) -> dict[str, Any]:
+class SchedulerFacts(Protocol):
+    """What the status section and the metric read of the scheduler action: typed here, not as the
+    component, so that this face does not import the module that imports it."""
+
+    @property
+    def kind(self) -> str | None: ...  # the backend's kind; None: no scheduler is set up
+
+    @property
+    def node_name(self) -> str | None: ...
+
+    @property
+    def node(self) -> NodeInfo | None: ...
+
+    @property
+    def dry_run(self) -> bool: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+    @property
+    def causes(self) -> Mapping[str, Cause]: ...
+
+    @property
+    def decision(self) -> Decision: ...
+
+    @property
+    def actions(self) -> Mapping[tuple[str, str], int]: ...
+
+    def health(self) -> str | None: ...
+
+
+def status(c: SchedulerFacts) -> dict[str, Any]:
     info = c.node
     owner = "none"
     if info is not None and info.drained:
         owner = "agent" if policy.owns(info.reason) else "foreign"
     wanted = policy.standing(c.causes, time.time())
     lines = []
-    if c.backend is None:
+    if c.kind is None:
         if c.error:  # kind none says nothing; a scheduler that could not be set up says why
             lines.append(f"scheduler: {c.error}")
     else:
-        kind = c.backend.kind
+        kind = c.kind
         lines.append(f"{kind} node {c.node_name}: {_state_words(info, owner)}")
         lines += [f"  wants drained: {cause.reason}" for cause in wanted]
         if c.decision.step == Step.WAIT:
@@ -36,9 +64,9 @@ def status(c: SchedulerComponent) -> dict[str, Any]:
         if c.error:
             lines.append(f"  {kind} failing: {c.error}")
     return {
-        "kind": c.backend.kind if c.backend is not None else SchedulerKind.NONE,
+        "kind": c.kind if c.kind is not None else SchedulerKind.NONE,
         "node": c.node_name,
-        "dry_run": c.cfg.dry_run,
+        "dry_run": c.dry_run,
         "state": info.state if info else None,
         "drained": bool(info and info.drained),
         "reason": info.reason if info else None,
@@ -60,7 +88,7 @@ def _state_words(info: NodeInfo | None, owner: str) -> str:
     return f"drained by {'this agent' if owner == 'agent' else 'someone else'}: {info.reason}"
 
 
-def metrics(c: SchedulerComponent) -> Iterable[Metric]:
+def metrics(c: SchedulerFacts) -> Iterable[Metric]:
     fam = CounterMetricFamily(
         "training_node_scheduler_actions",
         "Changes asked of the cluster's scheduler (drain, resume, requeue, cancel), by outcome",
