@@ -73,4 +73,19 @@ def classify(
     ``features.measure``); the result is the same without them."""
     f = measure(window, baselines, cfg, tallies, family_means, gpus)
     s = score(f)
-    return verdict_for(f, s, decide(s, current, cfg))
+    return verdict_for(f, s, own_slow_gpu(f, s, decide(s, current, cfg)))
+
+
+def own_slow_gpu(f: Features, s: Scores, vote: str) -> str:
+    """Where a GPU of this node is named slow and the vote splits between its work (compute) and its
+    peers' wait for it (sync-wait), the split is that GPU: the leader of the two stands, and the cause
+    is ``degraded-gpu``. A 1-in-4 slow GPU whose peers wait two thirds of the time read ``mixed``
+    (``unclear``), hiding the GPU from the fleet's straggler rule; an 8-GPU board reads sync-wait."""
+    if vote != Verdict.MIXED or not f.slow_gpus:
+        return vote
+    ranked = sorted(s.by_class, key=s.by_class.__getitem__, reverse=True)
+    if set(ranked[:2]) != {Verdict.COMPUTE, Verdict.SYNC_WAIT}:
+        return vote
+    if s.compute_vetoed:  # spinning is never work: the peers' wait leads
+        return Verdict.SYNC_WAIT
+    return ranked[0]

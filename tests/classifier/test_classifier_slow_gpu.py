@@ -53,6 +53,18 @@ def test_the_throttled_gpu_is_named_with_its_reason(reason: ClockReason, words: 
     assert sum(x == (gpu,) for x in held) / len(held) >= 0.9, held
 
 
+def test_one_slow_gpu_of_four_whose_peers_wait_two_thirds_is_not_mixed() -> None:
+    """The split between its work (compute) and its peers' wait (sync-wait) is the slow GPU itself:
+    the vote read mixed/unclear here (a live fleet test's node-b, 3.4x slow), so the straggler rule
+    never saw degraded-gpu. Now the leader of the two stands, with the GPU named."""
+    slow = like(COMPUTE, phases=("work", "spin", "spin"), gpus=4, seconds=90, slow=(1,))
+    r = run(like(slow, slow_throttle=int(ClockReason.HW_THERMAL_SLOWDOWN), slow_clock=0.6e9), cfg=CFG)
+    judged = [e.current for e in r.evaluations if e.current][10:]  # once the window holds 20 samples
+    assert all(v.verdict != Verdict.MIXED for v in judged), r.verdicts()
+    assert sum(cause(v) is VerdictReason.DEGRADED_GPU for v in judged) / len(judged) >= 0.9
+    assert r.engine.current.hint.startswith("GPU 1 sets the pace")
+
+
 def test_a_slow_gpu_with_no_reason_points_at_its_links_and_limit() -> None:
     r = run(like(LOCKSTEP, slow=(2,)), cfg=CFG)
     line = next(x for x in r.engine.current.reasons if x.startswith("GPU 2 works"))
