@@ -78,14 +78,14 @@ def classify(
 
 def own_slow_gpu(f: Features, s: Scores, vote: str) -> str:
     """Where a GPU of this node is named slow and the vote splits between its work (compute) and its
-    peers' wait for it (sync-wait), the split is that GPU: the leader of the two stands, and the cause
-    is ``degraded-gpu``. A 1-in-4 slow GPU whose peers wait two thirds of the time read ``mixed``
-    (``unclear``), hiding the GPU from the fleet's straggler rule; an 8-GPU board reads sync-wait."""
+    peers' spinning (sync-wait, or network where the NIC carried the all-reduce meanwhile), the split
+    is that GPU: its peers wait in their collectives for a rank of their own node, which is a sync
+    wait. ``compute`` stands where it leads (and spinning does not outweigh work), else ``sync-wait``;
+    the cause is ``degraded-gpu`` either way. A 1-in-4 slow GPU whose peers wait two thirds of the
+    time read ``mixed`` (``unclear``), hiding the GPU from the fleet's straggler rule."""
     if vote != Verdict.MIXED or not f.slow_gpus:
         return vote
     ranked = sorted(s.by_class, key=s.by_class.__getitem__, reverse=True)
-    if set(ranked[:2]) != {Verdict.COMPUTE, Verdict.SYNC_WAIT}:
+    if Verdict.COMPUTE not in ranked[:2] or not {Verdict.SYNC_WAIT, Verdict.NETWORK} & set(ranked[:2]):
         return vote
-    if s.compute_vetoed:  # spinning is never work: the peers' wait leads
-        return Verdict.SYNC_WAIT
-    return ranked[0]
+    return Verdict.COMPUTE if ranked[0] == Verdict.COMPUTE and not s.compute_vetoed else Verdict.SYNC_WAIT
