@@ -26,9 +26,7 @@ def summarize(snap: NodeSnapshot) -> dict[str, Any]:
     for source in registry.sources():
         part = snap.parts.get(source.name)
         if part is not None and source.status is not None:
-            rates = snap.rates.by_source.get(source.name)
-            if rates is None and source.rates_type is not None:
-                rates = source.empty_rates()
+            rates = snap.rates.of(source.rates_type) if source.rates_type is not None else None
             out.update(source.status(part, rates))
     return out
 

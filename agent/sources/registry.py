@@ -64,15 +64,6 @@ class Source:
     # which of its status keys the TCP port may show (agent.core.projection specs); none unless listed
     tcp_view: Mapping[str, Any] = field(default_factory=dict)
     order: int = 100  # place in the snapshot, /metrics and status (built-ins 10, 20, ...)
-    _defaults: list[Any] = field(default_factory=list, compare=False, repr=False)
-
-    def empty_rates(self) -> Any:
-        """The rates dataclass with its defaults: what a source reads as in an interval without rates."""
-        if not self._defaults:
-            if self.rates_type is None:
-                raise TypeError(f"source {self.name} has no rates")
-            self._defaults.append(self.rates_type())
-        return self._defaults[0]
 
 
 _SOURCES: dict[str, Source] = {}

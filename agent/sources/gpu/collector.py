@@ -19,9 +19,17 @@ from agent.sources import SourceAbsent
 from agent.sources.gpu import clock_events
 from agent.sources.gpu.binding import binding
 from agent.sources.gpu.calls import Opening, Readers
-from agent.sources.gpu.nvml import POWER_INSTANT, PROBE_BASE, Device, GpuLost, Nvml, NvmlDriverError
+from agent.sources.gpu.nvml import (
+    NVLINK_ERROR_FIELDS,
+    POWER_INSTANT,
+    PROBE_BASE,
+    Device,
+    GpuLost,
+    Nvml,
+    NvmlDriverError,
+)
 from agent.sources.gpu.nvml_events import XidWatcher
-from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats, NvlinkCounter
+from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
 from agent.sources.gpu.part import GpuReadingSource as Src
 from agent.sources.gpu.readings import power_mean
 from agent.sources.gpu.slow import slow_reads
@@ -38,13 +46,6 @@ GPM_METRICS = (GPM_SM_ACTIVE, GPM_TENSOR_ACTIVE, GPM_DRAM_ACTIVE, GPM_BUSY)
 CLOCKS_EVENT_REASONS = binding("nvmlDeviceGetCurrentClocksEventReasons")
 CLOCKS_THROTTLE_REASONS = binding("nvmlDeviceGetCurrentClocksThrottleReasons")  # before 535
 COMPUTE_PROCESSES = binding("nvmlDeviceGetComputeRunningProcesses_v3")
-# the NVLink error counters' field ids, each the total over the GPU's links
-NVLINK_ERROR_FIELDS = (
-    (NvlinkCounter.CRC_FLIT, pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL),
-    (NvlinkCounter.CRC_DATA, pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL),
-    (NvlinkCounter.REPLAY, pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL),
-    (NvlinkCounter.RECOVERY, pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL),
-)
 
 
 def nvmlDeviceGetMemoryInfo_v2(handle: Any) -> Any:  # named after the C function it stands for

@@ -34,11 +34,19 @@ from agent.sources.gpu.binding import (
     number,
 )
 from agent.sources.gpu.nvml_gpm import GpmSampler
+from agent.sources.gpu.part import NvlinkCounter
 from agent.sources.gpu.readings import UtilizationBuffer
 
 log = structlog.get_logger("nvml")
 
 ALL_LINKS = 0xFFFFFFFF  # scopeId of NVLink field values: every link together
+# the NVLink error counters' field ids, each the total over the GPU's links
+NVLINK_ERROR_FIELDS = (
+    (NvlinkCounter.CRC_FLIT, pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL),
+    (NvlinkCounter.CRC_DATA, pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL),
+    (NvlinkCounter.REPLAY, pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL),
+    (NvlinkCounter.RECOVERY, pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL),
+)
 POWER_INSTANT = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", 186)  # milliwatts, the instant's
 NVLINK_STATE = binding("nvmlDeviceGetNvLinkState")
 MAX_NVLINKS = getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 36)
@@ -213,10 +221,7 @@ class Nvml:
             # the NVLink error counters as totals over the links: four fields in the call made
             # anyway, where per link (nvmlDeviceGetNvLinkErrorCounter) they would be 4 calls a link,
             # 72 more a tick on an 18-link H100. A GPU without NVLink answers NotSupported once.
-            (pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, 0),
-            (pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL, 0),
-            (pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, 0),
-            (pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, 0),
+            *((fid, 0) for _, fid in NVLINK_ERROR_FIELDS),
             *((fid, 0) for _, fid in clock_events.FIELDS),  # time under each clocks event reason
         )
         dev.gpm = GpmSampler.open(self, dev)
