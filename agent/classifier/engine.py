@@ -30,6 +30,9 @@ _PENDING = GpuTally()  # a sample not tallied yet (compared by identity)
 LEARN_AT_ONCE = ("idle_power", "full_work")  # baselines parts learned in the evaluation itself (see _learn)
 
 
+CHECKPOINT_HOLD = "checkpoint in progress"
+
+
 @dataclass(frozen=True, slots=True)
 class Evaluation:
     """One evaluation: what it voted, what is in force, and why a change may be held back."""
@@ -191,14 +194,17 @@ class Engine:
         if now < self.warmup_until:
             held = "warming up"
         elif self._checkpoint_active(now):
-            held = "checkpoint in progress"
+            held = CHECKPOINT_HOLD
         elif self.fill(now) < cfg.min_window_fill or not window:
             held = "filling window"
         changed = False
         events: list[VerdictEvent] = []
-        if current == Verdict.COMPUTE and vote.detail.compute_vetoed:
+        if current == Verdict.COMPUTE and vote.detail.compute_vetoed and held != CHECKPOINT_HOLD:
             # the GPUs spin more than they work: never leave that standing as compute, not even for
-            # the confirmations or a hold
+            # the confirmations or a warm-up's hold. A checkpoint's hold is the exception: the
+            # trainer said it is saving, and while one rank writes its GPUs idle and the others
+            # wait at the barrier, so a spin share then (a few percent of an idle window, as an
+            # averaged reading smears the step before the save) says nothing against compute
             changed = True
             events += self._adopt(vote, now, wall)
         elif held is not None or vote.verdict == current:

@@ -133,6 +133,34 @@ def test_no_verdict_change_while_a_checkpoint_is_written() -> None:
     assert all(e.vote.verdict == "compute" for e in after if e.held is None)
 
 
+@pytest.mark.parametrize(
+    "save",
+    [
+        # one idle window with a sliver of spin (an averaged reading smears the step before the
+        # save): the lab's checkpoint run read idle at 1% work / 4% spin before this held
+        ("starved",) * 9 + ("spin",),
+        # the ranks that do not write wait at the barrier for the one that does
+        ("spin", "spin", "starved"),
+    ],
+    ids=["idle with a sliver of spin", "barrier spin"],
+)
+def test_a_checkpoint_hold_is_not_broken_by_the_spin_veto(save: tuple[str, ...]) -> None:
+    cfg = fast_cfg(confirmations=2)
+    eng = Engine(cfg)
+    r = Run(eng).feed([like(COMPUTE, seconds=20)])
+    assert r.verdict == "compute"
+    eng.checkpoint("requested", "ev-1", r.t)
+    r.feed([like(SYNC, phases=save, nic=0.0, nic_other=0.0, seconds=20)])
+    held = [e for e in r.evaluations if e.held == "checkpoint in progress"]
+    # the veto would have fired: the GPUs spun more than they worked in these windows
+    assert any(e.vote.detail.compute_vetoed for e in held), [e.vote.features for e in held]
+    assert r.verdict == "compute" and eng.changes_total == 0
+    eng.checkpoint("completed", "ev-1", r.t)
+    # outside a checkpoint the same windows drop compute at once
+    fresh = Run(Engine(cfg)).feed([like(COMPUTE, seconds=20), like(SYNC, phases=save, nic=0.0, seconds=20)])
+    assert fresh.verdict != "compute"
+
+
 def test_an_unanswered_checkpoint_stops_holding_after_the_maximum() -> None:
     cfg = fast_cfg(confirmations=2, checkpoint_hold_max="20s")
     eng = Engine(cfg)
