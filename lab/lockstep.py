@@ -1,9 +1,10 @@
 """A synchronous job on the node's eight fake GPUs, one of them possibly slow: the ranks
 (lab/lockstepjob.py under torchrun) write their phases, and a painter thread shows each rank's phase on
-its GPU, with the slow GPU's evidence (its clocks event reasons and lower SM clock) throughout.
+its GPU, with the slow GPU's evidence (its clocks event reasons and lower SM clock) from when it
+turns slow.
 
-A :class:`Draw` is what a seed decides: which GPU is slow (or none), under which reason, how much
-slower, and the step's length. The tests tune on some seeds and report on others.
+A :class:`Draw` is what a seed decides: which GPU turns slow, under which reason, how much slower,
+and the step's length. The tests tune on some seeds and report on others.
 """
 
 from __future__ import annotations
@@ -47,22 +48,22 @@ def slow_fields(cause: str, factor: float) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Draw:
     seed: int
-    slow: int | None  # the slow GPU, or None: every GPU healthy
+    slow: int  # the GPU that turns slow
     cause: str
     factor: float  # how much longer its compute takes
     gpu_seconds: float  # a healthy step's compute
 
     @classmethod
-    def of(cls, seed: int, healthy: bool = False) -> Draw:
+    def of(cls, seed: int) -> Draw:
         rng = random.Random(seed)
         slow = rng.randrange(GPUS)
         cause = rng.choice(sorted(CAUSES))
         factor = rng.uniform(1.3, 1.9)
         gpu_seconds = rng.uniform(0.04, 0.12)
-        return cls(seed, None if healthy else slow, cause, factor, gpu_seconds)
+        return cls(seed, slow, cause, factor, gpu_seconds)
 
     def extra(self) -> dict[int, dict[str, Any]]:
-        return {} if self.slow is None else {self.slow: slow_fields(self.cause, self.factor)}
+        return {self.slow: slow_fields(self.cause, self.factor)}
 
     @property
     def words(self) -> str:
@@ -74,6 +75,7 @@ class Painter:
         self._gpus, self._dir, self._extra = gpus, phases, extra
         self._stop = threading.Event()
         self.first_step: float | None = None  # monotonic time a rank first computed
+        self.slow_since: float | None = None  # monotonic time the slow rank first said it was slow
         self._thread = threading.Thread(target=self._run, name="lab-painter", daemon=True)
 
     def start(self) -> Painter:
@@ -84,30 +86,40 @@ class Painter:
         self._stop.set()
         self._thread.join(5)
 
-    def _read(self) -> tuple[list[str], list[int | None]]:
+    def _read(self) -> tuple[list[str], list[int | None], frozenset[int]]:
         phases: list[str] = ["idle"] * GPUS
         pids: list[int | None] = [None] * GPUS
+        slow: set[int] = set()
         for rank in range(GPUS):
             with contextlib.suppress(OSError, ValueError):
-                phase, pid = (self._dir / str(rank)).read_text().split()
+                phase, pid, *flags = (self._dir / str(rank)).read_text().split()
                 phases[rank], pids[rank] = phase, int(pid)
-        return phases, pids
+                if "slow" in flags:
+                    slow.add(rank)
+        return phases, pids, frozenset(slow)
 
     def _run(self) -> None:
         shown = None
         while not self._stop.wait(PAINT_EVERY):
-            phases, pids = self._read()
-            if (phases, pids) == shown:
+            phases, pids, slow = self._read()
+            if (phases, pids, slow) == shown:
                 continue
+            now = time.monotonic()
             if self.first_step is None and "compute" in phases:
-                self.first_step = time.monotonic()
-            self._gpus.paint(phases, pids, self._extra)
-            shown = (phases, pids)
+                self.first_step = now
+            if self.slow_since is None and slow:
+                self.slow_since = now
+            # the slow GPU's evidence (clocks event reasons, a lower clock) shows from when it is slow
+            self._gpus.paint(phases, pids, {k: v for k, v in self._extra.items() if k in slow})
+            shown = (phases, pids, slow)
 
 
 @contextlib.contextmanager
-def lockstep_job(draw: Draw, state: Path, workdir: Path, seconds: float) -> Iterator[Painter]:
-    """The job running on the fake GPUs at ``state`` (eight H100s, GPM on all); yields the painter."""
+def lockstep_job(
+    draw: Draw, state: Path, workdir: Path, seconds: float, slow_after: float = 0.0
+) -> Iterator[Painter]:
+    """The job running on the fake GPUs at ``state`` (eight H100s, GPM on all), its slow GPU (if the
+    draw has one) slow from ``slow_after`` seconds in; yields the painter."""
     phases = workdir / "phases"
     phases.mkdir(parents=True, exist_ok=True)
     gpus = LabGpus(state, gpus=GPUS, gpm="all")
@@ -115,7 +127,8 @@ def lockstep_job(draw: Draw, state: Path, workdir: Path, seconds: float) -> Iter
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
     args = [
         *("--phases", str(phases), "--seconds", f"{seconds:g}", "--gpu-seconds", f"{draw.gpu_seconds:.4f}"),
-        *("--slow-rank", str(-1 if draw.slow is None else draw.slow), "--slow-factor", f"{draw.factor:.3f}"),
+        *("--slow-rank", str(draw.slow), "--slow-factor", f"{draw.factor:.3f}"),
+        *("--slow-after", f"{slow_after:g}"),
         *("--seed", str(draw.seed)),
     ]
     log = open(workdir / "torchrun.log", "wb")  # noqa: SIM115 - closed below
