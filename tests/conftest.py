@@ -50,6 +50,36 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = 1
 
 
+def _shares_the_lab(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("shared_lab") is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The modules marked ``shared_lab`` run one after another, where the first of them stands, so
+    one lab and agent serves them all (tests/labagent.py) and stops after the last."""
+    shared = [i for i in items if _shares_the_lab(i)]
+    if shared:
+        first = items.index(shared[0])
+        rest = [i for i in items if not _shares_the_lab(i)]
+        items[:] = rest[:first] + shared + rest[first:]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if _shares_the_lab(item) and not _shares_the_lab(nextitem):
+        import labagent
+
+        labagent.close_shared_lab()
+
+
+@pytest.fixture
+def shared_lab(tmp_path_factory: pytest.TempPathFactory):
+    """The lab and agent the ``shared_lab`` modules share, started on first use."""
+    import labagent
+
+    return labagent.shared_lab(lambda: tmp_path_factory.mktemp("shared-lab"))
+
+
 def free_port() -> int:
     """A loopback port free now, below the kernel's ephemeral range: a port the kernel handed out
     (bind to 0) is in the range every outgoing connection draws from, so between this pick and the

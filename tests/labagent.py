@@ -1,19 +1,41 @@
 """The scenario lab with the real agent watching it, for the lab tests of every part (the
 classifier's, the goodput ledger's): set up the lab, start the agent on its config, talk to it over
-the control socket, and tear both down."""
+the control socket, and tear both down.
+
+The classifier's lab and the ledger's score some of the same scenarios (no job, a regime change,
+checkpoints): they share one lab and one agent (``shared_lab``, a session fixture in conftest.py,
+for the test modules marked ``shared_lab``), and a scenario both score runs once
+(:meth:`LabAgent.run_shared`), its ledger read around it. The marked modules run one after the
+other and the shared agent stops after the last of them (conftest.py's hooks)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from conftest import AgentProcess, need_binary, need_root
 
 from agent.runtime.control import control_request
-from lab.harness import Lab
+from lab.harness import Lab, Scenario
+from lab.scoring import Result
+
+# the ledger's lab books each scenario at a 1 s resolution and settles nothing within the run
+SHARED_CONFIG = {"goodput": {"resolution": "1s", "settle": "1h", "poll": "500ms"}}
+
+
+@dataclass(frozen=True)
+class LabRun:
+    """One scenario's run: the classifier's scoring, and the ledger read before and after it."""
+
+    result: Result
+    ledger_before: dict
+    ledger_after: dict
+    wall: float  # seconds between the two ledger readings
 
 
 class LabAgent:
@@ -21,6 +43,23 @@ class LabAgent:
         self.lab = lab
         self.agent = agent
         self.drill_report: dict = {}
+        self.by_name: dict[str, Result] = {}  # the classifier lab's runs
+        self.runs: dict[str, LabRun] = {}  # run_shared's
+
+    def status(self) -> dict:
+        return self.call("GET", "/status")["classifier"]
+
+    def ledger(self) -> dict:
+        return self.call("GET", "/goodput")
+
+    def run_shared(self, sc: Scenario) -> LabRun:
+        """``sc`` run once for every lab test that scores it (with a drill where it has one)."""
+        if sc.name not in self.runs:
+            before, started = self.ledger(), time.monotonic()
+            res = self.lab.run(sc, self.history, self.drill)
+            after, ended = self.ledger(), time.monotonic()
+            self.runs[sc.name] = LabRun(res, before, after, ended - started)
+        return self.runs[sc.name]
 
     def call(self, method: str, path: str, body: dict | None = None, timeout: float = 10) -> dict:
         code, out = asyncio.run(
@@ -39,6 +78,27 @@ class LabAgent:
 
 
 S = TypeVar("S", bound=LabAgent)
+
+_shared: contextlib.ExitStack | None = None
+_shared_session: LabAgent | None = None
+
+
+def shared_lab(work: Callable[[], Path]) -> LabAgent:
+    """The shared lab and its agent (LAB_CONFIG with the ledger's settings), started on first use
+    in the directory ``work()`` makes."""
+    global _shared, _shared_session
+    if _shared_session is None:
+        stack = contextlib.ExitStack()
+        _shared_session = stack.enter_context(lab_agent(work(), LabAgent, SHARED_CONFIG))
+        _shared = stack
+    return _shared_session
+
+
+def close_shared_lab() -> None:
+    global _shared, _shared_session
+    if _shared is not None:
+        stack, _shared, _shared_session = _shared, None, None
+        stack.close()
 
 
 @contextlib.contextmanager

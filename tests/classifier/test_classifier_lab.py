@@ -28,16 +28,16 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from conftest import REPO, AgentProcess
+from conftest import REPO
 from labagent import LabAgent, lab_agent
 
 from agent.classifier.hints import IDLE_CORES
 from lab.draws import HELD_OUT_SEEDS, INPUT_HELD_OUT_SEEDS, INPUT_TUNE_SEEDS, TUNE_SEEDS, draw
-from lab.harness import CAPPED_LINK, DEFAULT_CONFIG, SCENARIOS, Lab, from_draw
+from lab.harness import CAPPED_LINK, DEFAULT_CONFIG, SCENARIOS, from_draw
 from lab.scoring import Result, phase_shares, render
 from lab.torchlab import scenarios as torch_scenarios
 
-pytestmark = [pytest.mark.lab, pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.root, pytest.mark.slow, pytest.mark.shared_lab]
 OUT = REPO / "bench" / "out" / "classifier_lab.txt"
 CPUS = os.cpu_count() or 1
 TUNING = os.environ.get("TNA_LAB_SEEDS") == "tune"
@@ -54,26 +54,17 @@ TORCH = torch_scenarios(CPUS)
 AT_DEFAULTS: dict[str, Result] = {}  # the runs of the agent at its default settings
 
 
-class LabSession(LabAgent):
-    def __init__(self, lab: Lab, agent: AgentProcess) -> None:
-        super().__init__(lab, agent)
-        self.by_name: dict[str, Result] = {}
-
-    def status(self) -> dict:
-        return self.call("GET", "/status")["classifier"]
+@pytest.fixture
+def session(shared_lab: LabAgent) -> LabAgent:
+    """The lab and agent (LAB_CONFIG) this module shares with the ledger's lab."""
+    return shared_lab
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory) -> Iterator[LabSession]:
-    with lab_agent(tmp_path_factory.mktemp("lab"), LabSession) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def default_session(tmp_path_factory) -> Iterator[LabSession]:
+def default_session(tmp_path_factory) -> Iterator[LabAgent]:
     """A lab of its own with an agent at its default settings (1 s samples, 60 s window, 5 s
     evaluations, 20 s warm-up): what a new user runs."""
-    with lab_agent(tmp_path_factory.mktemp("lab-defaults"), LabSession, DEFAULT_CONFIG) as s:
+    with lab_agent(tmp_path_factory.mktemp("lab-defaults"), LabAgent, DEFAULT_CONFIG) as s:
         yield s
 
 
@@ -95,8 +86,8 @@ def _check_changes(name: str, res: Result) -> None:
 
 
 @pytest.mark.parametrize("name", list(FIXED))
-def test_lab_fixed(session: LabSession, name: str) -> None:
-    res = session.lab.run(FIXED[name], session.history, session.drill)
+def test_lab_fixed(session: LabAgent, name: str) -> None:
+    res = session.run_shared(FIXED[name]).result  # the ledger's lab scores the same run
     session.by_name[name] = res
     print(f"\n{render([res])}\n" + "\n".join(res.trace))
     _check_changes(name, res)
@@ -123,7 +114,7 @@ def _check_held(name: str, res: Result) -> None:
 @pytest.mark.parametrize("name", list(TORCH))
 def test_lab_real_pytorch(request: pytest.FixtureRequest, name: str) -> None:
     sc = TORCH[name]
-    session: LabSession = request.getfixturevalue("default_session" if sc.defaults else "session")
+    session: LabAgent = request.getfixturevalue("default_session" if sc.defaults else "session")
     seen: list[dict] = []
     res = session.lab.run(sc, session.history, probe=lambda: seen.append(session.status()))
     session.by_name[name] = res
@@ -173,7 +164,7 @@ def test_lab_real_pytorch(request: pytest.FixtureRequest, name: str) -> None:
 
 
 @pytest.mark.parametrize("run", range(int(os.environ.get("TNA_LAB_CAPPED_RUNS", "1"))))
-def test_lab_capped_link_holds(default_session: LabSession, run: int) -> None:
+def test_lab_capped_link_holds(default_session: LabAgent, run: int) -> None:
     """A collective over a capped link is `network` at default settings, and stays so run after run
     (issue 23: it flipped to sync-wait in one run and was never named in another); make lab runs 5."""
     name = f"{CAPPED_LINK.name} #{run + 1}"
@@ -186,7 +177,7 @@ def test_lab_capped_link_holds(default_session: LabSession, run: int) -> None:
 
 
 @pytest.mark.parametrize("name", list(DRAWS))
-def test_lab_draw(session: LabSession, name: str) -> None:
+def test_lab_draw(session: LabAgent, name: str) -> None:
     res = session.lab.run(DRAWS[name], session.history)
     session.by_name[name] = res
     _check_truth(name, DRAWS[name].family, res)
@@ -195,8 +186,8 @@ def test_lab_draw(session: LabSession, name: str) -> None:
     _check_changes(name, res)
 
 
-def test_lab_quality_bar(session: LabSession) -> None:
-    results = session.lab.results
+def test_lab_quality_bar(session: LabAgent) -> None:
+    results = list(session.by_name.values())  # not the ledger lab's runs of the shared lab
     draws = [session.by_name[n] for n in DRAWS if n in session.by_name]
     if not draws:
         pytest.skip("runs after the draws (run the whole file, or -k 'draw or quality')")

@@ -5,18 +5,16 @@ classifier's lab. The table per scenario goes to bench/out/goodput_lab.txt (and 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from conftest import REPO, AgentProcess
-from labagent import LabAgent, lab_agent
+from conftest import REPO
+from labagent import LabAgent
 
 from agent.core.vocabulary import Bucket
-from lab.harness import SCENARIOS, Lab
+from lab.harness import SCENARIOS
 
-pytestmark = [pytest.mark.lab, pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.root, pytest.mark.slow, pytest.mark.shared_lab]
 OUT = REPO / "bench" / "out" / "goodput_lab.txt"
 WAITING = (Bucket.DATA_STORAGE, Bucket.DATA_CPU, Bucket.NETWORK, Bucket.SYNC_WAIT, Bucket.IDLE)
 # the waiting bucket each scenario's wait must mostly land in
@@ -44,21 +42,14 @@ class Booked:
         return sum(self.buckets.values())
 
 
-class Session(LabAgent):
-    def __init__(self, lab: Lab, agent: AgentProcess) -> None:
-        super().__init__(lab, agent)
-        self.booked: dict[str, Booked] = {}
-
-    def ledger(self) -> tuple[dict, float]:
-        """The ledger's view, and the monotonic time it was asked for."""
-        return self.call("GET", "/goodput"), time.monotonic()
+BOOKED: dict[str, Booked] = {}  # this module's scenarios, for the table
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory) -> Iterator[Session]:
-    goodput = {"goodput": {"resolution": "1s", "settle": "1h", "poll": "500ms"}}
-    with lab_agent(tmp_path_factory.mktemp("goodput-lab"), Session, goodput) as s:
-        yield s
+@pytest.fixture
+def session(shared_lab: LabAgent) -> LabAgent:
+    """The lab and agent this module shares with the classifier's lab (its runs of the fixed
+    scenarios are this module's too)."""
+    return shared_lab
 
 
 def table(booked: dict[str, Booked]) -> str:
@@ -90,21 +81,19 @@ def misbooked(name: str, b: Booked) -> list[str]:
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_lab_scenario_lands_in_its_buckets(session: Session, name: str) -> None:
-    sc = SCENARIOS[name]
-    before, started = session.ledger()
-    res = session.lab.run(sc, session.history, session.drill)
-    after, ended = session.ledger()
+def test_lab_scenario_lands_in_its_buckets(session: LabAgent, name: str) -> None:
+    run = session.run_shared(SCENARIOS[name])
+    res, before, after = run.result, run.ledger_before, run.ledger_after
     delta = {b: after["totals"][b] - before["totals"][b] for b in after["totals"]}
-    session.booked[name] = Booked(
+    BOOKED[name] = Booked(
         delta,
         observed=after["observed_seconds"] - before["observed_seconds"],
-        wall=ended - started,
+        wall=run.wall,
         gpus=after["gpus"],
         right=res.right,
         scored=res.scored,
     )
-    print(f"\n{table({name: session.booked[name]})}")
+    print(f"\n{table({name: BOOKED[name]})}")
     total = sum(delta.values())
     assert total > 0
     job = total - delta[Bucket.NO_JOB]
@@ -129,28 +118,28 @@ def test_lab_scenario_lands_in_its_buckets(session: Session, name: str) -> None:
             assert delta[b] > 0, (b, delta)
 
 
-def test_lab_table(session: Session) -> None:
-    if len(session.booked) < len(SCENARIOS):
+def test_lab_table(session: LabAgent) -> None:
+    if len(BOOKED) < len(SCENARIOS):
         pytest.skip("runs after the scenarios (run the whole file)")
     text = "\n".join(
         [
             "goodput ledger on the scenario lab (share of each scenario's GPU-seconds)",
             *session.lab.describe(),
             "",
-            table(session.booked),
+            table(BOOKED),
         ]
     )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text + "\n")
     print("\n" + text)
-    assert list(session.booked) == list(SCENARIOS)
-    wrong = [w for name, b in session.booked.items() for w in misbooked(name, b)]
+    assert list(BOOKED) == list(SCENARIOS)
+    wrong = [w for name, b in BOOKED.items() for w in misbooked(name, b)]
     assert not wrong, "\n".join(wrong)
     # the report read back says what was booked: a row per scenario, its GPU-seconds, shares of 100%
     rows = {line[:14].strip(): line[14:].split() for line in OUT.read_text().splitlines()[-len(SCENARIOS) :]}
     assert list(rows) == list(SCENARIOS), rows
     for name, cells in rows.items():
-        b = session.booked[name]
+        b = BOOKED[name]
         assert float(cells[0]) == pytest.approx(b.gpu_seconds, abs=0.05), (name, cells)
         shares = [float(c.rstrip("%")) for c in cells[1 : 1 + len(Bucket)]]
         assert sum(shares) == pytest.approx(100, abs=0.05 * len(Bucket)), (name, cells)
