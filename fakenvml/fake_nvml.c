@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -1148,20 +1150,60 @@ static nvmlReturn_t next_event_locked(nvmlEventSet_t set, nvmlEventData_t *data)
     return NVML_ERROR_TIMEOUT;
 }
 
+/* A real nvmlEventSetWait blocks in the kernel until an event comes or the timeout passes, costing
+ * its caller no CPU meanwhile. The fake's events come from its state file, so it sleeps on inotify
+ * for the file's directory (a writer's rename, close or truncation wakes it) instead of waking every
+ * EVENT_POLL_MS: polling cost the agent's Xid thread ~1.3 ms of CPU a second, which a real driver
+ * does not. Without inotify it polls as before. -1: no watch. */
+static int state_watch(void) {
+    const char *path = getenv("FAKE_NVML_STATE");
+    if (!path || !*path) return -1;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0) return -1;
+    uint32_t mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_MODIFY | IN_DELETE | IN_ATTRIB;
+    if (inotify_add_watch(fd, dir, mask) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void state_wait(int fd, long long ms) {
+    if (fd < 0) {
+        sleep_ms((unsigned)(ms < EVENT_POLL_MS ? ms : EVENT_POLL_MS));
+        return;
+    }
+    /* at most a second at a time: a caller that points FAKE_NVML_STATE elsewhere meanwhile is seen */
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, (int)(ms < 1000 ? ms : 1000)) > 0) {
+        char buf[4096];
+        while (read(fd, buf, sizeof buf) > 0) {
+        }
+    }
+}
+
 static nvmlReturn_t event_wait(enum fake_function fn, nvmlEventSet_t set, nvmlEventData_t *data, unsigned timeoutms) {
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
+    int watch = state_watch(); /* before the first look: a write in between still wakes the wait */
     for (;;) {
         nvmlReturn_t r = system_enter(fn);
         if (r == NVML_SUCCESS && (!valid_set(set) || !data)) r = NVML_ERROR_INVALID_ARGUMENT;
         if (r == NVML_SUCCESS) r = next_event_locked(set, data);
         leave(r);
-        if (r != NVML_ERROR_TIMEOUT) return r;
         clock_gettime(CLOCK_MONOTONIC, &now);
         long long waited = (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000LL;
-        if (waited >= timeoutms) return NVML_ERROR_TIMEOUT;
-        long long left = (long long)timeoutms - waited;
-        sleep_ms((unsigned)(left < EVENT_POLL_MS ? left : EVENT_POLL_MS));
+        if (r != NVML_ERROR_TIMEOUT || waited >= timeoutms) {
+            if (watch >= 0) close(watch);
+            return r;
+        }
+        state_wait(watch, (long long)timeoutms - waited);
     }
 }
 

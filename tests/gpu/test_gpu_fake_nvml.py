@@ -246,6 +246,34 @@ def test_xid_events_are_delivered_once_each(nvml: FakeNvml) -> None:
         pynvml.nvmlEventSetFree(events)
 
 
+def test_an_event_wait_blocks_until_the_event_as_the_drivers_does(nvml: FakeNvml) -> None:
+    """A real nvmlEventSetWait sleeps in the kernel until an event or its timeout: the fake's wakes
+    when its state file gains an Xid, not on a poll's next turn, and a wait with nothing to deliver
+    costs its thread next to no CPU (polling every 50 ms cost the agent's Xid thread ~1.3 ms a
+    second)."""
+    import threading
+
+    events = pynvml.nvmlEventSetCreate()
+    try:
+        pynvml.nvmlDeviceRegisterEvents(handle(2), pynvml.nvmlEventTypeXidCriticalError, events)
+        cpu0 = time.thread_time()
+        with pytest.raises(pynvml.NVMLError_Timeout):
+            pynvml.nvmlEventSetWait(events, 1500)
+        idle_cpu = time.thread_time() - cpu0
+        # here ~0.4 ms (the first look and pynvml's exception); polling every 50 ms, ~2 ms
+        assert idle_cpu < 0.001, f"{idle_cpu * 1000:.2f} ms of CPU in a 1.5 s wait with no event"
+        written: list[float] = []
+        writer = threading.Timer(0.3, lambda: (nvml.add_xid(2, 79), written.append(time.monotonic())))
+        writer.start()
+        data = pynvml.nvmlEventSetWait(events, 5000)
+        woke = time.monotonic()
+        writer.join()
+        assert (pynvml.nvmlDeviceGetIndex(data.device), data.eventData) == (2, 79)
+        assert woke - written[0] < 0.2, f"woke {woke - written[0]:.3f} s after the Xid was written"
+    finally:
+        pynvml.nvmlEventSetFree(events)
+
+
 def test_lost_unsupported_and_delayed_devices(nvml: FakeNvml) -> None:
     nvml.set(4, lost=True)
     nvml.set(6, unsupported=["nvmlDeviceGetPowerUsage", "nvmlDeviceGetComputeRunningProcesses"])
