@@ -48,12 +48,12 @@ PHASES["idle"] = dict(PHASES["starved"], power_mw=72_000)
 GPM_KEYS = ("sm_active", "tensor_active", "dram_active")
 
 
-def default_state_path(workdir: Path) -> Path:
+def default_state_path(workdir: Path, tag: str) -> Path:
     """On tmpfs when there is one: the state changes several times a second and must not become
-    disk I/O that the agent would see."""
+    disk I/O that the agent would see. ``tag`` tells the labs of one process apart."""
     shm = Path("/dev/shm")
     base = shm if shm.is_dir() and os.access(shm, os.W_OK) else workdir
-    return base / f"tna-lab-nvml-{os.getpid()}.json"
+    return base / f"tna-lab-nvml-{tag}.json"
 
 
 AVERAGED = ("utilization_gpu", "utilization_memory", "power_mw", *GPM_KEYS)

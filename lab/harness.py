@@ -11,6 +11,7 @@ shaped link reports 10 Gb/s and is held to a few tens of Mbit/s, as a cloud inst
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -30,6 +31,7 @@ from lab.gpu import LabGpus, default_state_path
 from lab.netns import REPO, PeerNetwork
 from lab.scoring import Result, score, segments_from_log
 
+_LABS = itertools.count()  # the labs of this process: each has its own cgroup and fake GPUs
 READ_BPS = 8 << 20  # the cgroup's read throttle: 8 MiB/s, a slow NAS share in miniature
 LAB_CONFIG: dict[str, dict[str, Any]] = {
     "agent": {"interval": "100ms"},
@@ -134,9 +136,12 @@ class Lab:
     def setup(self) -> Lab:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "checkpoints").mkdir(exist_ok=True)
-        self.gpus = LabGpus(default_state_path(self.workdir))
+        # two labs may live at once in one process (the suite's shared lab beside one at the agent's
+        # defaults): the one torn down first must not take the other's cgroup or GPUs with it
+        tag = f"{os.getpid()}-{next(_LABS)}"
+        self.gpus = LabGpus(default_state_path(self.workdir, tag))
         self.data = make_data(self.workdir)
-        self.cgroup = TrainerCgroup(f"classifier-lab-{os.getpid()}", self.data.device, READ_BPS).create()
+        self.cgroup = TrainerCgroup(f"classifier-lab-{tag}", self.data.device, READ_BPS).create()
         return self
 
     def teardown(self) -> None:
