@@ -1185,6 +1185,9 @@ static void state_wait(int fd, long long ms) {
         char buf[4096];
         while (read(fd, buf, sizeof buf) > 0) {
         }
+        /* a file rewritten many times a second (the lab paints phases) wakes the wait no more often
+         * than the poll did: each look re-reads the state under the lock the readers need */
+        sleep_ms((unsigned)(ms < EVENT_POLL_MS ? ms : EVENT_POLL_MS));
     }
 }
 

@@ -30,8 +30,15 @@ _COUNT = itertools.count()
 
 
 def _tag() -> str:
-    """A fresh link per scenario (a new NIC name has no learned ceiling), unique within this lab."""
-    return str((os.getpid() * 7 + next(_COUNT)) % 1000)
+    """A fresh link per scenario (a new NIC name has no learned ceiling), unique within this lab and
+    not in use on the machine: a namespace or link a killed run left behind keeps its name (a CI run
+    failed on "ip netns add classifier836: File exists", left there hours before)."""
+    for _ in range(1000):
+        tag = str((os.getpid() * 7 + next(_COUNT)) % 1000)
+        taken = Path(f"/run/netns/classifier{tag}"), Path(f"/sys/class/net/classifier{tag}h")
+        if not any(p.exists() for p in taken):
+            return tag
+    raise RuntimeError("every lab link name classifier0..999 is in use: remove stale ones (ip netns list)")
 
 
 @dataclass
