@@ -3,8 +3,8 @@ classifier's, the goodput ledger's): set up the lab, start the agent on its conf
 the control socket, and tear both down.
 
 The classifier's lab and the ledger's score some of the same scenarios (no job, a regime change,
-checkpoints): they share one lab and one agent (``shared_lab``, a session fixture in conftest.py,
-for the test modules marked ``shared_lab``), and a scenario both score runs once
+checkpoints): they share one lab and one agent (the ``shared_lab`` fixture in conftest.py, started
+on first use, for the test modules marked ``shared_lab``), and a scenario both score runs once
 (:meth:`LabAgent.run_shared`), its ledger read around it. The marked modules run one after the
 other and the shared agent stops after the last of them (conftest.py's hooks)."""
 
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from conftest import AgentProcess, need_binary, need_root
 
@@ -77,8 +77,6 @@ class LabAgent:
         return self.drill_report
 
 
-S = TypeVar("S", bound=LabAgent)
-
 _shared: contextlib.ExitStack | None = None
 _shared_session: LabAgent | None = None
 
@@ -89,7 +87,7 @@ def shared_lab(work: Callable[[], Path]) -> LabAgent:
     global _shared, _shared_session
     if _shared_session is None:
         stack = contextlib.ExitStack()
-        _shared_session = stack.enter_context(lab_agent(work(), LabAgent, SHARED_CONFIG))
+        _shared_session = stack.enter_context(lab_agent(work(), SHARED_CONFIG))
         _shared = stack
     return _shared_session
 
@@ -102,9 +100,7 @@ def close_shared_lab() -> None:
 
 
 @contextlib.contextmanager
-def lab_agent(
-    work: Path, session: Callable[[Lab, AgentProcess], S], config: dict[str, Any] | None = None
-) -> Iterator[S]:
+def lab_agent(work: Path, config: dict[str, Any] | None = None) -> Iterator[LabAgent]:
     """The lab set up under ``work`` and the agent running on its config (updated with ``config``)."""
     need_root("the lab's cgroups, network namespaces and tc shaping")
     need_binary("ip", "iproute2")
@@ -119,7 +115,7 @@ def lab_agent(
         agent = AgentProcess(agent_dir, cfg, env=lab.agent_env())
         agent.start()
         try:
-            yield session(lab, agent)
+            yield LabAgent(lab, agent)
         finally:
             agent.stop()
             agent._log.close()

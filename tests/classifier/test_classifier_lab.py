@@ -64,7 +64,7 @@ def session(shared_lab: LabAgent) -> LabAgent:
 def default_session(tmp_path_factory) -> Iterator[LabAgent]:
     """A lab of its own with an agent at its default settings (1 s samples, 60 s window, 5 s
     evaluations, 20 s warm-up): what a new user runs."""
-    with lab_agent(tmp_path_factory.mktemp("lab-defaults"), LabAgent, DEFAULT_CONFIG) as s:
+    with lab_agent(tmp_path_factory.mktemp("lab-defaults"), DEFAULT_CONFIG) as s:
         yield s
 
 
