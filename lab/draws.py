@@ -29,6 +29,13 @@ INPUT_TUNE_SEEDS = tuple(range(200, 240))
 INPUT_HELD_OUT_SEEDS = tuple(range(9500, 9600))
 REGIME = {"cpu-inline": "cpu"}  # a family the trainer runs as another's regime, with other parameters
 MIB = 1 << 20
+# How each fake GPU keeps its readings where NVIDIA's sources leave it open (docs/fake-nvml.md):
+# the utilization period ("between 1 second and 1/6 second depending on the product", which product
+# not said), the sample buffer's depth and its timestamps' clock (undocumented). A lab run draws them
+# per GPU from one seed (lab.harness.readings_seed)
+UTILIZATION_PERIODS = (1 / 6, 1.0)  # seconds
+BUFFER_DEPTHS = (20, 120)  # samples: >= 3 s at the shortest period, so a 1 s drain never loses one
+SAMPLE_CLOCKS = ("realtime", "boottime", "monotonic")
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,25 @@ def draw(seed: int, cpus: int) -> Draw:
         "compute-step": rnd.uniform(0.03, 0.12),
     }
     return Draw(seed, family, seconds, args, link_mbit=mbit, noise=noise)
+
+
+def gpu_readings(seed: int, gpus: int = 8) -> tuple[dict[str, float | int | str], ...]:
+    """Each GPU's utilization period (the buffer takes one sample a period, as the fake's products
+    do), buffer depth and timestamp clock, in the fake's state keys. Per GPU, not per draw: a real
+    GPU's stay what they are for as long as the agent watches it."""
+    rnd = random.Random(f"readings-{seed}")
+    out = []
+    for _ in range(gpus):
+        period = round(rnd.uniform(*UTILIZATION_PERIODS), 3)
+        out.append(
+            {
+                "utilization_average_seconds": period,
+                "sample_period_seconds": period,
+                "sample_buffer_depth": rnd.randint(*BUFFER_DEPTHS),
+                "sample_clock": rnd.choice(SAMPLE_CLOCKS),
+            }
+        )
+    return tuple(out)
 
 
 def _input_draw(seed: int, cpus: int) -> Draw:

@@ -58,7 +58,20 @@ def default_state_path(workdir: Path, tag: str) -> Path:
 
 AVERAGED = ("utilization_gpu", "utilization_memory", "power_mw", *GPM_KEYS)
 HISTORY_SECONDS = 3.0  # integrals kept in the file: more than a 1 s average or GPM interval needs
-UTILIZATION_PERIOD = 1 / 6  # seconds (NVML: 1/6 s to 1 s, by product)
+# each GPU's readings where the sources leave them open (lab.draws.gpu_readings), as JSON: every
+# writer of one lab run (the harness, the trainers it starts) shows the same GPUs
+READINGS_ENV = "TNA_LAB_GPU_READINGS"
+
+
+def readings_from_env() -> tuple[dict[str, Any], ...]:
+    """The run's drawn readings (none: the products' defaults, docs/fake-nvml.md)."""
+    text = os.environ.get(READINGS_ENV)
+    if not text:
+        return ()
+    found = json.loads(text)
+    if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
+        raise ValueError(f"{READINGS_ENV} must be a JSON list of objects, one per GPU: {text!r}")
+    return tuple(found)
 
 
 class LabGpus:
@@ -67,9 +80,18 @@ class LabGpus:
     and the instant's on the others (GA100), GPM between two samples. A writer taking over a file
     (the trainer after the lab's idle) carries on the integrals found there."""
 
-    def __init__(self, path: Path, gpus: int = 2, averaged: bool | None = None, gpm: str = "even") -> None:
+    def __init__(
+        self,
+        path: Path,
+        gpus: int = 2,
+        averaged: bool | None = None,
+        gpm: str = "even",
+        readings: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
         self.path = path
         self.gpus = gpus
+        # GPU i keeps its readings as readings[i % len] (utilization period, buffer depth and clock)
+        self.readings = tuple(readings) if readings is not None else readings_from_env()
         self.gpm = gpm  # "even": GPM on the even GPUs only (an H100 beside a GA100); "all": an HGX board
         # averaged, as every real GPU reports, unless TNA_LAB_GPUS_AVERAGED=0 (every writer of a lab
         # run: the trainers inherit it), for the instant-mode figures beside the averaged ones
@@ -107,11 +129,7 @@ class LabGpus:
             history.pop(0)
         del history[:-60]  # the fake takes 64
         self._last[i] = {k: float(fields[k]) for k in keys}
-        return {
-            "integrals": list(history),
-            "utilization_average_seconds": UTILIZATION_PERIOD,
-            "power_average_seconds": 1.0 if i % 2 == 0 else 0.0,
-        }
+        return {"integrals": list(history), "power_average_seconds": 1.0 if i % 2 == 0 else 0.0}
 
     def devices(
         self,
@@ -127,6 +145,8 @@ class LabGpus:
             fields = dict(PHASES[phases[i]])
             if i % 2 == 1 and self.gpm == "even":  # no GPM on the odd GPUs: null = not supported
                 fields.update(dict.fromkeys(GPM_KEYS))
+            if self.readings:
+                fields.update(self.readings[i % len(self.readings)])
             fields.update((extra or {}).get(i, {}))
             if self.averaged:
                 fields.update(self._integrals(i, fields, now))

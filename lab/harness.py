@@ -26,8 +26,8 @@ from typing import Any
 from agent.config.classifier import ClassifierSection
 from lab.blockdev import DataSource, make_data
 from lab.cgroups import TrainerCgroup
-from lab.draws import Draw
-from lab.gpu import LabGpus, default_state_path
+from lab.draws import HELD_OUT_SEEDS, TUNE_SEEDS, Draw, gpu_readings
+from lab.gpu import READINGS_ENV, LabGpus, default_state_path
 from lab.netns import REPO, PeerNetwork
 from lab.scoring import Result, score, segments_from_log
 
@@ -49,6 +49,7 @@ LAB_CONFIG: dict[str, dict[str, Any]] = {
 # the history is longer, to score a whole module's runs
 DEFAULT_CONFIG: dict[str, dict[str, Any]] = {"agent": {"interval": "1s"}, "classifier": {"history": 5000}}
 NETWORK_REGIMES = {"network", "sync-wait"}
+READINGS_SEED_ENV = "TNA_LAB_READINGS_SEED"
 STREAM_REGIMES = {"network-input"}  # input streamed from lab.objserver behind the shaped link
 
 
@@ -117,9 +118,19 @@ CAPPED_LINK = Scenario(
 )
 
 
+def readings_seed() -> int:
+    """The seed of this run's GPU readings (``lab.draws.gpu_readings``): TNA_LAB_READINGS_SEED, else
+    the first seed of the set the run draws from, so tuning and held-out runs see GPUs of their own."""
+    given = os.environ.get(READINGS_SEED_ENV)
+    if given:
+        return int(given)
+    return (TUNE_SEEDS if os.environ.get("TNA_LAB_SEEDS") == "tune" else HELD_OUT_SEEDS)[0]
+
+
 class Lab:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
+        self.readings = gpu_readings(readings_seed())  # every writer of the run's GPUs shows these
         self.data: DataSource | None = None
         self.cgroup: TrainerCgroup | None = None
         self.net: PeerNetwork | None = None  # the current scenario's link
@@ -139,7 +150,7 @@ class Lab:
         # two labs may live at once in one process (the suite's shared lab beside one at the agent's
         # defaults): the one torn down first must not take the other's cgroup or GPUs with it
         tag = f"{os.getpid()}-{next(_LABS)}"
-        self.gpus = LabGpus(default_state_path(self.workdir, tag))
+        self.gpus = LabGpus(default_state_path(self.workdir, tag), readings=self.readings)
         self.data = make_data(self.workdir)
         self.cgroup = TrainerCgroup(f"classifier-lab-{tag}", self.data.device, READ_BPS).create()
         return self
@@ -177,6 +188,12 @@ class Lab:
             *(f"cgroup: {h}" for h in self.cgroup.how),
             "network: a fresh veth pair per scenario into a namespace on 198.19.x, tc tbf each way; "
             "the veth reports 10 Gb/s and the agent is told no capacity",
+            f"GPU readings (seed {readings_seed()}): "
+            + "; ".join(
+                f"GPU {i} utilization over {r['utilization_average_seconds']:g} s, "
+                f"buffer {r['sample_buffer_depth']} samples on {r['sample_clock']}"
+                for i, r in enumerate(self.readings)
+            ),
             *self.links,
         ]
 
@@ -303,6 +320,7 @@ class Lab:
             **os.environ,
             "PYTHONPATH": str(REPO),
             "TNA_CHECKPOINT_REQUEST_FILE": str(self.runtime_dir / "checkpoint" / "request.json"),
+            READINGS_ENV: json.dumps(self.readings),
         }
 
     def _trainer(self, sc: Scenario, log: Path) -> subprocess.Popen[bytes]:

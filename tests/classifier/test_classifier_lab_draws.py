@@ -5,18 +5,25 @@ the job."""
 from __future__ import annotations
 
 import hashlib
+import json
+from pathlib import Path
 
 import pytest
 
 from lab.draws import (
+    BUFFER_DEPTHS,
     FAMILIES,
     HELD_OUT_SEEDS,
     INPUT_FAMILIES,
     INPUT_HELD_OUT_SEEDS,
     INPUT_TUNE_SEEDS,
+    SAMPLE_CLOCKS,
     TUNE_SEEDS,
+    UTILIZATION_PERIODS,
     draw,
+    gpu_readings,
 )
+from lab.gpu import READINGS_ENV, LabGpus
 from lab.trainer import REGIMES
 
 INPUT_SEEDS = INPUT_TUNE_SEEDS + INPUT_HELD_OUT_SEEDS
@@ -72,3 +79,38 @@ def test_inline_decode_draws_sleep_through_a_shorter_gpu_step(cpus: int) -> None
         assert d.cpuset is None or d.cpuset < cpus
     ratios = {round(d.args["compute-step"] / d.args["decode-seconds"], 2) for d in draws}
     assert len(ratios) >= 10
+
+
+def test_each_gpus_readings_are_drawn_from_the_documented_ranges() -> None:
+    """Where NVIDIA's sources leave a GPU's readings open (the utilization period, the buffer's depth
+    and clock), each lab GPU draws them: over many runs every end of each range comes up, one
+    seed always draws the same, and the GPUs of one run differ."""
+    runs = [gpu_readings(seed) for seed in range(300)]
+    periods = [r["utilization_average_seconds"] for run in runs for r in run]
+    assert all(UTILIZATION_PERIODS[0] - 1e-3 <= p <= UTILIZATION_PERIODS[1] for p in periods)
+    assert min(periods) < 0.2 and max(periods) > 0.95
+    assert all(r["sample_period_seconds"] == r["utilization_average_seconds"] for run in runs for r in run)
+    depths = [r["sample_buffer_depth"] for run in runs for r in run]
+    assert min(depths) == BUFFER_DEPTHS[0] and max(depths) == BUFFER_DEPTHS[1]
+    assert {r["sample_clock"] for run in runs for r in run} == set(SAMPLE_CLOCKS)
+    assert gpu_readings(9000) == gpu_readings(9000) != gpu_readings(100)
+    assert len({r["utilization_average_seconds"] for r in gpu_readings(9000)}) >= 6
+
+
+def test_every_writer_of_a_lab_run_shows_its_drawn_readings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The harness paints the GPUs with the run's readings, and a trainer it starts (a writer of its
+    own, told by the environment) shows the same ones; garbage there is refused by name."""
+    drawn = gpu_readings(7)
+    LabGpus(tmp_path / "harness.json", gpus=2, readings=drawn)
+    monkeypatch.setenv(READINGS_ENV, json.dumps(drawn))
+    LabGpus(tmp_path / "trainer.json", gpus=4)
+    for name, gpus in (("harness.json", 2), ("trainer.json", 4)):
+        devices = json.loads((tmp_path / name).read_text())["devices"]
+        for i, dev in enumerate(devices):
+            assert {k: dev[k] for k in drawn[i]} == drawn[i], (name, i)
+        assert len(devices) == gpus
+    monkeypatch.setenv(READINGS_ENV, '{"period": 1}')
+    with pytest.raises(ValueError, match=READINGS_ENV):
+        LabGpus(tmp_path / "bad.json")

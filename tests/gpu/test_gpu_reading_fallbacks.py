@@ -93,8 +93,9 @@ class Workload:
         self.thread.join(5)
 
 
-def watch(tmp_path: Path, library: Path, monkeypatch, lacks, phases, seconds: float = 4.0):
-    """The collector every 0.25 s for ``seconds`` under the workload; its parts and the engine."""
+def watch(tmp_path: Path, library: Path, monkeypatch, lacks, phases, seconds: float = 4.0, midway=None):
+    """The collector every 0.25 s for ``seconds`` under the workload; its parts and the engine.
+    ``midway(work)`` is called once, half way through."""
     fake = FakeNvml(tmp_path / "nvml.json", gpus=2, averaged=True)
     monkeypatch.setenv("FAKE_NVML_STATE", str(fake.path))
     collector = GpuCollector(library=str(library))
@@ -110,6 +111,9 @@ def watch(tmp_path: Path, library: Path, monkeypatch, lacks, phases, seconds: fl
                 seq += 1
                 engine.add_snapshot(NodeSnapshot(seq, time.time(), time.monotonic(), parts={"gpu": part}))
                 parts.append(part)
+                if midway is not None and time.monotonic() - start >= seconds / 2:
+                    midway(work)
+                    midway = None
                 time.sleep(0.25)
     finally:
         collector.close()
@@ -154,3 +158,29 @@ def test_an_idle_gpus_empty_buffer_is_idle_not_unsupported(
     g = parts[-1].gpus[0]
     assert (g.utilization, g.utilization_source, g.utilization_samples) == (0.0, Src.SAMPLES_IDLE, 0)
     assert engine.current is not None and engine.current.verdict == "idle", engine.last
+
+
+def test_a_buffer_whose_clock_steps_back_is_read_on(
+    tmp_path: Path, fake_nvml_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The buffer's timestamps are "CPU timestamp in microseconds" (nvml.h): where that is the wall
+    clock, NTP setting it back takes them back too, and asking for the samples after the last one
+    seen would find none for as long as the step (here decades: the fake's clock turns from
+    ``realtime`` to ``boottime``), reading a working GPU as idle. The collector finds the step and
+    reads on from the buffer's newest sample."""
+    lacks: dict[str, Any] = {"sample_clock": "realtime"}
+    phases = [(COMPUTE, 0.75 * STEP), (SPIN, 0.25 * STEP)]
+    parts, _, _ = watch(
+        tmp_path, fake_nvml_library, monkeypatch, lacks, phases, seconds=6.0,
+        midway=lambda work: work.lacks.update(sample_clock="boottime"),
+    )  # fmt: skip
+    half = len(parts) // 2
+    before = [p.gpus[0] for p in parts[2:half]]
+    assert all(g.utilization_source == Src.SAMPLES for g in before), [g.utilization_source for g in before]
+    # within 1.5 s of the step (a period and a half of nothing new, then the whole buffer read once)
+    after = [p.gpus[0] for p in parts[half + 6 :]]
+    assert after and all(g.utilization_source == Src.SAMPLES for g in after), [
+        (g.utilization_source, g.utilization) for g in after
+    ]
+    utils = [g.utilization for g in after]
+    assert all(u is not None and u >= 0.9 for u in utils), utils

@@ -324,7 +324,8 @@ def _utilization(
     """The share of the tick a kernel ran, the buffer samples it came from, and its source: the
     driver's buffer, else the last sample period's rate, else GPM's graphics activity (MIG, where
     the parent GPU answers no utilization)."""
-    buffer = dev.utilization.share(nvml, dev) if dev.utilization is not None else None
+    kernel_ran = rates is not None and rates.gpu > 0
+    buffer = dev.utilization.share(nvml, dev, kernel_ran) if dev.utilization is not None else None
     if buffer is not None:
         share, count = buffer
         return share, count, Src.SAMPLES if count else Src.SAMPLES_IDLE

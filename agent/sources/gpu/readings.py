@@ -19,11 +19,14 @@ import time
 from typing import TYPE_CHECKING
 
 import pynvml
+import structlog
 
 from agent.sources.gpu.binding import binding, number
 
 if TYPE_CHECKING:
     from agent.sources.gpu.nvml import Device, Nvml
+
+log = structlog.get_logger("nvml")
 
 SAMPLES = "nvmlDeviceGetSamples"
 ENERGY = binding("nvmlDeviceGetTotalEnergyConsumption")
@@ -35,15 +38,31 @@ MAX_DEPTH = 4096  # samples kept per call; a driver asking for more is answered 
 class UtilizationBuffer:
     """One GPU's drain of the utilization buffer: the newest timestamp seen, the driver's sample
     period (the smallest gap between two samples; an idle stretch records nothing, so a gap may be
-    longer), and the buffer the driver fills, sized once."""
+    longer), and the buffer the driver fills, sized once.
 
-    __slots__ = ("_array", "_count", "_type", "drained_at", "fresh_at", "period_us", "seen")
+    The timestamps' clock is not ours to know (µs since 1970 by the header, boot time by one
+    exporter's experience): only their differences are used, and a clock that steps back (a wall
+    clock set back by NTP) is found by the buffer's newest sample lying before one already seen."""
+
+    __slots__ = (
+        "_array",
+        "_count",
+        "_type",
+        "checked_at",
+        "drained_at",
+        "fresh_at",
+        "period_us",
+        "rewound",
+        "seen",
+    )
 
     def __init__(self, depth: int) -> None:
         self.seen = 0
         self.period_us = 0
         self.drained_at = 0.0
         self.fresh_at = 0.0  # monotonic time of the last drain that found a new sample
+        self.checked_at = 0.0  # monotonic time the buffer was last read whole, to look for a step back
+        self.rewound = 0  # times the timestamps were found to have gone back
         self._array = (pynvml.c_nvmlSample_t * depth)()
         self._count = ctypes.c_uint(depth)
         self._type = pynvml._nvmlValueType_t()
@@ -66,19 +85,26 @@ class UtilizationBuffer:
             return None
         return cls(max(1, min(MAX_DEPTH, count.value)))
 
-    def share(self, nvml: Nvml, dev: Device) -> tuple[float, int] | None:
+    def share(self, nvml: Nvml, dev: Device, kernel_ran: bool = False) -> tuple[float, int] | None:
         """(share of the time since the last drain a kernel ran, samples it came from); (0, 0) when
         the buffer has held nothing new for longer than a sample period, as while the GPU is idle;
         None where it cannot say (this tick came before the next sample: ticks faster than the
-        driver's period)."""
+        driver's period; the timestamps went back). ``kernel_ran``: the driver's last sample period
+        says a kernel ran, so a buffer with nothing new may be one whose clock went back."""
         now = time.monotonic()
-        fn = pynvml._nvmlGetFunctionPointer(SAMPLES)
-        self._count.value = len(self._array)
-        ret = fn(dev.handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES, ctypes.c_ulonglong(self.seen),
-                 ctypes.byref(self._type), ctypes.byref(self._count), self._array)  # fmt: skip
+        ret = self._drain(dev, self.seen)
         prev_at, self.drained_at = self.drained_at, now
         if ret == pynvml.NVML_ERROR_NOT_FOUND:
-            return self._nothing_new(now)
+            nothing = self._nothing_new(now)
+            if nothing is not None and kernel_ran and self.seen and self._went_back(dev, now):
+                # rare (a clock set back), and each one is worth a line
+                log.warning(
+                    "the utilization buffer's timestamps went back; read on from its newest sample",
+                    gpu=dev.index,
+                    times=self.rewound,
+                )
+                return None
+            return nothing
         if ret != pynvml.NVML_SUCCESS:
             nvml.failed(dev, SAMPLES, pynvml.NVMLError(ret))
             return None
@@ -109,6 +135,29 @@ class UtilizationBuffer:
         if span > elapsed + self.period_us / 1e6:
             span = elapsed
         return min(1.0, busy / max(span, 1e-3)), len(values)
+
+    def _drain(self, dev: Device, after: int) -> int:
+        fn = pynvml._nvmlGetFunctionPointer(SAMPLES)
+        self._count.value = len(self._array)
+        ret = fn(dev.handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES, ctypes.c_ulonglong(after),
+                 ctypes.byref(self._type), ctypes.byref(self._count), self._array)  # fmt: skip
+        return int(ret)
+
+    def _went_back(self, dev: Device, now: float) -> bool:
+        """Whether the buffer's newest sample lies before the last one seen (then drained from it
+        on); the whole buffer is read at most once a second, and only while the buffer holds nothing
+        new though the driver says a kernel ran."""
+        if now - self.checked_at < max(1.0, 1.5 * self.period_us / 1e6):
+            return False
+        self.checked_at = now
+        if self._drain(dev, 0) != pynvml.NVML_SUCCESS or not self._count.value:
+            return False
+        newest = number(self._array[self._count.value - 1], "timeStamp")
+        if newest + self.period_us >= self.seen:
+            return False  # the kernel began after the last sample: the next one will show it
+        self.seen, self.fresh_at = newest, now
+        self.rewound += 1
+        return True
 
     def _nothing_new(self, now: float) -> tuple[float, int] | None:
         """Idle once a whole period (and a half, for the driver's jitter) went by with no sample."""
