@@ -285,20 +285,25 @@ class GpuHealth(HasMetrics, HasStatus):
     def _conditions(self, g: GpuStats, now: float) -> None:
         """Each condition raises once it has held for its hold, and clears when it ends; a GPU that is
         down shows none of them but the one that says it does not answer."""
+        held = self._held
         for fault, condition, hold in self._holds:
-            st = self._held.setdefault((g.index, fault), _Held())
+            # every GPU, every condition, every tick: a state is made only once a condition holds
             evidence = condition(g) if g.up or fault == GpuFault.UNRESPONSIVE else None
-            if evidence is not None:
-                st.evidence = evidence
-                if st.since is None:
-                    st.since = now
-                if not st.raised and now - st.since >= hold:
-                    st.raised = True
-                    self._publish(g, fault, f"{evidence} for {now - st.since:.0f}s")
-            else:
-                if st.raised and st.since is not None:
-                    self._publish(g, fault, f"ended after {now - st.since:.0f}s", cleared=True)
-                st.since, st.raised, st.evidence = None, False, ""
+            st = held.get((g.index, fault))
+            if evidence is None:
+                if st is not None and st.since is not None:
+                    if st.raised:
+                        self._publish(g, fault, f"ended after {now - st.since:.0f}s", cleared=True)
+                    st.since, st.raised, st.evidence = None, False, ""
+                continue
+            if st is None:
+                st = held[(g.index, fault)] = _Held()
+            st.evidence = evidence
+            if st.since is None:
+                st.since = now
+            if not st.raised and now - st.since >= hold:
+                st.raised = True
+                self._publish(g, fault, f"{evidence} for {now - st.since:.0f}s")
 
     # --- faces -------------------------------------------------------------------------------------
 

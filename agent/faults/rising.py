@@ -37,7 +37,10 @@ class RisingCount:
         seen = self._seen.setdefault(g.index, deque())
         if seen and value < seen[-1][1]:
             seen.clear()  # reset: the errors before it are in no delta
-        seen.append((now, value))
+        if not seen or value != seen[-1][1]:
+            # only the changes: the count at any time is that of the last change before it, so the
+            # read kept at the window's start is the same one, and a quiet GPU keeps one entry
+            seen.append((now, value))
         # keep one read at or before the window's start: the base the rise is counted from
         while len(seen) > 1 and seen[1][0] <= now - self.window:
             seen.popleft()

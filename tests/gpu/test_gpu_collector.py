@@ -121,6 +121,31 @@ def test_rarely_changing_values_are_read_every_few_seconds_and_after_an_xid(
     wait_until(lambda: again.collect().gpus[6].ecc_uncorrected_total == 9, 5.0)
 
 
+def test_nvlink_states_are_read_every_link_seconds_and_after_an_xid(
+    fake_nvml: FakeNvml, make_collector, monkeypatch
+) -> None:
+    """Each link's state is a call of its own (18 on an H100): read every LINK_SECONDS, not with
+    every slow read, and at the next tick after an Xid on that GPU (an NVLink error raises one)."""
+    monkeypatch.setattr(slow, "SLOW_SECONDS", 0.0)
+    monkeypatch.setattr(slow, "LINK_SECONDS", 3600.0)
+    c = make_collector()
+    assert c.collect().gpus[2].nvlink_links_active == 18
+    fake_nvml.set(2, nvlink_inactive=[3, 4], power_limit_mw=500_000)
+    fake_nvml.set(3, nvlink_inactive=[0])
+    g = c.collect().gpus[2]
+    assert (g.nvlink_links_active, g.power_limit_watts) == (18, 500.0)  # the other slow reads: read
+    fake_nvml.add_xid(2, 74)  # an NVLink error
+    wait_until(lambda: c.collect().gpus[2].xid_counts == {74: 1}, 5.0)
+    part = c.collect()
+    assert part.gpus[2].nvlink_links_active == 16
+    assert part.gpus[3].nvlink_links_active == 18  # no Xid there: read at its own time
+    monkeypatch.setattr(slow, "LINK_SECONDS", 0.2)
+    again = make_collector()
+    again.collect()
+    fake_nvml.set(5, nvlink_inactive=[1])
+    wait_until(lambda: again.collect().gpus[5].nvlink_links_active == 17, 5.0)
+
+
 def test_xid_counted_once_per_event(fake_nvml: FakeNvml, make_collector) -> None:
     c = make_collector()
     c.collect()

@@ -127,6 +127,7 @@ def test_degradation_read_through_the_fake_nvml_raises_after_its_hold_and_clears
     PCIe link trained down, an NVLink link down and a lowered power limit each raise once their hold
     has passed, and clear when they end."""
     monkeypatch.setattr(slow, "SLOW_SECONDS", 0.0)  # the slow reads at every tick
+    monkeypatch.setattr(slow, "LINK_SECONDS", 0.0)
     run = Run(tmp_path, pcie_degraded_hold="60s", nvlink_down_hold="30s", power_limit_hold="5m")
     c = GpuCollector(library=str(fake_nvml_library), xid_events=False)
 

@@ -133,6 +133,8 @@ class Device:
     slow_at: float = 0.0  # monotonic time they are read again (0: at the next tick)
     nvlinks: int | None = None  # NVLink links answering NVML (None: no NVLink, or not probed yet)
     nvlinks_probed: bool = False
+    links: tuple[int | None, int | None] = (None, None)  # the last read of (links active, present)
+    links_at: float = 0.0  # monotonic time the links' states are read again
 
 
 @dataclass

@@ -22,6 +22,10 @@ MAX_CLOCK = binding("nvmlDeviceGetMaxClockInfo")
 # tick: read every SLOW_SECONDS, and at the next tick after an Xid on that GPU (a memory error raises
 # one). They would be two thirds of the NVML calls a GPU costs each tick (more with 18 NVLinks).
 SLOW_SECONDS = 5.0
+# Each NVLink link's state is a call of its own (18 a tick on an H100): together they cost more than
+# all the other slow reads, for a state that changes on a retraining. Read every LINK_SECONDS (half
+# the default nvlink_down_hold), and with the slow reads after an Xid (an NVLink error raises one).
+LINK_SECONDS = 30.0
 
 
 class Slow(NamedTuple):
@@ -45,9 +49,12 @@ def slow_reads(nvml: Nvml, dev: Device, now: float) -> Slow:
     """What rarely changes, read every SLOW_SECONDS."""
     slow = dev.slow
     if not isinstance(slow, Slow) or now >= dev.slow_at:
+        if dev.slow_at == 0.0 or now >= dev.links_at:  # 0: the first read, or asked again by an Xid
+            dev.links_at = now + LINK_SECONDS
+            dev.links = nvml.nvlink_active(dev)
         dev.slow_at = now + SLOW_SECONDS  # before the reads: an Xid meanwhile asks again
         read = nvml.read
-        active, links = nvml.nvlink_active(dev)
+        active, links = dev.links
         slow = dev.slow = Slow(
             read(dev, pynvml.nvmlDeviceGetEnforcedPowerLimit),
             read(
