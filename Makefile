@@ -74,7 +74,7 @@ TNA_LAB_CAPPED_RUNS ?= 5
 # and TNA_LAB_SLOW_DRAWS of the lockstep job whose GPU turns slow halfway (the suite: 1)
 TNA_LAB_SLOW_DRAWS ?= 6
 lab: $(TEST_STAMP) fakenvml
-	TNA_LAB_DRAWS=$(TNA_LAB_DRAWS) TNA_LAB_INPUT_DRAWS=$(TNA_LAB_INPUT_DRAWS) TNA_LAB_CAPPED_RUNS=$(TNA_LAB_CAPPED_RUNS) TNA_LAB_SLOW_DRAWS=$(TNA_LAB_SLOW_DRAWS) $(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py tests/classifier/test_classifier_slowgpu_lab.py tests/ledger/test_ledger_lab.py $(PYTEST_ARGS)
+	TNA_LAB_DEFAULTS_ALL=1 TNA_LAB_DRAWS=$(TNA_LAB_DRAWS) TNA_LAB_INPUT_DRAWS=$(TNA_LAB_INPUT_DRAWS) TNA_LAB_CAPPED_RUNS=$(TNA_LAB_CAPPED_RUNS) TNA_LAB_SLOW_DRAWS=$(TNA_LAB_SLOW_DRAWS) $(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py tests/classifier/test_classifier_slowgpu_lab.py tests/ledger/test_ledger_lab.py $(PYTEST_ARGS)
 
 # the real-GPU check (bench/real_gpu.py; docs/gpu.md, "Checking on a real H200"): every NVML call, the
 # readings' timing and the agent's verdict on real CUDA training, about 8 minutes on one GPU and never

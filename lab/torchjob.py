@@ -17,7 +17,9 @@ with a synchronous ``map`` (the worker works only while the training process, an
 wait); ``direct`` reads samples with O_DIRECT from the lab's throttled device; ``stream`` fetches
 objects of ``--object-bytes`` over HTTP (``lab.objserver`` behind the shaped link, one keep-alive
 connection per DataLoader worker), as a streaming dataset reads object storage; ``dist`` takes
-synthetic batches and all-reduces every step. ``--decode-seconds`` sizes a decoding batch (jpeg,
+synthetic batches and all-reduces every step; ``compute`` takes synthetic batches and only computes
+(the GPUs are what limits it), with ``--save-every`` a synchronous ``torch.save`` of ``--save-bytes``
+into ``--checkpoint-dir``, fsynced, while the GPUs idle. ``--decode-seconds`` sizes a decoding batch (jpeg,
 pool) from the measured CPU time of one image, so a batch costs that much on any box. The job ends
 by itself after ``--seconds`` (in ``dist``, rank 0 decides and the stop rides on the last
 all-reduce, so both ranks make the same number of calls).
@@ -119,6 +121,16 @@ def decode_batch(job: tuple[str, int, int]) -> bytes:
     return b"".join(ds.raw(i) for i in range(start, start + n))
 
 
+def save(folder: Path, size: int) -> None:
+    """``torch.save`` of ``size`` bytes of state, flushed to disk, as a synchronous checkpoint."""
+    state = {"weights": torch.randn(size // 4)}
+    path = folder / f"torchjob-{os.getpid()}.pt"
+    with open(path, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def batch_for(args: argparse.Namespace) -> int:
     """``--batch``, or as many images as ``--decode-seconds`` of CPU decode (measured here, on a few)."""
     if not args.decode_seconds:
@@ -151,7 +163,7 @@ class JitteredBatches(Sampler[list[int]]):
 
 
 def batches(args: argparse.Namespace):
-    if args.mode == "dist":
+    if args.mode in ("dist", "compute"):
         while True:
             yield torch.randint(0, 255, (args.batch, 3, 32, 32), dtype=torch.uint8)
     if args.mode == "pool":
@@ -180,7 +192,7 @@ def batches(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="a real PyTorch job for the classifier lab")
-    ap.add_argument("--mode", choices=("jpeg", "pool", "direct", "stream", "dist"), required=True)
+    ap.add_argument("--mode", choices=("jpeg", "pool", "direct", "stream", "dist", "compute"), required=True)
     ap.add_argument("--regime", required=True, help="what the lab says limits this job (the truth)")
     ap.add_argument("--gpu-state", required=True)
     ap.add_argument("--gpus", type=int, default=2)
@@ -203,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample-bytes", type=int, default=128 << 10)
     ap.add_argument("--elems", type=int, default=1 << 20, help="float32 elements all-reduced per step")
     ap.add_argument("--straggle", type=float, default=0.0, help="extra seconds per step on rank 1")
+    ap.add_argument("--save-every", type=float, default=0.0, help="seconds between saves (compute)")
+    ap.add_argument("--save-bytes", type=int, default=64 << 20, help="bytes of state each save writes")
+    ap.add_argument("--checkpoint-dir", help="where the saves go (compute)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)  # the "GPU" work is simulated; keep the CPU for the input pipeline
     args.batch = batch_for(args)
@@ -244,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     it = batches(args)
     log.write(regime=args.regime, seconds=args.seconds, batch=args.batch)
     end = time.monotonic() + args.seconds
+    saved_at = time.monotonic()
     finished = False
     try:
         while True:
@@ -261,6 +277,10 @@ def main(argv: list[str] | None = None) -> int:
                     break
             elif time.monotonic() >= end:
                 break
+            if args.save_every and time.monotonic() - saved_at >= args.save_every:
+                phase("starved")  # a synchronous save: the GPUs idle until the state is on disk
+                save(Path(args.checkpoint_dir), args.save_bytes)
+                saved_at = time.monotonic()
         finished = True
     finally:
         gpus.phase("idle", None)

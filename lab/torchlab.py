@@ -58,7 +58,10 @@ def make_images(folder: Path, count: int = IMAGES) -> Path:
     return folder
 
 
-def scenarios(cpus: int) -> dict[str, Scenario]:
+def scenarios(cpus: int, every: bool = False) -> dict[str, Scenario]:
+    """The lab's PyTorch jobs; ``every``: also the ones at default settings that only ``make lab``
+    runs (compute, compute with a synchronous save, throttled reads: ~50 s each, beyond the suite's
+    budget)."""
     from lab.harness import Scenario
 
     jpeg: dict[str, Any] = {"mode": "jpeg", "gpu-seconds": 0.015, "batch": 16}
@@ -123,6 +126,33 @@ def scenarios(cpus: int) -> dict[str, Scenario]:
             torch="dist",
         ),
     ]
+    if every:
+        compute: dict[str, Any] = {"mode": "compute", "batch": 16, "gpu-seconds": 0.35}
+        direct: dict[str, Any] = {"mode": "direct", "workers": 2, "sample-bytes": 256 << 10}
+        out += [
+            Scenario(
+                "torch compute",
+                (("compute", DEFAULT_SECONDS),),
+                args=compute,
+                torch="compute",
+                defaults=True,
+            ),
+            Scenario(
+                "torch compute, a synchronous 64 MB save every 15 s",
+                (("checkpoint", DEFAULT_SECONDS),),
+                args={**compute, "save-every": 15, "save-bytes": 64 << 20},
+                torch="compute",
+                defaults=True,
+            ),
+            Scenario(
+                "torch throttled reads, default settings",
+                (("storage", DEFAULT_SECONDS),),
+                # as "torch throttled reads", a step stretched to ~0.5 s: 4 MiB a batch at 8 MiB/s
+                args={**direct, "batch": 16, "gpu-seconds": 0.1},
+                torch="direct",
+                defaults=True,
+            ),
+        ]
     return {s.name: s for s in out}
 
 
@@ -140,7 +170,7 @@ def _args(sc: Scenario, lab: Lab, state: Path, log: Path) -> list[str]:
         str(sc.schedule[0][1]),
     ]
     out += ["--images", str(make_images(lab.workdir / "images")), "--data", str(lab.data.path)]
-    out += ["--data-size", str(lab.data.size)]
+    out += ["--data-size", str(lab.data.size), "--checkpoint-dir", str(lab.workdir / "checkpoints")]
     if lab.net is not None and sc.torch == "stream":
         out += ["--server", f"{lab.net.peer_ip}:{lab.net.port}"]
     for k, v in sc.args.items():
