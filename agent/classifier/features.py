@@ -59,6 +59,7 @@ class Features(NamedTuple):
     storage_pressure: float = 0.0  # io_pressure, as far as the training processes' reads explain it
     io_pressure: float = 0.0  # the node's, whoever causes it
     trainer_read: float | None = None  # bytes/s the training processes read, mean over the window
+    trainer_blocked: float | None = None  # share of samples a training process was blocked (state D)
     cpu_cores: float | None = None
     cpu_allowed: float | None = None
     cpu_saturation: float | None = None
@@ -142,7 +143,7 @@ def measure(
 
     # --- the trainer's CPU: data-loader workers prefetch, so over the whole window ---
     trainers = list(filter(_NOT_NONE, map(_TRAINERS, window)))
-    cores, allowed, saturation, trainer_read, idle_cores, nonblock = _trainer_means(trainers)
+    cores, allowed, saturation, trainer_read, idle_cores, nonblock, blocked = _trainer_means(trainers)
     top, pegged, pegged_level = _pegged(trainers, cfg.cpu_pegged[0])
     workers = last.trainers.workers if last.trainers else 0
     decoding = None
@@ -164,6 +165,10 @@ def measure(
     storage_gate = 1.0
     if trainer_read is not None and starved_share > 0 and cfg.trainer_read_floor > 0:
         storage_gate = min(1.0, trainer_read / starved_share / cfg.trainer_read_floor)
+        if blocked is not None:
+            # a read that outlasts the window (a slow disk's large read, an NFS server that stalls)
+            # completes no bytes in it: a training process blocked in it is the job waiting all the same
+            storage_gate = max(storage_gate, ramp(min(1.0, blocked / starved_share), cfg.trainer_blocked))
 
     # --- network: per second of waiting (network-bound) and of spinning (sync-wait) ---
     net_means = {kind: family(m) for kind, family, _ in _NETWORK}
@@ -222,6 +227,7 @@ def measure(
         storage_pressure=io_pressure * storage_gate * (1.0 - ramp(busiest_share, cfg.cpu_pegged)),
         io_pressure=io_pressure,
         trainer_read=trainer_read,
+        trainer_blocked=blocked,
         cpu_cores=cores,
         cpu_allowed=allowed,
         cpu_saturation=saturation,
@@ -280,14 +286,14 @@ _INPUT_PRESSURE = attrgetter("input_pressure")
 SYNCHRONOUS_SLACK = 0.15
 _NOT_NONE = partial(is_not, None)
 _TRAINER_FIELDS = tuple(
-    map(attrgetter, ("cores", "allowed", "saturation", "read", "idle_cores", "nonblock_read"))
+    map(attrgetter, ("cores", "allowed", "saturation", "read", "idle_cores", "nonblock_read", "blocked"))
 )
 _BUSY = attrgetter("busy")
 
 
 def _trainer_means(trainers: Sequence[Trainers]) -> tuple[float | None, ...]:
-    """Means of the trainers' cores, allowed cores, saturation, read rate, idle cores and non-block
-    read rate (each over the samples that have it)."""
+    """Means of the trainers' cores, allowed cores, saturation, read rate, idle cores, non-block
+    read rate and blocked share (each over the samples that have it)."""
     out: list[float | None] = []
     for get in _TRAINER_FIELDS:
         vals = list(filter(_NOT_NONE, map(get, trainers)))

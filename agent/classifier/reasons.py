@@ -116,6 +116,11 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
                 out.insert(2, load_text(f.storage[0], "read", "starved"))
             if f.trainer_read is not None:
                 out.append(f"training processes read {rate(f.trainer_read)} on average")
+            if f.trainer_blocked and f.starved_share:
+                out.append(
+                    "a training process blocked on I/O (uninterruptible) "
+                    f"{pct(min(1.0, f.trainer_blocked / f.starved_share))} of the time the GPUs starved"
+                )
     elif verdict == Verdict.NETWORK:
         out.append(
             f"GPUs waiting {pct(f.spin_share + f.starved_share)} of the time "
@@ -154,6 +159,7 @@ def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tup
                 f"a training process was running or waiting to run {pct(f.cpu_busiest)} of the time"
                 if (f.cpu_busiest or 0.0) >= 0.6
                 else f"the training processes read only {rate(f.trainer_read or 0.0)}"
+                + (f", blocked on I/O {pct(f.trainer_blocked)} of the time" if f.trainer_blocked else "")
             )
         )
     if verdict == Verdict.MIXED:

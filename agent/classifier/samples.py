@@ -93,6 +93,11 @@ class GpuSample(NamedTuple):
     clock_max: float | None = None  # the highest SM clock it supports, Hz
 
 
+# a tree writing this fast (bytes/s) while blocked is in its own writes (a checkpoint's fsync), not
+# waiting for its input
+WRITING = 1e6
+
+
 class Trainers(NamedTuple):
     """The training processes (and their workers) seen in one snapshot."""
 
@@ -112,6 +117,9 @@ class Trainers(NamedTuple):
     # (ossfs, s3fs, JuiceFS), read() on sockets, the page cache. recv() on a socket is not counted
     # by the kernel at all, so input streamed by an HTTP client does not show here
     nonblock_read: float | None = None
+    # 1.0 where a training process or worker was in uninterruptible sleep (waiting on a read, mostly)
+    # at this sample, else 0.0: over a window, the share of time one was blocked
+    blocked: float | None = None
 
 
 class Sample(NamedTuple):
@@ -225,6 +233,9 @@ def _trainers(snap: NodeSnapshot) -> Trainers | None:
         ranks=len(procs),
         idle_cores=idle_cores,
         nonblock_read=sum(nonblock) if nonblock else None,
+        blocked=(1.0 if any(p.blocked and pr.process_write.get(p.pid, 0.0) < WRITING for p in procs) else 0.0)
+        if procs
+        else None,
     )
 
 

@@ -74,6 +74,12 @@ class ClassifierSection(StrictModel):
     psi_io: Ramp = (0.1, 0.5)  # share of time some task stalled on I/O (/proc/pressure/io)
     nfs_rtt_ratio: Ramp = (2.0, 6.0)  # NFS READ RTT over its learned baseline
     nfs_rtt_floor: Duration = Field("2ms", ge=0, description="NFS READ RTT below this never counts")
+    trainer_blocked: Ramp = Field(
+        (0.2, 0.5),
+        description="per second of starvation, the share of time a training process or worker was blocked"
+        " in uninterruptible sleep (a read in progress) for host-wide I/O pressure to count as the job's"
+        " though it completed no bytes in the window",
+    )
     trainer_read_floor: ByteRate = Field(
         "1MB/s",
         description="per second of starvation, the training processes must read this much for host-wide"

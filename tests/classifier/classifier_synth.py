@@ -59,6 +59,8 @@ class Regime:
     cnp: float = 0.0  # CNP/s on mlx5_0/1 while waiting
     rdma: float = 0.0
     trainer_read: float | None = None  # bytes/s the trainer's tree reads (None: not measured)
+    blocked: bool = False  # the trainer's tree is in uninterruptible sleep while the GPUs starve
+    trainer_write: float = 0.0  # bytes/s its tree writes meanwhile
     workers: int = 3  # data-loader workers under the trainer
     busy: tuple[float, ...] = ()  # cores each process of the tree ran or waited to run (schedstat)
     busy_work: tuple[float, ...] | None = None  # ... in the samples where the GPUs work (None: busy)
@@ -102,11 +104,7 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
     starved = phase == "starved"
     pid = r.pid if r.trainer else None
     gpu = GpuPart("550.54", "12.550", tuple(_gpu(i, r, phase, pid) for i in range(r.gpus)))
-    procs = ProcessPart(
-        (ProcessStat(r.pid, 1000, "python", t * r.cores, None, None, r.allowed, 8, r.workers),)
-        if r.trainer
-        else ()
-    )
+    procs = ProcessPart((stat_of(r, t, starved),) if r.trainer else ())
     nic_rate = r.nic if waiting else r.nic_other
     if r.nic_bursts and waiting:
         nic_rate = r.nic * r.nic_bursts if seq % r.nic_bursts == 0 else 0.0
@@ -134,6 +132,7 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
             process_cpu_cores={r.pid: r.cores} if r.trainer else {},
             process_member_busy=_member_busy(r, waiting),
             process_read={r.pid: r.trainer_read} if r.trainer and r.trainer_read is not None else {},
+            process_write={r.pid: r.trainer_write} if r.trainer else {},
         ),
         interval_seconds=1.0,
     )
@@ -151,6 +150,12 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
         processes=procs,
         rates=rates,
     )
+
+
+def stat_of(r: Regime, t: float, starved: bool) -> ProcessStat:
+    blocked = int(r.blocked and starved)
+    cpu = t * r.cores
+    return ProcessStat(r.pid, 1000, "python", cpu, None, None, r.allowed, 8, r.workers, blocked=blocked)
 
 
 def _member_busy(r: Regime, waiting: bool) -> dict[int, tuple[float, ...]]:

@@ -206,6 +206,25 @@ def test_classify_is_a_pure_function_of_its_inputs() -> None:
     assert any("= 95% of 210 MB/s capacity over the " in x for x in a.reasons), a.reasons
 
 
+def test_a_read_that_outlasts_the_window_is_storage_where_its_reader_is_blocked() -> None:
+    """A batch read longer than a window (6 MiB at 4 MiB/s, an NFS server that stalls) completes no
+    bytes in most windows, so the training processes "read nothing" while the GPUs starve and the node
+    waits on I/O. A training process blocked in uninterruptible sleep meanwhile is the job waiting on
+    it: data/storage, with the reason. The same node with the trainer asleep and a neighbour's I/O
+    stays discounted (idle), and a trainer blocked in its own writes (a checkpoint's fsync, writing
+    fast) is not waiting for input."""
+    stall = Regime(("starved",) * 9 + ("work",), iowait=0.5, psi_io=0.9, trainer_read=0.0, cores=0.05)
+    v = last(run(like(stall, blocked=True)))
+    assert v.label == "data/storage", (v.label, v.reasons)
+    said = "a training process blocked on I/O (uninterruptible) 100% of the time the GPUs starved"
+    assert said in v.reasons
+    assert v.features.storage_pressure == pytest.approx(v.features.io_pressure)
+    for other in (like(stall), like(stall, blocked=True, trainer_write=50e6)):
+        w = last(run(other))
+        assert w.label != "data/storage" and w.features.storage_pressure == 0.0, (w.label, w.reasons)
+        assert "counted 0%: the training processes read only 0 B/s" in " ".join(w.reasons), w.reasons
+
+
 def test_a_neighbours_io_does_not_make_a_cpu_bound_trainer_storage_bound() -> None:
     """Host-wide PSI io and iowait from someone else while the trainer's workers burn their cores and
     the trainer itself reads next to nothing: data/cpu, and the reasons say why the I/O was discounted."""

@@ -264,11 +264,14 @@ class ProcessCollector:
         root = tree[0]
         read_bytes: int | None = None
         rchar: int | None = None
-        cpu_ticks = threads = 0
+        wchar: int | None = None
+        cpu_ticks = threads = blocked = 0
         members = []
         for st in tree:  # one pass: this runs for every data-loader worker every tick
             cpu_ticks += st.cpu_ticks
             threads += st.threads
+            if st.state == "D":
+                blocked += 1
             if (busy := self._busy(st)) is not None:
                 members.append((st.pid, st.start_time, busy))
             io = self._io(st)
@@ -278,13 +281,15 @@ class ProcessCollector:
                 read_bytes = (read_bytes or 0) + v
             if (v := io.get("rchar")) is not None:
                 rchar = (rchar or 0) + v
+            if (v := io.get("wchar")) is not None:
+                wchar = (wchar or 0) + v
         denied = self._denied
         problem = (
             next((why for m in tree if (why := denied.get((m.pid, m.start_time)))), None) if denied else None
         )
         cgroup = None
         if problem is not None:
-            read_bytes = rchar = None  # a sum over part of the tree would look like a slowdown
+            read_bytes = rchar = wchar = None  # a sum over part of the tree would look like a slowdown
             cgroup = self._cgroups.read(root.pid)
             self._say_once(root, problem, cgroup)
         return ProcessStat(
@@ -301,6 +306,8 @@ class ProcessCollector:
             cgroup_read_bytes=cgroup[0] if cgroup else None,
             cgroup=cgroup[1] if cgroup else None,
             members=tuple(members),
+            blocked=blocked,
+            wchar=wchar,
         )
 
     def _say_once(self, root: PidStat, problem: str, cgroup: tuple[int, str] | None) -> None:

@@ -33,6 +33,10 @@ class ProcessStat:
     # (pid, start time, seconds on a CPU or waiting for one) of each member, the root first: a
     # data-loader worker pegged at one core is visible even where the tree's total is not
     members: tuple[tuple[int, int, float], ...] = ()
+    # members in uninterruptible sleep at this read (state "D": inside a disk, NFS or FUSE read, an
+    # fsync): a read that outlasts a window completes no bytes in it, but its reader is seen waiting
+    blocked: int = 0
+    wchar: int | None = None  # /proc/<pid>/io wchar (bytes write() took), summed over the tree
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ class ProcessRates:
     process_read: dict[int, float] = field(default_factory=dict)  # pid -> bytes/s (rchar, tree)
     # pid -> bytes/s fetched from storage (read_bytes, tree): counts mmap'd datasets that rchar misses
     process_storage_read: dict[int, float] = field(default_factory=dict)
+    process_write: dict[int, float] = field(default_factory=dict)  # pid -> bytes/s (wchar, tree)
     # pid -> cores each member of its tree ran or waited to run, per member present in both ticks
     process_member_busy: dict[int, tuple[float, ...]] = field(default_factory=dict)
 
@@ -30,6 +31,7 @@ def process_rates(prev: ProcessPart, cur: ProcessPart, dt: float) -> ProcessRate
     cpu = rates(procs, attrgetter("cpu_seconds"), dt)
     read = rates(procs, attrgetter("rchar"), dt)
     storage = rates(procs, attrgetter("read_bytes"), dt)
+    write = rates(procs, attrgetter("wchar"), dt)
     busy: dict[int, tuple[float, ...]] = {}
     if dt > 0:
         for (pid, _), a, b in procs:
@@ -46,4 +48,5 @@ def process_rates(prev: ProcessPart, cur: ProcessPart, dt: float) -> ProcessRate
         process_cpu_cores={pid: r for (pid, _), r in cpu.items()},
         process_read={pid: r for (pid, _), r in read.items()},
         process_storage_read={pid: r for (pid, _), r in storage.items()},
+        process_write={pid: r for (pid, _), r in write.items()},
     )
