@@ -71,7 +71,9 @@ TNA_LAB_DRAWS ?= 40
 TNA_LAB_INPUT_DRAWS ?= 16
 # runs in a row of the capped-link collective at default settings (the suite: 2)
 TNA_LAB_CAPPED_RUNS ?= 5
-# and TNA_LAB_SLOW_DRAWS of the lockstep job whose GPU turns slow halfway (the suite: 1)
+# and TNA_LAB_SLOW_DRAWS of the lockstep job whose GPU turns slow halfway (the suite: 1); and the PyTorch
+# jobs at default settings the suite has no time for (compute, a synchronous save, throttled reads).
+# The fake GPUs' readings are drawn per GPU from TNA_LAB_READINGS_SEED (docs/fake-nvml.md)
 TNA_LAB_SLOW_DRAWS ?= 6
 lab: $(TEST_STAMP) fakenvml
 	TNA_LAB_DEFAULTS_ALL=1 TNA_LAB_DRAWS=$(TNA_LAB_DRAWS) TNA_LAB_INPUT_DRAWS=$(TNA_LAB_INPUT_DRAWS) TNA_LAB_CAPPED_RUNS=$(TNA_LAB_CAPPED_RUNS) TNA_LAB_SLOW_DRAWS=$(TNA_LAB_SLOW_DRAWS) $(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py tests/classifier/test_classifier_slowgpu_lab.py tests/ledger/test_ledger_lab.py $(PYTEST_ARGS)
