@@ -12,7 +12,7 @@ from operator import attrgetter, is_
 from typing import Any, NamedTuple
 
 from agent.snapshot import NodeSnapshot
-from agent.sources.gpu.part import GpuPart
+from agent.sources.gpu.part import GpuPart, kernel_share
 from agent.sources.gpu.reasons import THROTTLING as THROTTLE_MASK
 from agent.sources.host.part import HostPart
 from agent.sources.host.rates import HostRates
@@ -83,7 +83,7 @@ class GpuSample(NamedTuple):
     nvml_index: int  # the GPU's NVML index (a NamedTuple field cannot be called index)
     uuid: str
     up: bool
-    util: float | None  # utilization.gpu ratio
+    util: float | None  # share of the sample a kernel ran, over the work measure's span (kernel_share)
     power: float | None  # watts
     limit: float | None  # enforced power limit, watts
     sm: float | None  # GPM SM (or tensor) activity ratio; None where unsupported
@@ -264,7 +264,7 @@ def sample_from_snapshot(snap: NodeSnapshot) -> Sample:
                 g.index,
                 g.uuid,
                 g.up,
-                g.utilization,
+                kernel_share(g),
                 g.power_watts,
                 g.power_limit_watts,
                 g.sm_active if g.sm_active is not None else g.tensor_active,

@@ -38,7 +38,7 @@ from agent.ledger.book import Book
 from agent.ledger.cadence import Advice
 from agent.ledger.summary import lines, summarize
 from agent.snapshot import NodeSnapshot
-from agent.sources.gpu.part import GpuPart
+from agent.sources.gpu.part import GpuPart, kernel_share
 from agent.sources.jobs.gpus import gpu_jobs
 from agent.sources.jobs.part import JobIdentity, JobPart
 from agent.sources.processes.part import ProcessPart
@@ -59,7 +59,7 @@ def readings(snap: NodeSnapshot) -> tuple[LedgerReading, ...]:
         LedgerReading(
             g.uuid,
             g.up,
-            g.utilization,
+            kernel_share(g),
             g.sm_active if g.sm_active is not None else g.tensor_active,
             g.power_watts,
             g.power_limit_watts,

@@ -93,8 +93,10 @@ class Workload:
         self.thread.join(5)
 
 
-def watch(tmp_path: Path, library: Path, monkeypatch, lacks, phases, seconds: float = 4.0, midway=None):
-    """The collector every 0.25 s for ``seconds`` under the workload; its parts and the engine.
+def watch(
+    tmp_path: Path, library: Path, monkeypatch, lacks, phases, seconds: float = 4.0, midway=None, tick=0.25
+):
+    """The collector every ``tick`` s for ``seconds`` under the workload; its parts and the engine.
     ``midway(work)`` is called once, half way through."""
     fake = FakeNvml(tmp_path / "nvml.json", gpus=2, averaged=True)
     monkeypatch.setenv("FAKE_NVML_STATE", str(fake.path))
@@ -114,7 +116,7 @@ def watch(tmp_path: Path, library: Path, monkeypatch, lacks, phases, seconds: fl
                 if midway is not None and time.monotonic() - start >= seconds / 2:
                     midway(work)
                     midway = None
-                time.sleep(0.25)
+                time.sleep(tick)
     finally:
         collector.close()
     return parts, engine, work
@@ -184,3 +186,27 @@ def test_a_buffer_whose_clock_steps_back_is_read_on(
     ]
     utils = [g.utilization for g in after]
     assert all(u is not None and u >= 0.9 for u in utils), utils
+
+
+@pytest.mark.parametrize("case", ["GPM", "no GPM"])
+def test_a_tick_shorter_than_the_drivers_period_reads_no_spin_that_never_was(
+    case: str, tmp_path: Path, fake_nvml_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Utilization covers the driver's period (here 0.8 s, within NVML's 1/6 s to 1 s), so at 0.1 s
+    ticks it still counts the kernels of a step the work measure (SM activity, or power above idle,
+    both over the tick) no longer shows: their difference read as spinning, a collective's
+    busy-wait, in a job that never spins. With GPM the tick's kernel share is GPM's graphics
+    activity, between the same two samples as SM activity; without, power is taken over the span
+    the utilization figure covers."""
+    lacks = {"utilization_average_seconds": 0.8, "sample_period_seconds": 0.8}
+    if case == "no GPM":
+        lacks.update(NO_GPM)
+    phases = [(COMPUTE, 0.3), (IDLE, 0.3)]
+    _, engine, work = watch(tmp_path, fake_nvml_library, monkeypatch, lacks, phases, seconds=5.0, tick=0.1)
+    window = engine.window()[len(engine.window()) // 3 :]
+    g = combine([tally(s, engine.baselines, engine.cfg) for s in window])
+    working, spinning = g.share(g.working), g.share(g.spinning)
+    truth = work.computing(window[0].t - 0.8, window[-1].t)
+    assert 0.3 <= truth <= 0.7, truth
+    assert spinning <= 0.06, (case, working, spinning, truth)
+    assert abs(working - truth) <= 0.15, (case, working, spinning, truth)

@@ -249,7 +249,11 @@ class GpuCollector:
         read = nvml.read
         rates = read(dev, pynvml.nvmlDeviceGetUtilizationRates)  # memory's, and the fallback
         mem = nvml.first(dev, nvmlDeviceGetMemoryInfo_v2, pynvml.nvmlDeviceGetMemoryInfo)
-        power, power_source = power_mean(nvml, dev), Src.ENERGY
+        gpm = nvml.gpm_metrics(dev, GPM_METRICS)
+        util, samples, util_source = _utilization(nvml, dev, rates, gpm.get(GPM_BUSY))
+        # power over the stretch the utilization figure covers: a driver period (1/6 s to 1 s) can be
+        # longer than a tick, and power above idle is the real work utilization is weighed against
+        power, power_source = power_mean(nvml, dev, _span(dev, util_source)), Src.ENERGY
         if power is None:
             milliwatts = read(dev, pynvml.nvmlDeviceGetPowerUsage)
             power = milliwatts / 1000.0 if milliwatts is not None else None
@@ -265,12 +269,10 @@ class GpuCollector:
         prev_counted, dev.clock_events = dev.clock_events, counted
         bits = int(reasons) if reasons is not None else None
         shares, shares_source = clock_events.shares(prev_counted, counted, bits)
-        gpm = nvml.gpm_metrics(dev, GPM_METRICS)
         procs = read(dev, COMPUTE_PROCESSES)
         nvlink_tx = fields.get(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
         nvlink_rx = fields.get(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
         instant = fields.get(POWER_INSTANT)
-        util, samples, util_source = _utilization(nvml, dev, rates, gpm.get(GPM_BUSY))
         return GpuStats(
             index=dev.index,
             uuid=dev.uuid,
@@ -292,6 +294,7 @@ class GpuCollector:
             sm_active=_ratio(gpm.get(GPM_SM_ACTIVE)),
             tensor_active=_ratio(gpm.get(GPM_TENSOR_ACTIVE)),
             dram_active=_ratio(gpm.get(GPM_DRAM_ACTIVE)),
+            graphics_active=_ratio(gpm.get(GPM_BUSY)),
             ecc_uncorrected_total=int(ecc) if ecc is not None else None,
             ecc_corrected_total=int(slow.ecc_corrected) if slow.ecc_corrected is not None else None,
             row_remap_failure=bool(remap[3]) if remap is not None else None,
@@ -334,6 +337,19 @@ def _utilization(
     if gpm_busy is not None:
         return _ratio(gpm_busy), None, Src.GPM
     return None, None, Src.NONE
+
+
+def _span(dev: Device, source: Src) -> float:
+    """Seconds the tick's utilization figure covers beyond the tick itself (0: the tick): the
+    buffer's drained samples, or the driver's period for the last-period rate."""
+    buffer = dev.utilization
+    if buffer is None:
+        return 0.0
+    if source is Src.SAMPLES:
+        return buffer.span
+    if source is Src.RATES:
+        return buffer.period_us / 1e6
+    return 0.0
 
 
 def _watts(milliwatts: int | None) -> float | None:

@@ -15,6 +15,7 @@ GPM activity is ``nvml_gpm.py``, Xid events ``nvml_events.py``.
 from __future__ import annotations
 
 import ctypes
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,7 +127,8 @@ class Device:
     field_request: tuple[tuple[tuple[int, int], ...], Any] | None = None  # those fields, as NVML's array
     gpm: GpmSampler | None = None
     utilization: UtilizationBuffer | None = None  # the driver's sample buffer, where it keeps one
-    energy: tuple[int, float] | None = None  # the energy counter's last read (mJ, monotonic seconds)
+    # the energy counter's reads (mJ, monotonic seconds), as far back as one utilization span
+    energy: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=64))
     clock_events: clock_events.Counted | None = None  # the clocks event counters' last read
     skipped: set[str] = field(default_factory=set)  # functions this GPU cannot answer
     slow: tuple[Any, ...] | None = None  # the collector's reads of values that rarely change

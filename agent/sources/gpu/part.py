@@ -104,6 +104,10 @@ class GpuStats:
     dram_active: float | None = figure(
         "dram_active_ratio", "GPM: DRAM bandwidth utilization over the last interval."
     )
+    graphics_active: float | None = figure(
+        "graphics_active_ratio",
+        "GPM: share of the last interval a kernel ran, between the same two samples as SM activity.",
+    )
     ecc_uncorrected_total: int | None = figure(
         "ecc_uncorrected_errors",
         "Uncorrectable ECC errors since the driver loaded (volatile).",
@@ -203,3 +207,14 @@ class GpuPart:
     driver_version: str | None
     nvml_version: str | None
     gpus: tuple[GpuStats, ...]
+
+
+def kernel_share(g: GpuStats) -> float | None:
+    """The share of the tick a kernel ran, over the same span as the GPU's real-work measure: GPM's
+    graphics activity where GPM gives SM activity (both between the same two samples), else
+    ``utilization``. The driver's utilization covers its own sample period (1/6 s to 1 s): at a tick
+    shorter than that it still counts the kernels of steps the SM activity no longer shows, and the
+    classifier would read the difference as spinning (a collective's busy-wait) that never was."""
+    if g.graphics_active is not None and (g.sm_active is not None or g.tensor_active is not None):
+        return g.graphics_active
+    return g.utilization

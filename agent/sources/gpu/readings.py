@@ -54,6 +54,7 @@ class UtilizationBuffer:
         "period_us",
         "rewound",
         "seen",
+        "span",
     )
 
     def __init__(self, depth: int) -> None:
@@ -63,6 +64,7 @@ class UtilizationBuffer:
         self.fresh_at = 0.0  # monotonic time of the last drain that found a new sample
         self.checked_at = 0.0  # monotonic time the buffer was last read whole, to look for a step back
         self.rewound = 0  # times the timestamps were found to have gone back
+        self.span = 0.0  # seconds the last share covered
         self._array = (pynvml.c_nvmlSample_t * depth)()
         self._count = ctypes.c_uint(depth)
         self._type = pynvml._nvmlValueType_t()
@@ -134,6 +136,7 @@ class UtilizationBuffer:
         elapsed = now - prev_at
         if span > elapsed + self.period_us / 1e6:
             span = elapsed
+        self.span = span
         return min(1.0, busy / max(span, 1e-3)), len(values)
 
     def _drain(self, dev: Device, after: int) -> int:
@@ -175,14 +178,26 @@ class UtilizationBuffer:
                 self.period_us = low
 
 
-def power_mean(nvml: Nvml, dev: Device) -> float | None:
-    """Watts over the time since the last read, from the energy counter (millijoules); None on the
-    first read, where the GPU has no counter, or when it went back (a driver reload)."""
+def power_mean(nvml: Nvml, dev: Device, span: float = 0.0) -> float | None:
+    """Watts from the energy counter (millijoules) over the time since the last read, or over the
+    last ``span`` seconds where that is longer (as far as the reads kept go back): the span of the
+    tick's utilization figure, so that power and utilization describe the same stretch of time.
+    None on the first read, where the GPU has no counter, or when it went back (a driver reload)."""
     mj = nvml.read(dev, ENERGY)
     now = time.monotonic()
     if mj is None:
         return None
-    prev, dev.energy = dev.energy, (int(mj), now)
-    if prev is None or mj < prev[0] or now - prev[1] < 0.05:
+    history = dev.energy
+    if history and mj < history[-1][0]:
+        history.clear()
+    history.append((int(mj), now))
+    while len(history) > 2 and history[1][1] <= now - span:
+        history.popleft()  # keep the newest read at or before the span's start, and those after it
+    if len(history) < 2:
         return None
-    return (mj - prev[0]) / (now - prev[1]) / 1000.0
+    base = history[-2]  # the previous read
+    if span > now - base[1]:
+        base = history[0]
+    if now - base[1] < 0.05:
+        return None
+    return (mj - base[0]) / (now - base[1]) / 1000.0
