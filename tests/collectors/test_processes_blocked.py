@@ -4,24 +4,25 @@ counts what the tree writes, so the classifier can tell a checkpoint's fsync fro
 
 Real processes and a real throttle: a reader asks for 4 MiB in one O_DIRECT read from a file on this
 machine's disk (a loop device where the file system has none), inside a cgroup that holds the disk
-to 1 MiB/s (blk-throttle on cgroup v1, ``io.max`` on v2), so the read takes about 4 s; a sleeper
+to 1 MiB/s (the lab's ``TrainerCgroup``: blk-throttle on cgroup v1, ``io.max`` on v2), so the read
+takes about 4 s; a sleeper
 (``time.sleep``) beside it is in interruptible sleep, not blocked.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
 from conftest import need_root
 
 from agent.sources.processes.collector import ProcessCollector
 from lab.blockdev import make_data
+from lab.cgroups import TrainerCgroup
 
-CGROUP = "tna-blocked-reader"
 READER = r"""
 import mmap, os, sys
 buf = mmap.mmap(-1, 4 << 20)
@@ -36,21 +37,10 @@ sys.stdin.readline()
 """
 
 
-def _throttled(device: str) -> tuple[Path, str]:
-    """A cgroup of our own holding ``device`` to 1 MiB/s of reads, and how to write the rule."""
-    v1 = Path("/sys/fs/cgroup/blkio")
-    if (v1 / "blkio.throttle.read_bps_device").exists():
-        return v1 / CGROUP, f"blkio.throttle.read_bps_device:{device} {1 << 20}"
-    v2 = Path("/sys/fs/cgroup")
-    if "io" in (v2 / "cgroup.subtree_control").read_text(errors="replace").split():
-        return v2 / CGROUP, f"io.max:{device} rbps={1 << 20}"
-    pytest.skip("no blkio (v1) or io (v2) cgroup controller to throttle a disk with")
-
-
 def test_a_reader_blocked_in_a_long_read_is_seen_blocked(tmp_path: Path) -> None:
     need_root("a cgroup that throttles a disk")
     data = make_data(tmp_path, 8 << 20)
-    where, rule = _throttled(data.device)
+    cgroup = TrainerCgroup(f"tna-blocked-reader-{os.getpid()}", data.device, 1 << 20).create()  # the lab's
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     reader = subprocess.Popen(
         [sys.executable, "-c", READER, str(data.path), str(tmp_path / "log.bin")],
@@ -61,10 +51,7 @@ def test_a_reader_blocked_in_a_long_read_is_seen_blocked(tmp_path: Path) -> None
     try:
         assert reader.stdin is not None and reader.stdout is not None
         assert reader.stdout.readline().strip() == "ready"
-        where.mkdir(exist_ok=True)
-        name, _, value = rule.partition(":")
-        (where / name).write_text(value)
-        (where / "cgroup.procs").write_text(str(reader.pid))
+        cgroup.join(reader.pid)
         collector = ProcessCollector("/proc", "/sys", lambda: [reader.pid, sleeper.pid])
         before = {p.pid: p for p in collector.collect().processes}
         assert before[reader.pid].wchar is not None and before[reader.pid].wchar >= 3 << 20
@@ -87,11 +74,5 @@ def test_a_reader_blocked_in_a_long_read_is_seen_blocked(tmp_path: Path) -> None
         for p in (reader, sleeper):
             p.kill()
             p.wait()
+        cgroup.remove()
         data.close()
-        for _ in range(50):  # the cgroup empties a moment after its last process is reaped
-            try:
-                if where.exists():
-                    where.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
