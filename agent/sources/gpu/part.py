@@ -80,7 +80,9 @@ class GpuStats:
     memory_used_bytes: int | None = figure("memory_used_bytes", "Device memory in use.")
     memory_total_bytes: int | None = figure("memory_total_bytes", "Device memory size.")
     power_watts: float | None = figure(
-        "power_watts", "Mean power draw over the tick (the energy counter's delta, else NVML's power)."
+        "power_watts",
+        "Mean power draw over the tick, or the utilization figure's span where longer (the energy"
+        " counter's delta, else NVML's power).",
     )
     power_limit_watts: float | None = figure("power_limit_watts", "Enforced power limit.")
     temperature_celsius: float | None = figure("temperature_celsius", "GPU core temperature.")
