@@ -130,7 +130,8 @@ def readings_seed() -> int:
 class Lab:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.readings = gpu_readings(readings_seed())  # every writer of the run's GPUs shows these
+        self.readings_seed = readings_seed()
+        self.readings = gpu_readings(self.readings_seed)  # every writer of the run's GPUs shows these
         self.data: DataSource | None = None
         self.cgroup: TrainerCgroup | None = None
         self.net: PeerNetwork | None = None  # the current scenario's link
@@ -188,7 +189,7 @@ class Lab:
             *(f"cgroup: {h}" for h in self.cgroup.how),
             "network: a fresh veth pair per scenario into a namespace on 198.19.x, tc tbf each way; "
             "the veth reports 10 Gb/s and the agent is told no capacity",
-            f"GPU readings (seed {readings_seed()}): "
+            f"GPU readings (seed {self.readings_seed}): "
             + "; ".join(
                 f"GPU {i} utilization over {r['utilization_average_seconds']:g} s, "
                 f"buffer {r['sample_buffer_depth']} samples on {r['sample_clock']}"

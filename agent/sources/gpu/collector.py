@@ -208,7 +208,8 @@ class GpuCollector:
     # --- Xid errors (called on the watcher thread) ---------------------------------------------------
 
     def _count_xid(self, dev: Device, xid: int) -> None:
-        dev.slow_at = 0.0  # ECC and remapping may have moved with it (before the count shows)
+        # ECC, remapping and NVLink links may have moved with it (before the count shows)
+        dev.slow_at = dev.links_at = 0.0
         with self._xid_lock:
             counts = self._xids.setdefault(dev.index, {})
             counts[xid] = counts.get(xid, 0) + 1
@@ -225,7 +226,7 @@ class GpuCollector:
             if not nvml.probe(dev, now, self._backoff_max):
                 return self._down(dev)
             self._rewatch(nvml, dev)
-            dev.slow_at = 0.0
+            dev.slow_at = dev.links_at = 0.0
         try:
             return self._stats(nvml, dev, now)
         except GpuLost as e:

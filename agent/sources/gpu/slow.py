@@ -49,7 +49,7 @@ def slow_reads(nvml: Nvml, dev: Device, now: float) -> Slow:
     """What rarely changes, read every SLOW_SECONDS."""
     slow = dev.slow
     if not isinstance(slow, Slow) or now >= dev.slow_at:
-        if dev.slow_at == 0.0 or now >= dev.links_at:  # 0: the first read, or asked again by an Xid
+        if now >= dev.links_at:  # 0: the first read, or asked again after an Xid
             dev.links_at = now + LINK_SECONDS
             dev.links = nvml.nvlink_active(dev)
         dev.slow_at = now + SLOW_SECONDS  # before the reads: an Xid meanwhile asks again
