@@ -9,7 +9,13 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.sources.host.collector import HostCollector
-from agent.sources.host.parse import parse_loadavg, parse_meminfo, parse_pressure, parse_stat
+from agent.sources.host.parse import (
+    parse_loadavg,
+    parse_meminfo,
+    parse_pressure,
+    parse_stat,
+    pressure_by_line,
+)
 
 
 def _oracle(kernel_fixtures) -> dict[str, list]:
@@ -71,12 +77,55 @@ def test_synthetic_host_tree(tmp_path):
     assert part.memory_total_bytes == 1024000 and part.memory_available_bytes == 512000
     assert part.pressure["io"].some_total_seconds == 2.0 and part.pressure["io"].full_avg10 == 0.5
     assert "cpu" not in part.pressure  # absent file: no pressure, no failure
-    assert part.malformed_lines == 2  # "cpuX garbage" and "bad line"
+    assert part.malformed_lines == 1  # "cpuX garbage"; meminfo's "bad line" is not a line it reads
+    (tmp_path / "meminfo").write_text("MemTotal:       1000 kB\nMemAvailable:    lots kB\nbad line\n")
+    part = HostCollector(str(tmp_path)).collect()
+    assert part.memory_total_bytes == 1024000 and part.memory_available_bytes is None
+    assert part.malformed_lines == 2  # "cpuX garbage" and the MemAvailable it could not read
 
 
 def test_meminfo_units():
-    parsed = parse_meminfo("MemTotal: 2 kB\nHugePages_Free: 3\n")
+    parsed = parse_meminfo("MemTotal: 2 kB\nHugePages_Free: 3\n", ("MemTotal", "HugePages_Free", "Absent"))
     assert parsed.value == {"MemTotal": 2048, "HugePages_Free": 3}
+    assert parsed.malformed == 0
+
+
+def meminfo_by_line(text: str, keys: tuple[str, ...]) -> dict[str, int]:
+    """The named keys of every line read in turn, the last of a key written twice winning."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, rest = line.partition(":")
+        parts = rest.split()
+        if sep and key in keys and parts and parts[0].isascii() and parts[0].isdigit():
+            out[key] = int(parts[0]) * (1024 if parts[1:2] == ["kB"] else 1)
+    return out
+
+
+meminfo_line = st.one_of(
+    st.tuples(
+        st.sampled_from(["MemTotal", "MemAvailable", "MemFree", "Cached"]),
+        st.integers(0, 2**40),
+        st.sampled_from([" kB", ""]),
+        st.sampled_from([" ", "       ", "\t"]),
+    ).map(lambda t: f"{t[0]}:{t[3]}{t[1]}{t[2]}"),
+    st.text(alphabet="MemTotalAvb: kB0123456789x", max_size=30),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(meminfo_line, max_size=12))
+def test_meminfo_reads_the_keys_it_is_asked_as_every_line_read_in_turn(lines):
+    text = "\n".join(lines) + "\n"
+    keys = ("MemTotal", "MemAvailable")
+    assert parse_meminfo(text, keys).value == meminfo_by_line(text, keys)
+
+
+def test_meminfo_of_a_real_kernel(kernel_fixtures):
+    text = (kernel_fixtures / "node_exporter" / "proc" / "meminfo").read_text()
+    keys = ("MemTotal", "MemFree", "MemAvailable", "Hugepagesize", "HugePages_Total")
+    parsed = parse_meminfo(text, keys)
+    assert parsed.value == meminfo_by_line(text, keys) and parsed.malformed == 0
+    assert set(parsed.value) <= set(keys) and "MemTotal" in parsed.value
 
 
 @settings(max_examples=300, deadline=None)
@@ -89,6 +138,20 @@ def test_host_parsers_never_raise(text):
     assert parse_meminfo(text).malformed >= 0
     p = parse_pressure(text)
     assert p is None or p.some_total_seconds == p.some_total_seconds
+    assert p == pressure_by_line(text)
+
+
+psi_value = st.sampled_from(["0.00", "1.50", "12.34", "100.00", "1.5.0", "x"])
+psi_total = st.sampled_from(["0", "123456", "x"])
+psi_fields = st.tuples(st.sampled_from(["some", "full", "half"]), psi_value, psi_value, psi_value, psi_total)
+psi_line = psi_fields.map(lambda t: f"{t[0]} avg10={t[1]} avg60={t[2]} avg300={t[3]} total={t[4]}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(psi_line, max_size=4), st.sampled_from(["\n", ""]))
+def test_pressure_in_the_kernels_layout_reads_as_line_by_line(lines, end):
+    text = "\n".join(lines) + end
+    assert parse_pressure(text) == pressure_by_line(text)
 
 
 @settings(max_examples=100, deadline=None)

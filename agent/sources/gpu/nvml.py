@@ -29,10 +29,9 @@ from agent.sources.gpu import clock_events
 from agent.sources.gpu.binding import (
     binding,
     error_text,
-    field_value,
+    field_results,
     handle_address,
     load_library,
-    number,
 )
 from agent.sources.gpu.nvml_gpm import GpmSampler
 from agent.sources.gpu.part import NvlinkCounter
@@ -308,10 +307,9 @@ class Nvml:
             return {}
         out: dict[int, int] = {}
         keep: list[tuple[int, int]] = []
-        for asked, v in zip(dev.fields, values, strict=True):
-            ret = number(v, "nvmlReturn")
+        for asked, (ret, value) in zip(dev.fields, field_results(values), strict=True):
             if ret == pynvml.NVML_SUCCESS:
-                out[asked[0]] = field_value(v)
+                out[asked[0]] = value
                 keep.append(asked)
             elif ret in SKIP_ERRORS:
                 self.skip(dev, f"field {asked[0]}", error_text(pynvml.NVMLError(ret)))

@@ -20,16 +20,21 @@ class HostCollector:
 
     def __init__(self, procfs: str) -> None:
         self.procfs = Path(procfs)
+        # the paths as strings, made once: joining Paths each tick cost a tenth of the collect
+        self._stat = str(self.procfs / "stat")
+        self._loadavg = str(self.procfs / "loadavg")
+        self._meminfo = str(self.procfs / "meminfo")
+        self._pressure = [(r, str(self.procfs / "pressure" / r)) for r in ("cpu", "io", "memory")]
         self._told_no_psi = False
 
     def collect(self) -> HostPart:
-        stat = parse_stat(read_text(self.procfs / "stat"))
+        stat = parse_stat(read_text(self._stat))
         cpu, count = stat.value
-        load = parse_loadavg(read_optional(self.procfs / "loadavg") or "")
-        mem = parse_meminfo(read_optional(self.procfs / "meminfo") or "")
+        load = parse_loadavg(read_optional(self._loadavg) or "")
+        mem = parse_meminfo(read_optional(self._meminfo) or "")
         pressure: dict[str, Pressure] = {}
-        for resource in ("cpu", "io", "memory"):
-            text = read_optional(self.procfs / "pressure" / resource)
+        for resource, path in self._pressure:
+            text = read_optional(path)
             if text is not None and (p := parse_pressure(text)) is not None:
                 pressure[resource] = p
         if not pressure and not self._told_no_psi:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Generic, NamedTuple, TypeVar
 
@@ -65,28 +66,65 @@ def parse_loadavg(text: str) -> tuple[float, float, float] | None:
         return None
 
 
-def parse_meminfo(text: str) -> Parsed[dict[str, int]]:
-    """Values in bytes (the kernel prints kB, meaning KiB). Lines without a unit are plain counts."""
+# The kernel's own layout of a PSI line: a file whose every line has it is read with one regex call,
+# three times cheaper than line by line (the host collector reads three of them every tick).
+_AVG = r"([0-9]+\.[0-9]+)"
+_PSI_LINE = re.compile(rf"^(some|full) avg10={_AVG} avg60={_AVG} avg300={_AVG} total=([0-9]+)$", re.M)
+
+MEMINFO_KEYS = ("MemTotal", "MemAvailable")
+
+
+def parse_meminfo(text: str, keys: Sequence[str] = MEMINFO_KEYS) -> Parsed[dict[str, int]]:
+    """The lines named ``keys``, in bytes (the kernel prints kB, meaning KiB; a line without a unit
+    is a plain count). A key that is missing is left out; one whose line cannot be read is left out
+    and counted. Only those lines are read: the file has ~55, the agent uses two, and reading every
+    one cost a fifth of the host collector's tick."""
     out: dict[str, int] = {}
     bad = 0
-    for line in text.splitlines():
-        key, sep, rest = line.partition(":")
-        parts = rest.split()
-        if not sep or not parts:
-            if line.strip():
-                bad += 1
+    for key in keys:
+        at = _line_of(text, key + ":")
+        if at < 0:
             continue
+        end = text.find("\n", at)
+        parts = text[at + len(key) + 1 : end if end >= 0 else len(text)].split()
         try:
             n = int(parts[0])
-        except ValueError:
+        except (IndexError, ValueError):
             bad += 1
             continue
-        out[key.strip()] = n * 1024 if len(parts) > 1 and parts[1] == "kB" else n
+        out[key] = n * 1024 if len(parts) > 1 and parts[1] == "kB" else n
     return Parsed(out, bad)
+
+
+def _line_of(text: str, head: str) -> int:
+    """Where the last line starting with ``head`` starts, or -1 (the last, as a reader of every
+    line keeps the last of a key written twice)."""
+    at = text.rfind("\n" + head)
+    if at >= 0:
+        return at + 1
+    return 0 if text.startswith(head) else -1
 
 
 def parse_pressure(text: str) -> Pressure | None:
     """One /proc/pressure/<resource> file. ``total`` is in microseconds; returned in seconds."""
+    found = _PSI_LINE.findall(text)
+    if found and text.endswith("\n") and len(found) == text.count("\n"):  # every line in its layout
+        by_kind = {kind: vals for kind, *vals in found}  # the last of a kind, as line by line
+        some, full = by_kind.get("some"), by_kind.get("full")
+        if some is None:
+            return None
+        return Pressure(
+            float(some[0]),
+            float(some[1]),
+            float(some[2]),
+            float(some[3]) / 1e6,
+            *((float(full[0]), float(full[1]), float(full[2]), float(full[3]) / 1e6) if full else ()),
+        )
+    return pressure_by_line(text)
+
+
+def pressure_by_line(text: str) -> Pressure | None:
+    """:func:`parse_pressure` one line at a time: any text; lines it cannot read are left out."""
     lines: dict[str, dict[str, float]] = {}
     for line in text.splitlines():
         fields = line.split()
@@ -102,6 +140,10 @@ def parse_pressure(text: str) -> Pressure | None:
         else:
             if {"avg10", "avg60", "avg300", "total"} <= vals.keys():
                 lines[fields[0]] = vals
+    return _pressure(lines)
+
+
+def _pressure(lines: dict[str, dict[str, float]]) -> Pressure | None:
     some = lines.get("some")
     if some is None:
         return None
