@@ -63,6 +63,7 @@ class Daemon:
         self.http: HttpFace | None = None
         self.sampler: Sampler | None = None
         self.components: list[Component] = []
+        self._verdict_lines: list[HasVerdictLine] = []
         self.recent_events: list[dict[str, Any]] = []
         self._exporter = SnapshotExporter(self._latest, [])
         self.registry.register(self._exporter)
@@ -113,6 +114,8 @@ class Daemon:
         self.sampler.listeners.append(watch.on_snapshot)
         self.components = [watch, *build_components(ctx)]
         pid_sources.extend(c.current_pids for c in self.components if isinstance(c, HasPids))
+        # found once: a check against a runtime protocol walks its attributes each time
+        self._verdict_lines = [c for c in self.components if isinstance(c, HasVerdictLine)]
         self.control.clear_routes(keep=("/status", "/reload", "/events"))
         for comp in self.components:
             for method, path, handler in comp.control_routes() if isinstance(comp, HasRoutes) else []:
@@ -275,9 +278,8 @@ class Daemon:
         gpus = len(gpu.gpus) if gpu else 0
         failing = [n for n, s in snap.collectors.items() if not s.success and not s.absent]
         verdict = ""
-        for comp in self.components:
-            if isinstance(comp, HasVerdictLine):
-                verdict = f", {comp.verdict_line()}"
+        for comp in self._verdict_lines:
+            verdict = f", {comp.verdict_line()}"
         return f"{gpus} GPUs, tick {snap.seq}{verdict}" + (
             f", failing: {','.join(failing)}" if failing else ""
         )

@@ -241,6 +241,11 @@ class SchedulerComponent(HasMetrics, HasRoutes, HasStatus):
                     self.error = str(e)
             self.changed.set()
             self.changed = asyncio.Event()
+            if self.backend is None:
+                # nothing to poll: only an event has work for a round (a timer would wake the
+                # loop every poll_interval on every node without a scheduler, for nothing)
+                await self.wake.wait()
+                continue
             try:
                 async with asyncio.timeout(wait):
                     await self.wake.wait()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import structlog
 
-from agent.core.fsread import read_optional, read_text
+from agent.core.fsread import read_text
+from agent.core.openfiles import OpenFiles
 from agent.sources.host.parse import parse_loadavg, parse_meminfo, parse_pressure, parse_stat
 from agent.sources.host.part import HostPart, Pressure
 
@@ -25,16 +26,19 @@ class HostCollector:
         self._loadavg = str(self.procfs / "loadavg")
         self._meminfo = str(self.procfs / "meminfo")
         self._pressure = [(r, str(self.procfs / "pressure" / r)) for r in ("cpu", "io", "memory")]
+        # loadavg, meminfo and the PSI files are small: kept open and re-read with one pread each
+        # (/proc/stat is not: a line per CPU outgrows a single read on a large node)
+        self._files = OpenFiles(limit=8)
         self._told_no_psi = False
 
     def collect(self) -> HostPart:
         stat = parse_stat(read_text(self._stat))
         cpu, count = stat.value
-        load = parse_loadavg(read_optional(self._loadavg) or "")
-        mem = parse_meminfo(read_optional(self._meminfo) or "")
+        load = parse_loadavg(self._files.read(self._loadavg) or "")
+        mem = parse_meminfo(self._files.read(self._meminfo) or "")
         pressure: dict[str, Pressure] = {}
         for resource, path in self._pressure:
-            text = read_optional(path)
+            text = self._files.read(path)
             if text is not None and (p := parse_pressure(text)) is not None:
                 pressure[resource] = p
         if not pressure and not self._told_no_psi:
@@ -57,4 +61,4 @@ class HostCollector:
         )
 
     def close(self) -> None:
-        pass
+        self._files.close()
