@@ -8,7 +8,8 @@ and its ``client/``), with the default 1 s interval, no scrapes, no cloud, and t
 time, so whatever else the machine does falls on all of them alike; the start order is rotated
 between rounds. Reported per checkout: CPU milliseconds per tick over each window after the
 warm-up (median and spread of the windows; CPU from each thread's schedstat), and RSS at the end;
-then each checkout's ratio to the first one.
+then each checkout's ratio to the first one: of the medians, and window by window (the fairer one: both
+agents measured over the same seconds).
 
     .venv/bin/python bench/overhead_versions.py --tree /path/to/before --tree . --bench telemetry_tick
     .venv/bin/python bench/overhead_versions.py --tree /path/to/before --tree . --bench agent_overhead
@@ -197,6 +198,8 @@ def main() -> int:
     ref = statistics.median(samples[0])
     for t, s, m in zip(trees, samples, rss, strict=True):
         med = statistics.median(s)
+        # each window against the first checkout's same window: both measured over the same seconds
+        paired = [x / y for x, y in zip(s, samples[0], strict=True) if y]
         out.append(
             {
                 "tree": str(t),
@@ -205,11 +208,14 @@ def main() -> int:
                 "cpu_ms_per_tick_windows": [round(x, 2) for x in s],
                 "rss_mb": [round(x, 1) for x in m],
                 "ratio_to_first": round(med / ref, 3),
+                "paired_ratio_median": round(statistics.median(paired), 3),
+                "paired_ratio_range": [round(min(paired), 3), round(max(paired), 3)],
             }
         )
         print(
             f"{out[-1]['commit']:>9}  CPU/tick {med:6.2f} ms (windows {min(s):.2f}-{max(s):.2f})"
-            f"  RSS {statistics.median(m):5.1f} MB  x{med / ref:.3f}  {t}"
+            f"  RSS {statistics.median(m):5.1f} MB  x{med / ref:.3f}"
+            f"  (window by window x{statistics.median(paired):.3f}, {min(paired):.2f}-{max(paired):.2f})  {t}"
         )
     if args.json:
         Path(args.json).write_text(json.dumps({"fake_gpus": args.fake_gpus, "agents": out}, indent=1))
