@@ -123,6 +123,26 @@ def straggler(prom, node: str) -> list[dict[str, str]]:
     return [m for m in firing(prom, "TrainingJobStraggler") if m.get("instance") == node]
 
 
+def learned_link(n) -> float:
+    """The most ``n``'s agent has learned its link to carry (bytes/s, 0 before it learned any)."""
+    peaks = n.status()["classifier"]["learned"]["peaks_bytes_per_second"]
+    return float(peaks.get("nic", {}).get(n.if_name, 0.0))
+
+
+def link_rate(n, seconds: float = 2.0) -> float:
+    """What ``n``'s link carries now, the busier way (bytes/s), from its veth's host end: the same
+    bytes the agent counts on the node's end, read without it."""
+    stats = Path("/sys/class/net") / n.host_if / "statistics"
+
+    def both() -> tuple[int, int]:
+        return int((stats / "rx_bytes").read_text()), int((stats / "tx_bytes").read_text())
+
+    (rx0, tx0), t0 = both(), time.monotonic()
+    time.sleep(seconds)
+    (rx1, tx1), t1 = both(), time.monotonic()
+    return max(rx1 - rx0, tx1 - tx0) / (t1 - t0)
+
+
 def _ok(n) -> bool:
     try:
         return "training_node_build_info" in n.metrics()
@@ -143,6 +163,23 @@ def test_the_throttled_node_is_named_with_data_storage_and_resolves(rig) -> None
         lambda: detail() + "\n" + json.dumps(prom.query("training_node_train_rank_info")),
     )
     log("both nodes report steps as job " + JOB)
+    # what tells a waiting node from a capped one below is the most its link has carried (a peak
+    # learned over two consecutive windows): a node that never held the job's full pace for two
+    # windows reads its own waits at the slow pace as its link at its ceiling (network), and the
+    # rule, which needs a node in sync-wait, names nobody. A clean clone's CI run beside other tests
+    # had node-a learn 5.3 MB/s (node-b 15.8) in the few seconds at full pace between the phases
+    for n in fabric.nodes:
+        wait_until(
+            lambda n=n: learned_link(n) >= 0.8 * link_rate(n),
+            90,
+            0.5,
+            f"{n.name} to learn its link at the job's full pace",
+            lambda n=n: f"learned {learned_link(n):.0f} B/s, carrying {link_rate(n):.0f} B/s\n{detail()}",
+        )
+    log(
+        "both nodes learned their links at full pace: "
+        + ", ".join(f"{learned_link(n):.0f} B/s" for n in fabric.nodes)
+    )
     assert not firing(prom, "TrainingJobStraggler")
     b.throttle(THROTTLED)
     t0 = time.monotonic()
