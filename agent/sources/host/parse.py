@@ -109,23 +109,18 @@ def parse_pressure(text: str) -> Pressure | None:
     """One /proc/pressure/<resource> file. ``total`` is in microseconds; returned in seconds."""
     found = _PSI_LINE.findall(text)
     if found and text.endswith("\n") and len(found) == text.count("\n"):  # every line in its layout
-        by_kind = {kind: vals for kind, *vals in found}  # the last of a kind, as line by line
-        some, full = by_kind.get("some"), by_kind.get("full")
-        if some is None:
-            return None
-        return Pressure(
-            float(some[0]),
-            float(some[1]),
-            float(some[2]),
-            float(some[3]) / 1e6,
-            *((float(full[0]), float(full[1]), float(full[2]), float(full[3]) / 1e6) if full else ()),
-        )
+        # the last line of a kind, as line by line
+        by_kind = {kind: tuple(map(float, vals)) for kind, *vals in found}
+        return _pressure(by_kind.get("some"), by_kind.get("full"))
     return pressure_by_line(text)
+
+
+PSI_KEYS = ("avg10", "avg60", "avg300", "total")
 
 
 def pressure_by_line(text: str) -> Pressure | None:
     """:func:`parse_pressure` one line at a time: any text; lines it cannot read are left out."""
-    lines: dict[str, dict[str, float]] = {}
+    lines: dict[str, tuple[float, ...]] = {}
     for line in text.splitlines():
         fields = line.split()
         if not fields or fields[0] not in ("some", "full"):
@@ -138,23 +133,18 @@ def pressure_by_line(text: str) -> Pressure | None:
             except ValueError:
                 break
         else:
-            if {"avg10", "avg60", "avg300", "total"} <= vals.keys():
-                lines[fields[0]] = vals
-    return _pressure(lines)
+            if vals.keys() >= set(PSI_KEYS):
+                lines[fields[0]] = tuple(vals[k] for k in PSI_KEYS)
+    return _pressure(lines.get("some"), lines.get("full"))
 
 
-def _pressure(lines: dict[str, dict[str, float]]) -> Pressure | None:
-    some = lines.get("some")
+def _pressure(some: tuple[float, ...] | None, full: tuple[float, ...] | None) -> Pressure | None:
+    """A resource's pressure from its ``some`` and ``full`` lines, each (avg10, avg60, avg300, total
+    in microseconds); none without a ``some`` line."""
     if some is None:
         return None
-    full = lines.get("full")
-    return Pressure(
-        some_avg10=some["avg10"],
-        some_avg60=some["avg60"],
-        some_avg300=some["avg300"],
-        some_total_seconds=some["total"] / 1e6,
-        full_avg10=full["avg10"] if full else None,
-        full_avg60=full["avg60"] if full else None,
-        full_avg300=full["avg300"] if full else None,
-        full_total_seconds=full["total"] / 1e6 if full else None,
-    )
+    s10, s60, s300, s_total = some
+    if full is None:
+        return Pressure(s10, s60, s300, s_total / 1e6)
+    f10, f60, f300, f_total = full
+    return Pressure(s10, s60, s300, s_total / 1e6, f10, f60, f300, f_total / 1e6)
