@@ -86,17 +86,12 @@ def from_draw(d: Draw) -> Scenario:
     )
 
 
-# one of each regime with the trainer's defaults (the goodput ledger's lab runs them all), plus no job,
-# a regime change within one run and checkpoints; the classifier's lab runs the last three and draws
-# the single regimes at random instead
+# the lab's fixed scenarios: no job, a regime change within one run, and checkpoints (with a drill);
+# the single regimes are drawn at random instead (lab.draws), and both the classifier's lab and the
+# goodput ledger's score every run
 SCENARIOS = {
     s.name: s
     for s in (
-        Scenario("compute", (("compute", 12),)),
-        Scenario("data/storage", (("storage", 12),)),
-        Scenario("data/cpu", (("cpu", 12),), cpuset=1),
-        Scenario("network", (("network", 12),)),
-        Scenario("sync-wait", (("sync-wait", 12),)),
         Scenario("idle", (), idle_seconds=9),
         Scenario("regime change", (("compute", 8), ("storage", 8), ("network", 8), ("compute", 8))),
         Scenario("checkpoints", (("checkpoint", 20),), drills_at=(8.0,)),
@@ -141,6 +136,7 @@ class Lab:
         self.runtime_dir: Path | None = None
         self.links: list[str] = []
         self.runs = 0  # every run, failed ones too: a failed job's log must not become the next one's
+        self.code_warm = False  # the PyTorch jobs' code is in the page cache (lab.torchlab.warm_code)
         self.classifier = ClassifierSection(**LAB_CONFIG["classifier"])  # what the agent runs on
 
     # --- environment -------------------------------------------------------------------------------

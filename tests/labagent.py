@@ -2,16 +2,17 @@
 classifier's, the goodput ledger's): set up the lab, start the agent on its config, talk to it over
 the control socket, and tear both down.
 
-The classifier's lab and the ledger's score some of the same scenarios (no job, a regime change,
-checkpoints): they share one lab and one agent (the ``shared_lab`` fixture in conftest.py, started
-on first use, for the test modules marked ``shared_lab``), and a scenario both score runs once
-(:meth:`LabAgent.run_shared`), its ledger read around it. The marked modules run one after the
-other and the shared agent stops after the last of them (conftest.py's hooks)."""
+The classifier's lab and the ledger's score the same runs (no job, a regime change, checkpoints,
+and the randomized draws): they share one lab and one agent (the ``shared_lab`` fixture in
+conftest.py, started on first use, for the test modules marked ``shared_lab``), and a scenario both
+score runs once (:meth:`LabAgent.run_shared`), its ledger read around it. The marked modules run one
+after the other and the shared agent stops after the last of them (conftest.py's hooks)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,11 +22,24 @@ from typing import Any
 from conftest import AgentProcess, need_binary, need_root
 
 from agent.runtime.control import control_request
-from lab.harness import Lab, Scenario
+from lab.draws import HELD_OUT_SEEDS, INPUT_HELD_OUT_SEEDS, INPUT_TUNE_SEEDS, TUNE_SEEDS, draw
+from lab.harness import Lab, Scenario, from_draw
 from lab.scoring import Result
 
 # the ledger's lab books each scenario at a 1 s resolution and settles nothing within the run
 SHARED_CONFIG = {"goodput": {"resolution": "1s", "settle": "1h", "poll": "500ms"}}
+
+# The randomized draws, on the held-out seeds (TNA_LAB_SEEDS=tune: the tuning ones): TNA_LAB_DRAWS of
+# them (a modest sample in the suite, more for make lab) and TNA_LAB_INPUT_DRAWS of the input families,
+# from their own seeds. The classifier's lab scores each run's verdicts, the ledger's lab its buckets.
+CPUS = os.cpu_count() or 1
+TUNING = os.environ.get("TNA_LAB_SEEDS") == "tune"
+INPUT_SEEDS = INPUT_TUNE_SEEDS if TUNING else INPUT_HELD_OUT_SEEDS
+DRAWN_SEEDS = (TUNE_SEEDS if TUNING else HELD_OUT_SEEDS)[: int(os.environ.get("TNA_LAB_DRAWS", "10"))] + (
+    INPUT_SEEDS[: int(os.environ.get("TNA_LAB_INPUT_DRAWS", "2"))]
+)
+DRAWS = {s.name: s for s in (from_draw(draw(seed, CPUS)) for seed in DRAWN_SEEDS)}
+INPUT_DRAWS = [n for n in DRAWS if int(n.split("#")[1]) in INPUT_SEEDS]
 
 
 @dataclass(frozen=True)

@@ -90,10 +90,17 @@ def shares(g: GpuReading, util: float, baselines: Baselines, cfg: ClassifierSect
     return Shares(working, busy - working, 1.0 - busy, work, source)
 
 
-def gpu_class(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> GpuClass:
+def gpu_shares(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> Shares | None:
+    """``g``'s shares; None where it is down or has no utilization reading."""
     if not g.up or g.util is None:
+        return None
+    return shares(g, g.util, baselines, cfg)
+
+
+def gpu_class(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> GpuClass:
+    s = gpu_shares(g, baselines, cfg)
+    if s is None:
         return GpuClass.DOWN
-    s = shares(g, g.util, baselines, cfg)
     if s.working >= s.spinning and s.working >= s.starved:
         return GpuClass.WORKING
     return GpuClass.SPINNING if s.spinning >= s.starved else GpuClass.STARVED

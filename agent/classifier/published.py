@@ -1,5 +1,5 @@
-"""What the classifier publishes for the other parts (today the goodput ledger): how it sorts one
-GPU sample by what it has learned (working, spinning, starved, between, down), the pressures of its
+"""What the classifier publishes for the other parts (today the goodput ledger): how one GPU sample's
+time divides by what it has learned (working, spinning, starved; or down), the pressures of its
 latest window, and its hints' words. A reader holds a :class:`Published` from the classifier part's
 ``published()``, never its engine, baselines or features; :func:`unclassified` stands in where the
 classifier is off (nothing learned, no window)."""
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from agent.classifier.baselines import Baselines
 from agent.classifier.features import Features
-from agent.classifier.gpus import GpuClass, GpuReading, gpu_class
+from agent.classifier.gpus import GpuClass, GpuReading, Shares, gpu_class, gpu_shares
 from agent.classifier.hints import HINTS
 from agent.config.classifier import ClassifierSection
 
@@ -21,6 +21,7 @@ __all__ = [
     "GpuReading",
     "Pressures",
     "Published",
+    "Shares",
     "published",
     "unclassified",
 ]
@@ -41,7 +42,8 @@ NO_PRESSURES = Pressures()
 
 
 class Published:
-    """The classifier's results as they stand: ``gpu_class`` of a sample, ``pressures`` of the window."""
+    """The classifier's results as they stand: ``gpu_shares`` and ``gpu_class`` of a sample,
+    ``pressures`` of the window."""
 
     __slots__ = ("_baselines", "_cfg", "pressures")
 
@@ -53,6 +55,10 @@ class Published:
     def gpu_class(self, g: GpuReading) -> GpuClass:
         """The classifier's sorting of one GPU sample (``agent.classifier.gpus.gpu_class``)."""
         return gpu_class(g, self._baselines, self._cfg)
+
+    def gpu_shares(self, g: GpuReading) -> Shares | None:
+        """How one GPU sample's time divides (``agent.classifier.gpus.gpu_shares``); None: down."""
+        return gpu_shares(g, self._baselines, self._cfg)
 
 
 def pressures(f: Features | None) -> Pressures:

@@ -6,8 +6,12 @@ that sum to one, so the buckets always add up to GPUs x elapsed time. Each GPU's
 booked to the job on it (``Tick.jobs``, ``no-job`` where there is none), so the jobs' seconds add
 up to the same total (:func:`assign_jobs`).
 
-A GPU is *working*, *spinning*, *starved* or in *between* by the classifier's own rule (SM activity
-from GPM, else power above idle relative to the limit; ``utilization.gpu`` alone is never work). The
+A GPU's tick divides into *working*, *spinning* and *starved* time by the classifier's own shares
+(SM activity from GPM, else power above idle, against the GPU's full-work level; ``utilization.gpu``
+alone is never work), or it is *down*. A real GPU averages its readings over the tick, and a step is
+0.1-2 s, so a tick is almost always a mix: a tick half working and half starved books half a second
+``productive`` and half a second to the wait, not the whole second to whichever share is larger
+(which booked a starved job's work at half what it did in the lab's draws). The
 cause of a wait comes from the classifier's pressures in its latest window, split the way its scores
 split them (see ``agent.classifier.scores``): a starved second is the input pipeline's as far as
 storage, CPU or network-input pressure explains it, the network's as far as the network explains the rest, and
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
 
-from agent.classifier.published import NO_PRESSURES, GpuClass, Pressures, Published
+from agent.classifier.published import NO_PRESSURES, GpuClass, Pressures, Published, Shares
 from agent.core.vocabulary import Bucket
 
 NO_JOB = str(Bucket.NO_JOB)  # the job key of GPU-seconds of no scheduler job (jobs.part.NO_JOB)
@@ -50,10 +54,35 @@ WAITING = (
 
 
 class GpuState(StrEnum):
+    """A GPU's tick in one class: its largest share, or down (lost, or no reading)."""
+
     WORKING = "working"
     SPINNING = "spinning"
     STARVED = "starved"  # low utilization, or in between: nothing useful to run
-    DOWN = "down"  # lost, or no reading
+    DOWN = "down"
+
+
+class Split(NamedTuple):
+    """How one GPU's tick divides; the three add up to 1."""
+
+    working: float
+    spinning: float
+    starved: float
+
+
+# what one GPU's tick is: its split, or a whole class (DOWN: no reading)
+GpuTime = Split | GpuState
+_WHOLE: dict[GpuState, Split | None] = {
+    GpuState.WORKING: Split(1.0, 0.0, 0.0),
+    GpuState.SPINNING: Split(0.0, 1.0, 0.0),
+    GpuState.STARVED: Split(0.0, 0.0, 1.0),
+    GpuState.DOWN: None,
+}
+# A job stops starting up at the first tick in which one of its GPUs worked this share of it. Not at
+# any work at all: SM activity reads 0 without kernels, but power above the learned idle drifts by a
+# few percent of the span while a job loads. Not at a tick mostly working either: a job starved from
+# its first step (4-6% of each tick computing, in the lab's draws) would start up forever.
+STARTUP_WORK = 0.05
 
 
 class LedgerReading(NamedTuple):
@@ -94,12 +123,19 @@ def gpu_state(g: LedgerReading, classifier: Published) -> GpuState:
     return _STATE[classifier.gpu_class(g)]
 
 
-def _waiting(state: GpuState, p: Pressures, out: list[float], seconds: float) -> None:
-    if state is GpuState.SPINNING:
-        net = min(1.0, max(0.0, p.network_spin))
-        out[_NETWORK] += seconds * net
-        out[_SYNC_WAIT] += seconds * (1.0 - net)
-        return
+def gpu_time(g: LedgerReading, classifier: Published) -> GpuTime:
+    """How the classifier divides one GPU sample's time, in the ledger's words."""
+    sh: Shares | None = classifier.gpu_shares(g)
+    return GpuState.DOWN if sh is None else Split(sh.working, sh.spinning, sh.starved)
+
+
+def _spinning(p: Pressures, out: list[float], seconds: float) -> None:
+    net = min(1.0, max(0.0, p.network_spin))
+    out[_NETWORK] += seconds * net
+    out[_SYNC_WAIT] += seconds * (1.0 - net)
+
+
+def _starved(p: Pressures, out: list[float], seconds: float) -> None:
     pipeline = min(1.0, max(0.0, p.storage, p.cpu, p.network_input))
     # the same sub-reason as the verdict's (scores.Scores.sub_reason): ties go to storage, then CPU
     data = _DATA_STORAGE
@@ -111,7 +147,7 @@ def _waiting(state: GpuState, p: Pressures, out: list[float], seconds: float) ->
     out[_IDLE] += seconds * (1.0 - pipeline - net)
 
 
-def assign(tick: Tick, states: Sequence[GpuState]) -> list[float]:
+def assign(tick: Tick, states: Sequence[GpuTime]) -> list[float]:
     """Seconds per bucket (in ``BUCKETS`` order) for this tick; ``states`` one per ``tick.gpus``.
 
     A GPU with no process of its own is ``no-job`` when others have theirs (a job on 4 of 8 GPUs
@@ -122,7 +158,7 @@ def assign(tick: Tick, states: Sequence[GpuState]) -> list[float]:
     return out
 
 
-def assign_jobs(tick: Tick, states: Sequence[GpuState]) -> tuple[list[float], dict[str, list[float]]]:
+def assign_jobs(tick: Tick, states: Sequence[GpuTime]) -> tuple[list[float], dict[str, list[float]]]:
     """:func:`assign`, and the same seconds by scheduler job: each GPU's seconds to the job on it
     (``tick.jobs``), ``NO_JOB`` where there is none, and wherever the GPU's seconds are booked as
     ``no-job`` (the ledger saw no process on it, whatever the scheduler said). The jobs' vectors add
@@ -145,30 +181,48 @@ def assign_jobs(tick: Tick, states: Sequence[GpuState]) -> tuple[list[float], di
     return total, by_job
 
 
-def _assign(tick: Tick, states: Sequence[GpuState], vector: Callable[[int, bool], list[float]]) -> None:
+def _assign(tick: Tick, states: Sequence[GpuTime], vector: Callable[[int, bool], list[float]]) -> None:
     s = tick.seconds
     if s <= 0 or not tick.gpus:
         return
     per_gpu = any(g.busy for g in tick.gpus)
-    job, checkpointing, startup = tick.job, tick.checkpointing, tick.startup
+    job, checkpointing, startup, p = tick.job, tick.checkpointing, tick.startup, tick.pressures
     for i, (g, state) in enumerate(zip(tick.gpus, states, strict=True)):
         unused = not (g.busy if per_gpu else job)
         out = vector(i, unused)
         if unused:
-            b = _NO_JOB
-        elif checkpointing:
-            b = _CHECKPOINT
-        elif state is GpuState.WORKING:
-            b = _PRODUCTIVE
-        elif startup:
-            b = _STARTUP
-        elif state is GpuState.DOWN:
-            b = _IDLE
-        else:
-            _waiting(state, tick.pressures, out, s)
+            out[_NO_JOB] += s
             continue
-        out[b] += s
+        if checkpointing:
+            out[_CHECKPOINT] += s
+            continue
+        split = _WHOLE[state] if isinstance(state, GpuState) else state
+        if split is None:
+            out[_STARTUP if startup else _IDLE] += s
+            continue
+        working = min(1.0, max(0.0, split.working))
+        out[_PRODUCTIVE] += s * working
+        if startup:
+            out[_STARTUP] += s * (1.0 - working)
+            continue
+        # spinning and starved share what is not work, in their own proportion
+        waits = max(0.0, split.spinning) + max(0.0, split.starved)
+        rest = s * (1.0 - working)
+        if waits <= 0.0:
+            if rest > 0.0:
+                _starved(p, out, rest)
+            continue
+        spin = rest * max(0.0, split.spinning) / waits
+        if spin > 0.0:
+            _spinning(p, out, spin)
+        if rest - spin > 0.0:
+            _starved(p, out, rest - spin)
 
 
-def any_working(states: Sequence[GpuState]) -> bool:
-    return GpuState.WORKING in states
+def started(states: Sequence[GpuTime]) -> bool:
+    """A GPU did real work in this tick: a job starting up has started (``STARTUP_WORK``)."""
+    for state in states:
+        split = _WHOLE[state] if isinstance(state, GpuState) else state
+        if split is not None and split.working >= STARTUP_WORK:
+            return True
+    return False

@@ -33,7 +33,7 @@ from agent.core.zones import zone
 from agent.ledger import cadence, saved, store
 from agent.ledger import jobs as by_jobs
 from agent.ledger import metrics as ledger_metrics
-from agent.ledger.assign import BUCKETS, NO_JOB, LedgerReading, gpu_state
+from agent.ledger.assign import BUCKETS, NO_JOB, LedgerReading, gpu_time
 from agent.ledger.book import Book
 from agent.ledger.cadence import Advice
 from agent.ledger.summary import lines, summarize
@@ -149,7 +149,7 @@ class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
             return  # the first snapshot after a start only sets the clock: nothing is booked twice
         gpus = readings(snap)
         view = self.classifier() if self.classifier else self._unclassified
-        states = [gpu_state(g, view) for g in gpus]
+        states = [gpu_time(g, view) for g in gpus]
         procs = snap.part(ProcessPart)
         job = bool(procs and procs.processes)
         hourly, on_demand = self.prices()

@@ -18,12 +18,12 @@ from agent.ledger.assign import (
     INDEX,
     WAITING,
     Bucket,
-    GpuState,
+    GpuTime,
     LedgerReading,
     Pressures,
     Tick,
-    any_working,
     assign_jobs,
+    started,
 )
 from agent.ledger.book import Book
 from agent.ledger.cadence import Advice, advise
@@ -105,7 +105,7 @@ class Ledger:
         wall: float,
         seconds: float,
         gpus: Sequence[LedgerReading],
-        states: Sequence[GpuState],
+        states: Sequence[GpuTime],
         job: bool,
         pressures: Pressures,
         gpu_price: float | None,
@@ -139,7 +139,7 @@ class Ledger:
             jobs=tuple(jobs),
         )
         booked, by_job = assign_jobs(t, states)
-        if self.startup and any_working(states):
+        if self.startup and started(states):
             self.startup = False
         self.observed += max(0.0, seconds) if gpus else 0.0
         cost = [x * gpu_price for x in booked] if gpu_price else None

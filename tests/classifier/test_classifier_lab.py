@@ -12,7 +12,8 @@ Three groups, all without a configured capacity:
   settings: each named within 40 s of its start and held for >= 90% of the evaluations after;
 - **randomized**: draws from ``lab.draws`` on the held-out seeds (``TNA_LAB_SEEDS=tune`` for the
   tuning ones); ``TNA_LAB_DRAWS`` of them (a modest sample in the suite, more for ``make lab``), and
-  ``TNA_LAB_INPUT_DRAWS`` of the input families, from their own seeds.
+  ``TNA_LAB_INPUT_DRAWS`` of the input families, from their own seeds (``labagent.DRAWS``; the
+  ledger's lab books the same runs).
 
 Quality bar: every regime change named within 3 evaluations (of those whose window is mostly the new
 regime), no spin-wait window called compute, and
@@ -29,27 +30,17 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import REPO
-from labagent import LabAgent, lab_agent
+from labagent import CPUS, DRAWS, INPUT_DRAWS, TUNING, LabAgent, lab_agent
 
 from agent.classifier.hints import IDLE_CORES
-from lab.draws import HELD_OUT_SEEDS, INPUT_HELD_OUT_SEEDS, INPUT_TUNE_SEEDS, TUNE_SEEDS, draw
-from lab.harness import CAPPED_LINK, DEFAULT_CONFIG, SCENARIOS, from_draw
+from lab.draws import draw
+from lab.harness import CAPPED_LINK, DEFAULT_CONFIG, SCENARIOS
 from lab.scoring import Result, phase_shares, render
 from lab.torchlab import scenarios as torch_scenarios
 
 pytestmark = [pytest.mark.lab, pytest.mark.root, pytest.mark.slow, pytest.mark.shared_lab]
 OUT = REPO / "bench" / "out" / "classifier_lab.txt"
-CPUS = os.cpu_count() or 1
-TUNING = os.environ.get("TNA_LAB_SEEDS") == "tune"
-SEEDS = TUNE_SEEDS if TUNING else HELD_OUT_SEEDS
-INPUT_SEEDS = INPUT_TUNE_SEEDS if TUNING else INPUT_HELD_OUT_SEEDS
-FIXED = {n: SCENARIOS[n] for n in ("idle", "regime change", "checkpoints")}
-DRAWN_SEEDS = (
-    SEEDS[: int(os.environ.get("TNA_LAB_DRAWS", "10"))]
-    + INPUT_SEEDS[: int(os.environ.get("TNA_LAB_INPUT_DRAWS", "2"))]
-)
-DRAWS = {s.name: s for s in (from_draw(draw(seed, CPUS)) for seed in DRAWN_SEEDS)}
-INPUT_DRAWS = [n for n in DRAWS if int(n.split("#")[1]) in INPUT_SEEDS]
+FIXED = SCENARIOS
 # make lab also runs the PyTorch jobs at default settings the suite has no time for
 TORCH = torch_scenarios(CPUS, every=os.environ.get("TNA_LAB_DEFAULTS_ALL") == "1")
 AT_DEFAULTS: dict[str, Result] = {}  # the runs of the agent at its default settings
@@ -181,7 +172,7 @@ def test_lab_capped_link_holds(default_session: LabAgent, run: int) -> None:
 
 @pytest.mark.parametrize("name", list(DRAWS))
 def test_lab_draw(session: LabAgent, name: str) -> None:
-    res = session.lab.run(DRAWS[name], session.history)
+    res = session.run_shared(DRAWS[name]).result  # the ledger's lab books the same run
     session.by_name[name] = res
     _check_truth(name, DRAWS[name].family, res)
     print(f"\n{DRAWS[name].name}: {draw(int(name.split('#')[1]), CPUS).describe()}\n{render([res])}")

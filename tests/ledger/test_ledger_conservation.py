@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from ledger_synth import CFG, gpu
 
 from agent.classifier.published import unclassified
-from agent.ledger.assign import INDEX, NO_JOB, Bucket, N, Pressures, gpu_state
+from agent.ledger.assign import INDEX, NO_JOB, Bucket, N, Pressures, gpu_time
 from agent.ledger.book import Book
 from agent.ledger.saved import Saved
 from agent.ledger.state import Ledger
@@ -63,7 +63,7 @@ def test_buckets_sum_to_gpus_times_elapsed_time(steps, resolution) -> None:
             wall += dt + jitter
             gpus = [gpu(i, name, busy) for i, (name, busy, _) in enumerate(gpus_spec)]
             keys = [key for _, _, key in gpus_spec]
-            states = [gpu_state(g, unclassified(CFG)) for g in gpus]
+            states = [gpu_time(g, unclassified(CFG)) for g in gpus]
             booked = led.tick(wall, dt, gpus, states, job, p, price, keys)
             assert all(x >= -1e-9 for x in booked)
             assert math.isclose(sum(booked), dt * len(gpus), rel_tol=1e-9, abs_tol=1e-9)
@@ -119,7 +119,7 @@ def test_constant_gpus_give_gpus_times_wall_time(n, intervals) -> None:
     the wall time from the first snapshot it is off by at most one sample."""
     led = Ledger(Book(10.0, 60.0, 86400.0))
     gpus = [gpu(i, "working") for i in range(n)]
-    states = [gpu_state(g, unclassified(CFG)) for g in gpus]
+    states = [gpu_time(g, unclassified(CFG)) for g in gpus]
     t = 1_700_000_000.0
     for dt in intervals:
         t += dt
