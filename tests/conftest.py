@@ -55,8 +55,13 @@ def _shares_the_lab(item: pytest.Item | None) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The modules marked ``shared_lab`` run one after another, where the first of them stands, so
-    one lab and agent serves them all (tests/labagent.py) and stops after the last."""
+    """The files with a test marked ``slow`` come first, so the side-by-side phase starts its longest
+    files first instead of ending on them (xdist's loadfile hands files out in this order: make test
+    turns its reordering by test count off, which put a one-test 80 s file last). The modules marked
+    ``shared_lab`` run one after another, where the first of them stands, so one lab and agent
+    serves them all (tests/labagent.py) and stops after the last."""
+    slow = {i.path for i in items if i.get_closest_marker("slow") is not None}
+    items.sort(key=lambda i: i.path not in slow)  # stable: each file's tests keep their order
     shared = [i for i in items if _shares_the_lab(i)]
     if shared:
         first = items.index(shared[0])

@@ -2,8 +2,9 @@
 
 1. Every test file that does not time itself runs side by side (pytest-xdist, ``--dist loadfile``:
    a file's tests stay on one worker, so its module fixtures, a booted container or an installed
-   root, are made once). Most of these tests wait on subprocesses, sockets and ticks, so a worker
-   more than the cores keeps both busy.
+   root, are made once). The files marked ``slow`` are handed out first (conftest.py), so that no
+   worker ends the phase alone on one long file. Most of these tests wait on subprocesses, sockets
+   and ticks, so a worker more than the cores keeps both busy.
 2. The scenario lab (``lab``) and the tests that compare their own timings (``serial``: p99s
    against a quiet p99) run alone afterwards, one at a time, as they always have.
 
@@ -58,7 +59,7 @@ def main(argv: list[str]) -> int:
         side, alone = Path(tmp) / "side-by-side.xml", Path(tmp) / "alone.xml"
         rc_side = phase(
             f"side by side ({workers()} workers)",
-            ["-n", workers(), "--dist", "loadfile", "-m", f"not ({SERIAL})", *argv],
+            ["-n", workers(), "--dist", "loadfile", "--no-loadscope-reorder", "-m", f"not ({SERIAL})", *argv],
             side,
         )
         rc_alone = phase("alone (the lab, and tests that time themselves)", ["-m", SERIAL, *argv], alone)

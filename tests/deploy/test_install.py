@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from conftest import NETGUARD_DIR, REPO, AgentProcess, need_binary, need_root
 
+pytestmark = pytest.mark.slow  # installs into fresh roots, about 40 s
+
 INSTALL = REPO / "install.sh"
 NAME = "training-node-agent"
 PREFIX = Path("/opt") / NAME

@@ -26,6 +26,8 @@ from agent.ledger.book import Book
 from agent.ledger.saved import Saved
 from agent.ledger.state import Ledger
 
+pytestmark = pytest.mark.slow  # about a minute of real agents
+
 GOODPUT = {
     "resolution": "1s",
     "settle": "1h",
