@@ -14,19 +14,14 @@ from conftest import REPO
 from labagent import DRAWS, LabAgent
 
 from agent.core.vocabulary import Bucket
+from agent.ledger import assign
 from lab.harness import SCENARIOS
 from lab.scoring import phase_shares
 
 pytestmark = [pytest.mark.lab, pytest.mark.root, pytest.mark.slow, pytest.mark.shared_lab]
 OUT = REPO / "bench" / "out" / "goodput_lab.txt"
-WAITING = (
-    Bucket.DATA_STORAGE,
-    Bucket.DATA_CPU,
-    Bucket.DATA_NETWORK,
-    Bucket.NETWORK,
-    Bucket.SYNC_WAIT,
-    Bucket.IDLE,
-)
+# the buckets a job's waits land in once it has started
+WAITING = tuple(b for b in assign.WAITING if b is not Bucket.STARTUP)
 # the waiting bucket a draw's wait must mostly land in, by its family
 EXPECTED_WAIT = {
     "storage": Bucket.DATA_STORAGE,
