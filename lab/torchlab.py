@@ -254,12 +254,10 @@ def read_in_code() -> None:
                     pass
 
 
-def warm_code() -> float:
-    """:func:`read_in_code` in a process of its own, unthrottled; the seconds it took."""
-    t0 = time.monotonic()
+def warm_code() -> None:
+    """:func:`read_in_code` in a process of its own, unthrottled."""
     cmd = [sys.executable, "-c", "from lab.torchlab import read_in_code; read_in_code()"]
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, timeout=300)
-    return time.monotonic() - t0
 
 
 def run_job(sc: Scenario, lab: Lab, log: Path) -> None:

@@ -181,6 +181,11 @@ def assign_jobs(tick: Tick, states: Sequence[GpuTime]) -> tuple[list[float], dic
     return total, by_job
 
 
+def _split(state: GpuTime) -> Split | None:
+    """A tick's split; None where the GPU is down."""
+    return _WHOLE[state] if isinstance(state, GpuState) else state
+
+
 def _assign(tick: Tick, states: Sequence[GpuTime], vector: Callable[[int, bool], list[float]]) -> None:
     s = tick.seconds
     if s <= 0 or not tick.gpus:
@@ -196,7 +201,7 @@ def _assign(tick: Tick, states: Sequence[GpuTime], vector: Callable[[int, bool],
         if checkpointing:
             out[_CHECKPOINT] += s
             continue
-        split = _WHOLE[state] if isinstance(state, GpuState) else state
+        split = _split(state)
         if split is None:
             out[_STARTUP if startup else _IDLE] += s
             continue
@@ -222,7 +227,7 @@ def _assign(tick: Tick, states: Sequence[GpuTime], vector: Callable[[int, bool],
 def started(states: Sequence[GpuTime]) -> bool:
     """A GPU did real work in this tick: a job starting up has started (``STARTUP_WORK``)."""
     for state in states:
-        split = _WHOLE[state] if isinstance(state, GpuState) else state
+        split = _split(state)
         if split is not None and split.working >= STARTUP_WORK:
             return True
     return False
