@@ -11,6 +11,13 @@ warm-up (median and spread of the windows; CPU from each thread's schedstat), an
 then each checkout's ratio to the first one: of the medians, and window by window (the fairer one: both
 agents measured over the same seconds).
 
+    .venv/bin/python bench/overhead_versions.py --tree /path/to/before --tree . --fake-gpus 8 --alternate 0.7
+
+gives the fake GPUs a workload that is no steady one: every GPU computes and spins in a collective
+by turns, ``--alternate`` seconds each, with the fake averaging its readings as a real GPU does (all
+agents read the same fake). A tick then mixes work and spin, and an agent that reads GPM in windows
+inside the tick (issue 32) reads every GPU in windows every tick: its most costly case.
+
     .venv/bin/python bench/overhead_versions.py --tree /path/to/before --tree . --bench telemetry_tick
     .venv/bin/python bench/overhead_versions.py --tree /path/to/before --tree . --bench agent_overhead
 
@@ -29,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,8 +47,10 @@ sys.path.insert(0, str(REPO))
 from agent_overhead import fake_gpu_env, rss_bytes  # noqa: E402
 from benchlib import free_port, thread_cpu_seconds  # noqa: E402
 
+from agent.devtools import fake_nvml  # noqa: E402
 
-def start(tree: Path, tmp: Path, gpus: int) -> subprocess.Popen[bytes]:
+
+def start(tree: Path, tmp: Path, gpus: int, shared: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     tmp.mkdir(parents=True)
     cfg = tmp / "agent.toml"
     cfg.write_text(
@@ -50,7 +60,9 @@ def start(tree: Path, tmp: Path, gpus: int) -> subprocess.Popen[bytes]:
         '[preemption]\nprovider = "none"\n'
     )
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'client'}"}
-    if gpus:
+    if shared is not None:
+        env.update(shared)
+    elif gpus:
         env.update(fake_gpu_env(gpus, tmp))
     return subprocess.Popen(
         [sys.executable, "-m", "agent", "run", "--config", str(cfg)],
@@ -61,9 +73,41 @@ def start(tree: Path, tmp: Path, gpus: int) -> subprocess.Popen[bytes]:
     )
 
 
-def one_round(trees: list[Path], gpus: int, warmup: float, windows: int, window: float) -> dict:
+class Alternating:
+    """``n`` fake H100s that compute and spin by turns, ``seconds`` each, averaged as a real GPU's
+    readings are; a thread writes each turn."""
+
+    COMPUTE = {"utilization_gpu": 97, "power_mw": 560_000, "sm_active": 82.0, "tensor_active": 61.0}
+    SPIN = {"utilization_gpu": 100, "power_mw": 115_000, "sm_active": 3.0, "tensor_active": 0.0}
+
+    def __init__(self, n: int, tmp: Path, seconds: float) -> None:
+        procs = [{"pid": 4242, "used_memory_bytes": 1 << 30}]
+        gpus = [fake_nvml.device(i, processes=procs, **self.COMPUTE) for i in range(n)]
+        self.fake = fake_nvml.FakeNvml(tmp / "gpus.json", gpus=gpus, averaged=True)
+        self.env = {"LD_LIBRARY_PATH": str(fake_nvml.library_dir()), "FAKE_NVML_STATE": str(self.fake.path)}
+        self.seconds, self.done = seconds, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        turn = 0
+        while not self.done.wait(self.seconds):
+            turn += 1
+            for d in self.fake.state["devices"]:
+                d.update(self.SPIN if turn % 2 else self.COMPUTE)
+            self.fake.write()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(5)
+
+
+def one_round(
+    trees: list[Path], gpus: int, warmup: float, windows: int, window: float, alternate: float = 0.0
+) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="tna-versions-"))
-    procs = [start(t, tmp / f"agent{i}", gpus) for i, t in enumerate(trees)]
+    shared = Alternating(gpus, tmp, alternate) if alternate and gpus else None
+    procs = [start(t, tmp / f"agent{i}", gpus, shared.env if shared else None) for i, t in enumerate(trees)]
     try:
         time.sleep(warmup)
         for p, t in zip(procs, trees, strict=True):
@@ -79,6 +123,8 @@ def one_round(trees: list[Path], gpus: int, warmup: float, windows: int, window:
                 per_tick[i].append((thread_cpu_seconds(p.pid) - before[i]) / dt * 1000)  # 1 tick a second
         rss = [rss_bytes(p.pid) / 1e6 for p in procs]
     finally:
+        if shared is not None:
+            shared.stop()
         for p in procs:
             p.terminate()
         for p in procs:
@@ -174,6 +220,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=20.0)
     ap.add_argument("--windows", type=int, default=4)
     ap.add_argument("--window", type=float, default=20.0, help="seconds per measured window")
+    ap.add_argument("--alternate", type=float, default=0.0, help="GPUs compute and spin by turns of S s")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--bench", choices=sorted(BENCHES), help="run this benchmark of each checkout instead")
     ap.add_argument("--one-by-one", action="store_true", help="--bench: the checkouts one after the other")
@@ -189,7 +236,7 @@ def main() -> int:
     rss: list[list[float]] = [[] for _ in trees]
     for r in range(args.rounds):
         order = trees[r % len(trees) :] + trees[: r % len(trees)]  # rotate who starts first
-        res = one_round(order, args.fake_gpus, args.warmup, args.windows, args.window)
+        res = one_round(order, args.fake_gpus, args.warmup, args.windows, args.window, args.alternate)
         for j, t in enumerate(order):
             i = trees.index(t)
             samples[i] += res["per_tick_ms"][j]

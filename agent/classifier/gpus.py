@@ -8,7 +8,12 @@ shares, not put in one class. ``utilization.gpu`` alone is never taken as work.
 The share of work is the work measure over the GPU's full-work level: what its SM activity (or
 power) reads per second of kernel time when it does nothing but real work (``full_work_sm`` /
 ``full_work_power``, or the GPU's own learned level where it has shown a higher one). A sample that
-spans half a step and half a wait reads SM 41% at a full level of 82%: half working, not all."""
+spans half a step and half a wait reads SM 41% at a full level of 82%: half working, not all.
+
+Where the collector read GPM in windows inside the sample (``windows``), each window is split on
+its own and the shares are their time-weighted sum: a window at full work counts whole even where
+its SM activity reads above the full-work level the GPU has learned so far, which a mean of it with
+a spin would dilute into a share of work larger than the time it worked."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from typing import NamedTuple, Protocol
 
 from agent.classifier.baselines import Baselines, idle_power
 from agent.config.classifier import ClassifierSection
+from agent.sources.gpu.part import ActivityWindow
 
 
 class GpuReading(Protocol):
@@ -35,6 +41,8 @@ class GpuReading(Protocol):
     def power(self) -> float | None: ...  # watts
     @property
     def limit(self) -> float | None: ...  # enforced power limit, watts
+    @property
+    def windows(self) -> tuple[ActivityWindow, ...]: ...  # GPM inside the sample, where read so
 
 
 class GpuClass(StrEnum):
@@ -83,11 +91,27 @@ def shares(g: GpuReading, util: float, baselines: Baselines, cfg: ClassifierSect
     work, source = work_of(g, baselines, cfg)
     if source == "utilization":
         return Shares(util, 0.0, 1.0 - util, work, source)
-    working = min(1.0, work / full_work(g.uuid, source, baselines, cfg))
+    full = full_work(g.uuid, source, baselines, cfg)
+    if source == "sm" and g.windows:
+        return _windowed(g.windows, work, full)
+    working = min(1.0, work / full)
     # utilization may cover a shorter period than the work measure (the rates fallback): work is
     # kernel time too, so the busy share is the larger of the two
     busy = max(util, working)
     return Shares(working, busy - working, 1.0 - busy, work, source)
+
+
+def _windowed(windows: tuple[ActivityWindow, ...], work: float, full: float) -> Shares:
+    """Each window split against the full-work level (its busy share from the same GPM samples as
+    its SM activity), time-weighted."""
+    total = working = busy = 0.0
+    for w in windows:
+        share = min(1.0, w.work / full)
+        working += w.seconds * share
+        busy += w.seconds * max(w.busy, share)
+        total += w.seconds
+    working, busy = working / total, busy / total
+    return Shares(working, busy - working, 1.0 - busy, work, "sm")
 
 
 def gpu_shares(g: GpuReading, baselines: Baselines, cfg: ClassifierSection) -> Shares | None:

@@ -12,7 +12,7 @@ from operator import attrgetter, is_
 from typing import Any, NamedTuple
 
 from agent.snapshot import NodeSnapshot
-from agent.sources.gpu.part import GpuPart, kernel_share
+from agent.sources.gpu.part import ActivityWindow, GpuPart, kernel_share
 from agent.sources.gpu.reasons import THROTTLING as THROTTLE_MASK
 from agent.sources.host.part import HostPart
 from agent.sources.host.rates import HostRates
@@ -91,6 +91,9 @@ class GpuSample(NamedTuple):
     xids: int = 0  # cumulative Xid errors
     clock: float | None = None  # SM clock, Hz
     clock_max: float | None = None  # the highest SM clock it supports, Hz
+    # GPM over the windows inside the sample, where it was read in more than one: its shares are
+    # split window by window (gpus.shares); util and sm above are their time-weighted means
+    windows: tuple[ActivityWindow, ...] = ()
 
 
 # a tree writing this fast (bytes/s) while blocked is in its own writes (a checkpoint's fsync), not
@@ -272,6 +275,7 @@ def sample_from_snapshot(snap: NodeSnapshot) -> Sample:
                 sum(g.xid_counts.values()),
                 g.sm_clock_hertz,
                 g.sm_clock_max_hertz,
+                g.activity_windows,
             )
             for g in gpu.gpus
         )

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from agent.classifier.published import NO_PRESSURES, GpuClass, Pressures, Published, Shares
 from agent.core.vocabulary import Bucket
+from agent.sources.gpu.part import ActivityWindow
 
 NO_JOB = str(Bucket.NO_JOB)  # the job key of GPU-seconds of no scheduler job (jobs.part.NO_JOB)
 BUCKETS: tuple[Bucket, ...] = tuple(Bucket)
@@ -96,6 +97,7 @@ class LedgerReading(NamedTuple):
     power: float | None  # watts
     limit: float | None  # watts
     busy: bool  # a compute process runs on it (NVML's list)
+    windows: tuple[ActivityWindow, ...] = ()  # GPM inside the tick (the classifier splits by them)
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,7 @@ def readings(snap: NodeSnapshot) -> tuple[LedgerReading, ...]:
             g.power_watts,
             g.power_limit_watts,
             bool(g.processes),
+            g.activity_windows,
         )
         for g in gpu.gpus
     )

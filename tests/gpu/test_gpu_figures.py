@@ -17,7 +17,7 @@ from agent.devtools.fake_nvml import FakeNvml
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu import metrics
 from agent.sources.gpu.collector import GpuCollector
-from agent.sources.gpu.part import FIGURES, GpuPart, GpuStats
+from agent.sources.gpu.part import FIGURES, ActivityWindow, GpuPart, GpuStats
 from agent.sources.gpu.rates import GpuRates
 from agent.sources.gpu.status import summary
 
@@ -87,7 +87,9 @@ def test_every_classifier_input_comes_from_a_figure() -> None:
     """Each reading in the classifier's GpuSample is one figure's value (distinct values per figure
     tell which); a GpuSample field filled from nowhere is named."""
     numeric = [n for n, _ in FIGURES if n not in {"clocks_event_reasons"}]
-    values = {name: 0.01 * (i + 1) for i, name in enumerate(numeric)}
+    values: dict[str, object] = {name: 0.01 * (i + 1) for i, name in enumerate(numeric)}
+    # the GPM windows inside the tick: a classifier input the status shows by hand (their count)
+    values["activity_windows"] = (ActivityWindow(0.25, 0.9, 0.7), ActivityWindow(0.25, 1.0, 0.05))
     g = replace(GpuStats(3, "GPU-3", "H100", True), **values)
     snap = NodeSnapshot(seq=1, timestamp=0.0, monotonic=0.0, parts={"gpu": GpuPart("550", "12.550", (g,))})
     sample = sample_from_snapshot(snap).gpus[0]

@@ -19,6 +19,7 @@ from agent.sources import SourceAbsent
 from agent.sources.gpu import clock_events
 from agent.sources.gpu.binding import binding
 from agent.sources.gpu.calls import Opening, Readers
+from agent.sources.gpu.gpm_windows import WindowClock
 from agent.sources.gpu.nvml import (
     NVLINK_ERROR_FIELDS,
     POWER_INSTANT,
@@ -29,7 +30,8 @@ from agent.sources.gpu.nvml import (
     NvmlDriverError,
 )
 from agent.sources.gpu.nvml_events import XidWatcher
-from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
+from agent.sources.gpu.nvml_gpm import GpmSampler
+from agent.sources.gpu.part import ActivityWindow, GpuPart, GpuProcess, GpuStats
 from agent.sources.gpu.part import GpuReadingSource as Src
 from agent.sources.gpu.readings import power_mean
 from agent.sources.gpu.slow import slow_reads
@@ -84,6 +86,8 @@ class GpuCollector:
         # GPU index -> xid -> count, kept across re-inits; by index because a GPU lost since start has
         # no UUID until it answers again, and NVML's order is fixed for a boot
         self._xids: dict[int, dict[int, int]] = {}
+        self._windows = WindowClock()  # GPM windows between ticks (gpm_windows.py)
+        self._ticked_at: float | None = None
 
     # --- the Collector interface -------------------------------------------------------------------
 
@@ -106,10 +110,15 @@ class GpuCollector:
             if error is not None:
                 raise error
             gpus.append(stats)
+        if self._ticked_at is not None:
+            windowed = [dev for dev in asked if dev.index in outcomes]
+            self._windows.ticked(now, now - self._ticked_at, nvml, windowed)
+        self._ticked_at = now
         return GpuPart(driver_version=nvml.driver_version, nvml_version=nvml.nvml_version, gpus=tuple(gpus))
 
     def close(self) -> None:
         self._shutdown()
+        self._windows.close()
         self._readers.close()
 
     # --- initialisation with backoff ---------------------------------------------------------------
@@ -200,6 +209,8 @@ class GpuCollector:
     def _shutdown(self) -> None:
         watcher, nvml = self._watcher, self._nvml
         self._watcher = self._nvml = None
+        self._windows.pause()
+        self._ticked_at = None
         if watcher is not None:
             watcher.stop()
         if nvml is not None:
@@ -251,6 +262,7 @@ class GpuCollector:
         rates = read(dev, pynvml.nvmlDeviceGetUtilizationRates)  # memory's, and the fallback
         mem = nvml.first(dev, nvmlDeviceGetMemoryInfo_v2, pynvml.nvmlDeviceGetMemoryInfo)
         gpm = nvml.gpm_metrics(dev, GPM_METRICS)
+        windows = _activity(dev.gpm, gpm)
         util, samples, util_source = _utilization(nvml, dev, rates, gpm.get(GPM_BUSY))
         # power over the stretch the utilization figure covers: a driver period (1/6 s to 1 s) can be
         # longer than a tick, and power above idle is the real work utilization is weighed against
@@ -310,6 +322,7 @@ class GpuCollector:
             utilization_source=util_source,
             utilization_samples=samples,
             power_source=power_source,
+            activity_windows=windows,
             power_instant_watts=instant / 1000.0 if instant is not None else None,
             pcie_link_generation=slow.pcie_generation,
             pcie_link_generation_max=slow.pcie_generation_max,
@@ -340,6 +353,31 @@ def _utilization(
     return None, None, Src.NONE
 
 
+def _activity(gpm: GpmSampler | None, mean: dict[int, float]) -> tuple[ActivityWindow, ...]:
+    """The tick's GPM windows where it was read in more than one (else empty), and whether the next
+    tick is read in windows (``gpm_cadence.Cadence``)."""
+    if gpm is None:
+        return ()
+    windows: tuple[ActivityWindow, ...] = ()
+    if len(gpm.windows) > 1:
+        out: list[ActivityWindow] = []
+        for seconds, metrics in gpm.windows:
+            busy = metrics.get(GPM_BUSY)
+            work = metrics.get(GPM_SM_ACTIVE, metrics.get(GPM_TENSOR_ACTIVE))
+            if busy is None or work is None:
+                out = []
+                break
+            out.append(ActivityWindow(seconds, _clip(busy), _clip(work)))
+        windows = tuple(out)
+    busy, work = mean.get(GPM_BUSY), mean.get(GPM_SM_ACTIVE, mean.get(GPM_TENSOR_ACTIVE))
+    gpm.windowing = gpm.cadence.next(_ratio(busy), _ratio(work), windows)
+    return windows
+
+
+def _clip(percent: float) -> float:
+    return max(0.0, min(1.0, percent / 100.0))
+
+
 def _span(dev: Device, source: Src) -> float:
     """Seconds the tick's utilization figure covers beyond the tick itself (0: the tick): the
     buffer's drained samples, or the driver's period for the last-period rate."""
@@ -358,4 +396,4 @@ def _watts(milliwatts: int | None) -> float | None:
 
 
 def _ratio(percent: float | None) -> float | None:
-    return None if percent is None else max(0.0, min(1.0, percent / 100.0))
+    return None if percent is None else _clip(percent)

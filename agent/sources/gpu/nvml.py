@@ -246,12 +246,16 @@ class Nvml:
     ) -> Any:
         """``fn(handle, *args)``, or None where this GPU or driver cannot answer it."""
         name = name or fn.__name__
-        if name in dev.skipped or name in self._missing:
+        if not self.asks(dev, name):
             return None
         try:
             return fn(dev.handle, *args, **kw)
         except pynvml.NVMLError as e:
             return self.failed(dev, name, e)
+
+    def asks(self, dev: Device, name: str) -> bool:
+        """Whether ``name`` is still asked of this GPU (not skipped as unsupported or missing)."""
+        return name not in dev.skipped and name not in self._missing
 
     def first(self, dev: Device, *fns: Callable[..., Any]) -> Any:
         """The first of several equivalent functions (a new name, then its deprecated alias) that answers."""

@@ -38,6 +38,14 @@ class NvlinkCounter(StrEnum):
     RECOVERY = "recovery"  # a link retrained after errors: traffic stalls meanwhile
 
 
+class ActivityWindow(NamedTuple):
+    """GPM between two samples inside a tick (``gpm_windows.py``): a stretch of the tick's activity."""
+
+    seconds: float
+    busy: float  # share of it a kernel ran (GPM graphics activity), 0-1
+    work: float  # SM activity 0-1 (tensor activity where the GPU gives no SM activity)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuProcess:
     pid: int
@@ -180,6 +188,11 @@ class GpuStats:
     unresponsive_seconds: float | None = figure(
         "unresponsive_seconds",
         "How long an NVML call for this GPU has run without returning; absent while the GPU answers.",
+    )
+    # GPM over the windows inside the tick, where it was read in more than one (else empty: the
+    # tick's SM and graphics activity are one mean between the ticks' own samples)
+    activity_windows: tuple[ActivityWindow, ...] = field(
+        default=(), metadata={"by_hand": "the status's readings (how many); the classifier's shares"}
     )
     power_instant_watts: float | None = figure(
         "power_instant_watts",

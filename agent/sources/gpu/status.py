@@ -63,8 +63,20 @@ def _gpu(g: GpuStats, r: GpuRates) -> dict[str, Any]:
         "utilization_samples": g.utilization_samples,
         "power": str(g.power_source),
         "clocks_events": str(g.clocks_event_source),
+        "activity": _activity(g),
+        "activity_windows": len(g.activity_windows) or None,
     }
     return out
+
+
+def _activity(g: GpuStats) -> str:
+    """Where the tick's SM and graphics activity came from: GPM over windows inside the tick, GPM
+    between the ticks' own samples, or nothing (no GPM: the classifier weighs power instead)."""
+    if g.activity_windows:
+        return "gpm-windows"
+    if g.sm_active is not None or g.tensor_active is not None or g.graphics_active is not None:
+        return "gpm"
+    return "none"
 
 
 def summary(part: GpuPart, r: GpuRates) -> dict[str, Any]:
@@ -105,4 +117,7 @@ def _sources(readings: Mapping[str, Any] | None) -> str:
     util = f"{util} x{count}" if count else util
     events = readings.get("clocks_events")
     clocks = f", clock events from {events}" if events and events != "none" else ""
-    return f"util from {util}, power from {readings.get('power')}{clocks}"
+    activity = readings.get("activity")
+    windows = readings.get("activity_windows")
+    sm = f", sm from {activity} x{windows}" if windows else f", sm from {activity}" if activity else ""
+    return f"util from {util}, power from {readings.get('power')}{sm}{clocks}"
