@@ -229,10 +229,18 @@ def gather(window: Sequence[Sample], part: str) -> Any:
             lowest(s, low)
         return low
     if part == "full_work":
+        # a sample read in GPM windows teaches by its windows: a job that never works a whole tick
+        # long still works whole windows, where its tick means only ever mix work with a spin
         busy: dict[str, list[tuple[float, float | None, float | None, float | None]]] = {}
         for s in window:
             for g in s.gpus:
-                if g.up and g.util is not None and g.util >= FULL_MIN_UTIL:
+                if not g.up or g.util is None:
+                    continue
+                if g.windows and g.sm is not None:
+                    busy.setdefault(g.uuid, []).extend(
+                        (w.busy, w.work, None, None) for w in g.windows if w.busy >= FULL_MIN_UTIL
+                    )
+                elif g.util >= FULL_MIN_UTIL:
                     busy.setdefault(g.uuid, []).append((g.util, g.sm, g.power, g.limit))
         return busy
     raise ValueError(f"no baselines part {part!r}")

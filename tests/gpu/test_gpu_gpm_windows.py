@@ -9,14 +9,15 @@ import threading
 import time
 from itertools import pairwise
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from gpu_fixtures import fake_nvml_library  # noqa: F401
 
-from agent.classifier.baselines import Baselines
+from agent.classifier.baselines import Baselines, learn
 from agent.classifier.gpus import shares
-from agent.classifier.samples import sample_from_snapshot
+from agent.classifier.samples import GpuSample, sample_from_snapshot
 from agent.config.classifier import ClassifierSection
 from agent.devtools.fake_nvml import FakeNvml
 from agent.snapshot import NodeSnapshot
@@ -125,6 +126,30 @@ def test_windows_count_a_hot_gpus_work_as_the_time_it_worked() -> None:
     assert abs(by_windows.working - 0.5) < 0.03
     assert by_windows.working + by_windows.spinning + by_windows.starved == pytest.approx(1.0)
     assert by_windows.spinning > by_mean.spinning  # the spin is no longer read as work
+
+
+def test_a_hot_gpus_full_work_level_is_learned_from_its_windows() -> None:
+    """A job that works half of every tick and spins the rest never shows its full-work level in a
+    tick's mean (SM 49% at busy 98%): from the means nothing is learned and the default stays; from
+    the windows that worked whole, the level is learned, and then the mean alone splits right too."""
+    windows = (w(0.33, 0.97, 0.95), w(0.17, 0.97, 0.95), w(0.17, 1.0, 0.3), w(0.33, 1.0, 0.03))
+    util, sm = mean_of(windows)
+
+    def sample(t: float, windows: tuple[ActivityWindow, ...]) -> Any:
+        # the full-work level learns from a sample's GPUs alone
+        return SimpleNamespace(
+            t=t, gpus=(GpuSample(0, "GPU-0", True, util, 400.0, 700.0, sm, windows=windows),)
+        )
+
+    by_means = learn([sample(float(t), ()) for t in range(10)], Baselines(), parts=("full_work",))
+    assert by_means.full_work.get("GPU-0", 0.0) < CFG.full_work_sm  # the default stays in force
+    learned = learn([sample(float(t), windows) for t in range(10)], Baselines(), parts=("full_work",))
+    level = learned.full_work["GPU-0"]
+    assert level == pytest.approx(0.95 / 0.97, abs=0.03)
+    # the mean alone, against the learned level: half a tick at full work reads half working
+    split = shares(Reading(util, sm, ()), util, learned, CFG)
+    assert split.working == pytest.approx(sm / level) and abs(split.working - 0.55) < 0.02
+    assert shares(Reading(util, sm, ()), util, by_means, CFG).working > 0.65
 
 
 # --- the collector's window clock, against the fake NVML --------------------------------------
