@@ -51,3 +51,14 @@ def nvml(fake_nvml: FakeNvml, fake_nvml_library: Path) -> Iterator[FakeNvml]:
     pynvml.nvmlInit()
     yield fake_nvml
     pynvml.nvmlShutdown()
+
+
+def share_on(log: list[tuple[float, bool]], start: float, end: float) -> float:
+    """The share of [start, end] a phase writer's GPUs were on, by its log of (monotonic time, on)
+    at each change."""
+    total = 0.0
+    for (t, on), (t_next, _) in zip(log, [*log[1:], (end, False)], strict=True):
+        lo, hi = max(t, start), min(t_next, end)
+        if on and hi > lo:
+            total += hi - lo
+    return total / (end - start)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from gpu_fixtures import fake_nvml_library  # noqa: F401
+from gpu_fixtures import fake_nvml_library, share_on  # noqa: F401
 
 from agent.classifier.baselines import Baselines, learn
 from agent.classifier.gpus import shares
@@ -173,12 +173,7 @@ class Phases:
         self.log.append((time.monotonic(), on))
 
     def share_on(self, start: float, end: float) -> float:
-        total = 0.0
-        for (t, on), (t_next, _) in zip(self.log, [*self.log[1:], (end, False)], strict=True):
-            lo, hi = max(t, start), min(t_next, end)
-            if on and hi > lo:
-                total += hi - lo
-        return total / (end - start)
+        return share_on(self.log, start, end)
 
     def _run(self) -> None:
         on = True

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_fixtures import fake_nvml_library  # noqa: F401
+from gpu_fixtures import fake_nvml_library, share_on  # noqa: F401
 
 from agent.classifier.engine import Engine
 from agent.classifier.tallies import combine, tally
@@ -69,12 +69,7 @@ class Workload:
 
     def computing(self, start: float, end: float) -> float:
         """The share of [start, end] the GPUs were computing, by the writer's own log."""
-        total = 0.0
-        for (t, on), (t_next, _) in zip(self.log, [*self.log[1:], (end, False)], strict=True):
-            lo, hi = max(t, start), min(t_next, end)
-            if on and hi > lo:
-                total += hi - lo
-        return total / (end - start)
+        return share_on(self.log, start, end)
 
     def _run(self) -> None:
         while not self.done.is_set():
