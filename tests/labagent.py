@@ -15,14 +15,23 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from conftest import AgentProcess, need_binary, need_root
 
 from agent.runtime.control import control_request
-from lab.draws import HELD_OUT_SEEDS, INPUT_HELD_OUT_SEEDS, INPUT_TUNE_SEEDS, TUNE_SEEDS, draw
+from lab.draws import (
+    HELD_OUT_SEEDS,
+    INPUT_HELD_OUT_SEEDS,
+    INPUT_TUNE_SEEDS,
+    LONG_HELD_OUT_SEEDS,
+    LONG_TUNE_SEEDS,
+    TUNE_SEEDS,
+    draw,
+    long_step_draw,
+)
 from lab.harness import Lab, Scenario, from_draw
 from lab.scoring import Result
 
@@ -40,6 +49,14 @@ DRAWN_SEEDS = (TUNE_SEEDS if TUNING else HELD_OUT_SEEDS)[: int(os.environ.get("T
 )
 DRAWS = {s.name: s for s in (from_draw(draw(seed, CPUS)) for seed in DRAWN_SEEDS)}
 INPUT_DRAWS = [n for n in DRAWS if int(n.split("#")[1]) in INPUT_SEEDS]
+# steps of 0.1-2 s for an agent at its default settings (issue 32): TNA_LAB_LONG_DRAWS (none in the
+# suite, whose budget has no room for 45 s a draw; make lab runs some)
+LONG_SEEDS = (LONG_TUNE_SEEDS if TUNING else LONG_HELD_OUT_SEEDS)[
+    : int(os.environ.get("TNA_LAB_LONG_DRAWS", "0"))
+]
+LONG_DRAWS = {
+    d.name: replace(from_draw(d), defaults=True) for d in (long_step_draw(seed, CPUS) for seed in LONG_SEEDS)
+}
 
 
 @dataclass(frozen=True)

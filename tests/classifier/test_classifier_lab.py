@@ -13,7 +13,8 @@ Three groups, all without a configured capacity:
 - **randomized**: draws from ``lab.draws`` on the held-out seeds (``TNA_LAB_SEEDS=tune`` for the
   tuning ones); ``TNA_LAB_DRAWS`` of them (a modest sample in the suite, more for ``make lab``), and
   ``TNA_LAB_INPUT_DRAWS`` of the input families, from their own seeds (``labagent.DRAWS``; the
-  ledger's lab books the same runs).
+  ledger's lab books the same runs); and for ``make lab`` only, ``TNA_LAB_LONG_DRAWS`` whose steps
+  are 0.1-2 s, for the agent at its default settings (``lab.draws.long_step_draw``).
 
 Quality bar: every regime change named within 3 evaluations (of those whose window is mostly the new
 regime), no spin-wait window called compute, and
@@ -30,10 +31,10 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import REPO
-from labagent import CPUS, DRAWS, INPUT_DRAWS, TUNING, LabAgent, lab_agent
+from labagent import CPUS, DRAWS, INPUT_DRAWS, LONG_DRAWS, TUNING, LabAgent, lab_agent
 
 from agent.classifier.hints import IDLE_CORES
-from lab.draws import draw
+from lab.draws import draw, long_step_draw
 from lab.harness import CAPPED_LINK, DEFAULT_CONFIG, SCENARIOS
 from lab.scoring import Result, phase_shares, render
 from lab.torchlab import scenarios as torch_scenarios
@@ -168,6 +169,22 @@ def test_lab_capped_link_holds(default_session: LabAgent, run: int) -> None:
     _check_truth(name, "network", res)
     _check_held(name, res)
     assert not res.spin_called_compute, (name, res.spin_called_compute)
+
+
+if LONG_DRAWS:  # make lab only (TNA_LAB_LONG_DRAWS): an empty parameter set would be a skip in the suite
+
+    @pytest.mark.parametrize("name", list(LONG_DRAWS))
+    def test_lab_long_steps_at_defaults(default_session: LabAgent, name: str) -> None:
+        """Steps of 0.1-2 s, shorter and longer than the agent's 1 s sample (issue 32, item 4), for
+        an agent at its default settings: named within 40 s and held, as the PyTorch jobs are."""
+        sc = LONG_DRAWS[name]
+        res = default_session.lab.run(sc, default_session.history)
+        AT_DEFAULTS[name] = res
+        print(f"\n{name}: {long_step_draw(int(name.split('#')[1]), CPUS).describe()}\n{render([res])}")
+        print("\n".join(res.trace))
+        _check_truth(name, sc.schedule[0][0], res)
+        _check_held(name, res)
+        assert not res.spin_called_compute, (name, res.spin_called_compute)
 
 
 @pytest.mark.parametrize("name", list(DRAWS))
