@@ -1,4 +1,4 @@
-"""GPM read in windows inside the tick (issue 32): which GPUs are (``Cadence``), how the classifier
+"""GPM read in windows inside the tick (issue 32): which GPUs are (``WindowCadence``), how the classifier
 splits a windowed sample, and the collector's window clock against the fake NVML in its averaging
 mode, where GPM is the mean between two samples at least 100 ms apart, as NVIDIA documents."""
 
@@ -21,7 +21,7 @@ from agent.config.classifier import ClassifierSection
 from agent.devtools.fake_nvml import FakeNvml
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.collector import GpuCollector
-from agent.sources.gpu.gpm_cadence import STEADY_TICKS, Cadence, windows_per_tick
+from agent.sources.gpu.gpm_cadence import STEADY_TICKS, WindowCadence, windows_per_tick
 from agent.sources.gpu.nvml_gpm import MIN_INTERVAL
 from agent.sources.gpu.part import ActivityWindow, GpuPart
 from agent.sources.gpu.rates import GpuRates
@@ -51,14 +51,14 @@ def test_windows_per_tick_keep_each_window_over_gpms_floor() -> None:
 
 
 def test_an_idle_gpu_is_never_read_in_windows() -> None:
-    c = Cadence()
+    c = WindowCadence()
     assert not c.next(0.0, 0.0, ())
     assert not c.next(0.01, 0.0, ())
     assert not c.next(None, None, ())  # no GPM at all
 
 
 def test_a_mixed_gpu_is_read_in_windows_every_tick() -> None:
-    c = Cadence()
+    c = WindowCadence()
     assert c.next(0.6, 0.3, ())  # a busy GPU not yet seen in windows: look
     mixed = (w(0.25, 1.0, 0.8), w(0.25, 1.0, 0.03), w(0.25, 0.4, 0.3), w(0.25, 1.0, 0.8))
     for _ in range(3 * STEADY_TICKS):
@@ -66,7 +66,7 @@ def test_a_mixed_gpu_is_read_in_windows_every_tick() -> None:
 
 
 def test_a_steady_gpu_is_looked_at_again_every_steady_ticks_or_when_its_mean_moves() -> None:
-    c = Cadence()
+    c = WindowCadence()
     steady = (w(0.25, 0.97, 0.80), w(0.25, 0.97, 0.81), w(0.25, 0.96, 0.80), w(0.25, 0.97, 0.82))
     assert c.next(0.97, 0.81, steady)  # alike inside the tick, but the tick before is not known
     assert not c.next(0.97, 0.81, steady)
@@ -79,7 +79,7 @@ def test_a_steady_gpu_is_looked_at_again_every_steady_ticks_or_when_its_mean_mov
 
 def test_phases_that_fill_whole_ticks_keep_a_gpu_in_windows() -> None:
     """Each tick all work or all spin: uniform windows in each, but means that swing."""
-    c = Cadence()
+    c = WindowCadence()
     work = tuple(w(0.25, 0.97, 0.95) for _ in range(4))
     spin = tuple(w(0.25, 1.0, 0.03) for _ in range(4))
     for n in range(2 * STEADY_TICKS):

@@ -355,7 +355,7 @@ def _utilization(
 
 def _activity(gpm: GpmSampler | None, mean: dict[int, float]) -> tuple[ActivityWindow, ...]:
     """The tick's GPM windows where it was read in more than one (else empty), and whether the next
-    tick is read in windows (``gpm_cadence.Cadence``)."""
+    tick is read in windows (``gpm_cadence.WindowCadence``)."""
     if gpm is None:
         return ()
     windows: tuple[ActivityWindow, ...] = ()

@@ -32,7 +32,7 @@ def windows_per_tick(interval: float) -> int:
 
 
 @dataclass
-class Cadence:
+class WindowCadence:
     """Whether a GPU's next tick is read in windows, from what this one showed. Steady is windows
     alike within a tick and a mean like the tick's before: a job whose phases fill whole ticks has
     uniform windows in each and means that swing, and stays read in windows."""

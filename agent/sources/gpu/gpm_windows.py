@@ -1,5 +1,5 @@
 """The thread that closes GPM windows between ticks (``WindowClock``), for the GPUs whose
-``gpm_cadence.Cadence`` wants them."""
+``gpm_cadence.WindowCadence`` wants them."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ import pynvml
 import structlog
 
 from agent.sources.gpu.binding import binding, error_text
-from agent.sources.gpu.gpm_cadence import Cadence
+from agent.sources.gpu.gpm_cadence import WindowCadence
 
 if TYPE_CHECKING:
     from agent.sources.gpu.nvml import Device, Nvml
@@ -62,7 +62,7 @@ class GpmSampler:
     pending: list[tuple[float, Metrics]] = field(default_factory=list)
     windows: tuple[tuple[float, Metrics], ...] = ()
     windowing: bool = False  # the window clock reads this GPU between ticks (``cadence`` decides)
-    cadence: Cadence = field(default_factory=Cadence)
+    cadence: WindowCadence = field(default_factory=WindowCadence)
     # the window clock and the tick's reader both sample: one at a time
     lock: threading.Lock = field(default_factory=threading.Lock)
     calls: tuple[Any, Any] | None = None  # nvmlGpmSampleGet and nvmlGpmMetricsGet, found once
