@@ -76,7 +76,7 @@ TNA_LAB_CAPPED_RUNS ?= 5
 # The fake GPUs' readings are drawn per GPU from TNA_LAB_READINGS_SEED (docs/fake-nvml.md)
 TNA_LAB_SLOW_DRAWS ?= 6
 # and TNA_LAB_LONG_DRAWS with steps of 0.1-2 s for an agent at its default settings (issue 32; the suite: 0)
-TNA_LAB_LONG_DRAWS ?= 10
+TNA_LAB_LONG_DRAWS ?= 20
 lab: $(TEST_STAMP) fakenvml
 	TNA_LAB_DEFAULTS_ALL=1 TNA_LAB_LONG_DRAWS=$(TNA_LAB_LONG_DRAWS) TNA_LAB_DRAWS=$(TNA_LAB_DRAWS) TNA_LAB_INPUT_DRAWS=$(TNA_LAB_INPUT_DRAWS) TNA_LAB_CAPPED_RUNS=$(TNA_LAB_CAPPED_RUNS) TNA_LAB_SLOW_DRAWS=$(TNA_LAB_SLOW_DRAWS) $(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py tests/classifier/test_classifier_slowgpu_lab.py tests/ledger/test_ledger_lab.py $(PYTEST_ARGS)
 
