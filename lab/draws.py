@@ -97,16 +97,8 @@ def draw(seed: int, cpus: int) -> Draw:
         args = {"gpus": gpus, "batch-bytes": batch, "compute-step": compute}
         return Draw(seed, family, seconds, args, read_bps=read_bps, noise=noise)
     if family == "cpu":
-        workers = rnd.randint(0, 4)
-        cpuset = rnd.choice((None, None, 1, 2)) if cpus > 1 else None
-        if cpuset is not None:
-            cpuset = min(cpuset, cpus - 1)
+        workers, cpuset, parallel = _decoders(rnd, cpus, noise)
         decode = rnd.uniform(0.15, 0.5)
-        # decoders running at once: the workers (or the trainer itself), as far as cores allow
-        cores = cpuset or cpus
-        if noise == "cpu":
-            cores = max(1, cores - 1)
-        parallel = min(max(workers, 1), cores)
         compute = rnd.uniform(0.02, 0.3 * decode / parallel)
         args = {"gpus": gpus, "workers": workers, "decode-seconds": decode, "compute-step": compute}
         return Draw(seed, family, seconds, args, cpuset=cpuset, noise=noise)
@@ -128,6 +120,19 @@ def draw(seed: int, cpus: int) -> Draw:
     return Draw(seed, family, seconds, args, link_mbit=mbit, noise=noise)
 
 
+def _decoders(rnd: random.Random, cpus: int, noise: str | None) -> tuple[int, int | None, int]:
+    """A CPU-bound draw's data-loader workers (0-4), its cpuset (None: none), and how many decoders
+    run at once: the workers (or the trainer itself), as far as the cores left to them allow."""
+    workers = rnd.randint(0, 4)
+    cpuset = rnd.choice((None, None, 1, 2)) if cpus > 1 else None
+    if cpuset is not None:
+        cpuset = min(cpuset, cpus - 1)
+    cores = cpuset or cpus
+    if noise == "cpu":
+        cores = max(1, cores - 1)
+    return workers, cpuset, min(max(workers, 1), cores)
+
+
 def long_step_draw(seed: int, cpus: int) -> Draw:
     """A draw of ``FAMILIES`` whose step cycle is 0.1-2 s: the GPUs compute for 10-30% of it (all of
     it, for compute) and wait for the rest, on input or on the exchange, so the family is still what
@@ -146,14 +151,7 @@ def long_step_draw(seed: int, cpus: int) -> Draw:
         args = {"gpus": gpus, "batch-bytes": max(64 << 10, int(wait * read_bps)), "compute-step": compute}
         return Draw(seed, family, LONG_SECONDS, args, read_bps=read_bps, noise=noise)
     if family == "cpu":
-        workers = rnd.randint(0, 4)
-        cpuset = rnd.choice((None, None, 1, 2)) if cpus > 1 else None
-        if cpuset is not None:
-            cpuset = min(cpuset, cpus - 1)
-        cores = cpuset or cpus
-        if noise == "cpu":
-            cores = max(1, cores - 1)
-        parallel = min(max(workers, 1), cores)
+        workers, cpuset, parallel = _decoders(rnd, cpus, noise)
         # a batch every cycle: the decoders running at once each take ``parallel`` cycles' CPU
         decode = wait if workers == 0 else cycle * parallel
         args = {"gpus": gpus, "workers": workers, "decode-seconds": decode, "compute-step": compute}
