@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 
 from agent.devtools.fake_nvml import FakeNvml, device, write_state
 from agent.sources import SourceAbsent
-from agent.sources.gpu import slow
+from agent.sources.gpu import binding, slow
 from agent.sources.gpu.collector import GpuCollector
 from agent.sources.gpu.nvml import NvmlDriverError
 from agent.sources.gpu.part import GpuPart
@@ -93,6 +93,25 @@ def test_state_changes_are_picked_up(fake_nvml: FakeNvml, make_collector) -> Non
     fake_nvml.set(5, power_mw=400_000, pcie_rx_bytes=10**12)
     g = c.collect().gpus[5]
     assert (g.power_watts, g.pcie_rx_bytes) == (pytest.approx(400.0, abs=0.1), 10**12)
+
+
+def test_more_processes_than_the_rows_asked_for_and_one_without_a_memory_figure(
+    fake_nvml: FakeNvml, make_collector
+) -> None:
+    """The processes are read in one call into rows made once (binding.PROCESS_ROOM); a GPU with
+    more gets rows for them all, and a process the driver gives no memory for has None, as pynvml
+    gives (WDDM's NVML_VALUE_NOT_AVAILABLE)."""
+    many = [{"pid": 1000 + i, "used_memory_bytes": (i + 1) * 2**30} for i in range(binding.PROCESS_ROOM + 5)]
+    fake_nvml.set(1, processes=[*many, {"pid": 4242}])
+    c = make_collector()
+    for _ in range(2):  # the first tick grows the rows, the second reads into them
+        got = c.collect().gpus[1].processes
+        assert [(p.pid, p.used_memory_bytes) for p in got] == [
+            *((p["pid"], p["used_memory_bytes"]) for p in many),
+            (4242, None),
+        ]
+    fake_nvml.set(1, processes=[])
+    assert c.collect().gpus[1].processes == ()
 
 
 def test_rarely_changing_values_are_read_every_few_seconds_and_after_an_xid(

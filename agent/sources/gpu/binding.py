@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 import struct
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pynvml
@@ -79,18 +79,56 @@ _NARROW = {
 }
 if ctypes.sizeof(ctypes.c_ulong) == 4:
     _NARROW[pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG] = (32, False)
+_WIDE = frozenset(
+    {pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG} - set(_NARROW)
+)
 
 
-def field_results(values: Any) -> Iterator[tuple[int, int]]:
+def field_results(values: Any) -> list[tuple[int, int]]:
     """Each nvmlFieldValue_t of a filled array as (its nvmlReturn, its value as an int), the value
     read by its ``valueType``. The union's members all start at its first byte: the low bits of the
-    64 on a little-endian machine, the high ones on a big-endian one."""
-    for _fid, _scope, _ts, _lat, kind, ret, bits in _FIELD_ROW.iter_unpack(memoryview(values).cast("B")):
-        if kind == pynvml.NVML_VALUE_TYPE_DOUBLE:
-            yield ret, int(_DOUBLE.unpack(_BITS64.pack(bits))[0])
-        elif (narrow := _NARROW.get(kind)) is not None:
-            width, signed = narrow
-            v = (bits >> (64 - width if _BIG_ENDIAN else 0)) & ((1 << width) - 1)
-            yield ret, v - (1 << width) if signed and v >> (width - 1) else v
-        else:  # unsigned long long, and unsigned long where it is 64 bits
-            yield ret, bits
+    64 on a little-endian machine, the high ones on a big-endian one. The counters are 64-bit, taken
+    as they are; the narrower types go through ``_value``."""
+    return [
+        (ret, bits if kind in _WIDE else _value(kind, bits))
+        for _fid, _scope, _ts, _lat, kind, ret, bits in _FIELD_ROW.iter_unpack(memoryview(values).cast("B"))
+    ]
+
+
+def _value(kind: int, bits: int) -> int:
+    if kind == pynvml.NVML_VALUE_TYPE_DOUBLE:
+        return int(_DOUBLE.unpack(_BITS64.pack(bits))[0])
+    narrow = _NARROW.get(kind)
+    if narrow is None:
+        return bits
+    width, signed = narrow
+    v = (bits >> (64 - width if _BIG_ENDIAN else 0)) & ((1 << width) - 1)
+    return v - (1 << width) if signed and v >> (width - 1) else v
+
+
+# structures an older nvidia-ml-py may lack: the read then fails as a driver without the call would
+MEMORY_V2 = getattr(pynvml, "c_nvmlMemory_v2_t", None)
+MEMORY_V2_VERSION = getattr(pynvml, "nvmlMemory_v2", None)
+PROCESS_INFO = getattr(pynvml, "c_nvmlProcessInfo_v3_t", None)
+NOT_AVAILABLE = 2**64 - 1  # NVML_VALUENOT_AVAILABLE as an unsigned long long (usedGpuMemory)
+PROCESS_ROOM = 8  # process rows asked for at first; grown to the driver's count and some when short
+
+
+class Outputs:
+    """One GPU's outputs for the reads made straight through the library (``tick_reads.py``), made
+    once. A GPU is read by one thread at a time (a reader, or the one its hung call holds, never
+    asked again until it returns), so they are never shared."""
+
+    __slots__ = ("count", "memory", "memory_v1", "processes", "uint", "ulonglong", "utilization")
+
+    def __init__(self) -> None:
+        self.uint = ctypes.c_uint()
+        self.ulonglong = ctypes.c_ulonglong()
+        self.utilization = pynvml.c_nvmlUtilization_t()
+        self.memory_v1 = pynvml.c_nvmlMemory_t()
+        self.memory = None
+        if MEMORY_V2 is not None and MEMORY_V2_VERSION is not None:
+            self.memory = MEMORY_V2()
+            self.memory.version = MEMORY_V2_VERSION
+        self.count = ctypes.c_uint()
+        self.processes = (PROCESS_INFO * PROCESS_ROOM)() if PROCESS_INFO is not None else None

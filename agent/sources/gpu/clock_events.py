@@ -64,11 +64,17 @@ def shares(
     """Each counted reason's share of the time since the last read, and where it came from: the
     counters' deltas; else (no counters, the first read, a counter that went back after a driver
     reload, no time between the reads) the bits of this instant, 1 or 0 for the whole tick."""
-    if prev is not None and cur is not None and cur.at > prev.at:
-        elapsed_ns = (cur.at - prev.at) * 1e9
-        deltas = {r: cur.ns[r] - prev.ns.get(r, 0) for r in cur.ns}
-        if all(d >= 0 for d in deltas.values()) and len(prev.ns) == len(cur.ns):
-            return {r: min(1.0, d / elapsed_ns) for r, d in deltas.items()}, GpuReadingSource.COUNTERS
+    if prev is not None and cur is not None and cur.at > prev.at and len(prev.ns) == len(cur.ns):
+        per_ns = 1.0 / ((cur.at - prev.at) * 1e9)
+        before = prev.ns
+        out: dict[ClockReason, float] = {}
+        for r, n in cur.ns.items():
+            d = n - before.get(r, 0)
+            if d < 0:  # went back: a driver reload
+                break
+            out[r] = min(1.0, d * per_ns)
+        else:
+            return out, GpuReadingSource.COUNTERS
     if bits is None:
         return {}, GpuReadingSource.NONE
     return {r: 1.0 if bits & int(r) else 0.0 for r, _ in FIELDS}, GpuReadingSource.BITS

@@ -9,15 +9,13 @@ from __future__ import annotations
 import threading
 import time
 from functools import partial
-from typing import Any
 
 import pynvml
 import structlog
 
 from agent.core import backoff
 from agent.sources import SourceAbsent
-from agent.sources.gpu import clock_events
-from agent.sources.gpu.binding import binding
+from agent.sources.gpu import clock_events, tick_reads
 from agent.sources.gpu.calls import Opening, Readers
 from agent.sources.gpu.gpm_windows import WindowClock
 from agent.sources.gpu.nvml import (
@@ -31,7 +29,7 @@ from agent.sources.gpu.nvml import (
 )
 from agent.sources.gpu.nvml_events import XidWatcher
 from agent.sources.gpu.nvml_gpm import GpmSampler
-from agent.sources.gpu.part import ActivityWindow, GpuPart, GpuProcess, GpuStats
+from agent.sources.gpu.part import ActivityWindow, GpuPart, GpuStats
 from agent.sources.gpu.part import GpuReadingSource as Src
 from agent.sources.gpu.readings import power_mean
 from agent.sources.gpu.slow import slow_reads
@@ -44,18 +42,6 @@ GPM_TENSOR_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_ANY_TENSOR_UTIL", 5)
 GPM_DRAM_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_DRAM_BW_UTIL", 10)
 GPM_BUSY = getattr(pynvml, "NVML_GPM_METRIC_GRAPHICS_UTIL", 1)  # share of time a kernel ran
 GPM_METRICS = (GPM_SM_ACTIVE, GPM_TENSOR_ACTIVE, GPM_DRAM_ACTIVE, GPM_BUSY)
-# functions an older nvidia-ml-py may lack: they then fail like a driver without them
-CLOCKS_EVENT_REASONS = binding("nvmlDeviceGetCurrentClocksEventReasons")
-CLOCKS_THROTTLE_REASONS = binding("nvmlDeviceGetCurrentClocksThrottleReasons")  # before 535
-COMPUTE_PROCESSES = binding("nvmlDeviceGetComputeRunningProcesses_v3")
-
-
-def nvmlDeviceGetMemoryInfo_v2(handle: Any) -> Any:  # named after the C function it stands for
-    # v2 reports "used" without the driver's own reservation, which v1 counts as used
-    version = getattr(pynvml, "nvmlMemory_v2", None)
-    if version is None:
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-    return pynvml.nvmlDeviceGetMemoryInfo(handle, version=version)
 
 
 class GpuCollector:
@@ -258,31 +244,30 @@ class GpuCollector:
         )
 
     def _stats(self, nvml: Nvml, dev: Device, now: float) -> GpuStats:
-        read = nvml.read
-        rates = read(dev, pynvml.nvmlDeviceGetUtilizationRates)  # memory's, and the fallback
-        mem = nvml.first(dev, nvmlDeviceGetMemoryInfo_v2, pynvml.nvmlDeviceGetMemoryInfo)
+        rates = tick_reads.rates(nvml, dev)  # memory's, and the fallback
+        mem = tick_reads.memory(nvml, dev)
         gpm = nvml.gpm_metrics(dev, GPM_METRICS)
         windows = _activity(dev.gpm, gpm)
         util, samples, util_source = _utilization(nvml, dev, rates, gpm.get(GPM_BUSY))
         # power over the stretch the utilization figure covers: a driver period (1/6 s to 1 s) can be
         # longer than a tick, and power above idle is the real work utilization is weighed against
-        power, power_source = power_mean(nvml, dev, _span(dev, util_source)), Src.ENERGY
+        mj = tick_reads.ulonglong(nvml, dev, tick_reads.ENERGY)
+        power, power_source = power_mean(dev, mj, _span(dev, util_source)), Src.ENERGY
         if power is None:
-            milliwatts = read(dev, pynvml.nvmlDeviceGetPowerUsage)
+            milliwatts = nvml.read(dev, pynvml.nvmlDeviceGetPowerUsage)
             power = milliwatts / 1000.0 if milliwatts is not None else None
             power_source = Src.AVERAGE if milliwatts is not None else Src.NONE
         slow = slow_reads(nvml, dev, now)
         limit, ecc, remap = slow.power_limit, slow.ecc_uncorrected, slow.remapped_rows
-        temp = read(dev, pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU)
-        sm_clock = read(dev, pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM)
-        reasons = nvml.first(dev, CLOCKS_EVENT_REASONS, CLOCKS_THROTTLE_REASONS)
+        temp = tick_reads.uint(nvml, dev, tick_reads.TEMPERATURE, pynvml.NVML_TEMPERATURE_GPU)
+        sm_clock = tick_reads.uint(nvml, dev, tick_reads.CLOCK, pynvml.NVML_CLOCK_SM)
+        bits = tick_reads.ulonglong(nvml, dev, *tick_reads.REASONS)
         fields = nvml.field_values(dev)
         counted_ns = clock_events.counters(fields)
         counted = clock_events.read(counted_ns, time.monotonic())
         prev_counted, dev.clock_events = dev.clock_events, counted
-        bits = int(reasons) if reasons is not None else None
         shares, shares_source = clock_events.shares(prev_counted, counted, bits)
-        procs = read(dev, COMPUTE_PROCESSES)
+        procs = tick_reads.processes(nvml, dev)
         nvlink_tx = fields.get(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
         nvlink_rx = fields.get(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
         instant = fields.get(POWER_INSTANT)
@@ -292,9 +277,9 @@ class GpuCollector:
             model=dev.model,
             up=True,
             utilization=util,
-            memory_utilization=rates.memory / 100.0 if rates is not None else None,
-            memory_used_bytes=int(mem.used) if mem is not None else None,
-            memory_total_bytes=int(mem.total) if mem is not None else None,
+            memory_utilization=rates[1] / 100.0 if rates is not None else None,
+            memory_used_bytes=mem[0] if mem is not None else None,
+            memory_total_bytes=mem[1] if mem is not None else None,
             power_watts=power,
             power_limit_watts=limit / 1000.0 if limit is not None else None,
             temperature_celsius=float(temp) if temp is not None else None,
@@ -312,7 +297,7 @@ class GpuCollector:
             ecc_corrected_total=int(slow.ecc_corrected) if slow.ecc_corrected is not None else None,
             row_remap_failure=bool(remap[3]) if remap is not None else None,
             row_remap_pending=bool(remap[2]) if remap is not None else None,
-            processes=tuple(GpuProcess(int(p.pid), p.usedGpuMemory) for p in procs or ()),
+            processes=procs or (),
             xid_counts=self._xid_counts(dev),
             pci_bus_id=dev.pci_bus_id,
             nvlink_errors={c: fields[f] for c, f in NVLINK_ERROR_FIELDS if f in fields},
@@ -336,18 +321,18 @@ class GpuCollector:
 
 
 def _utilization(
-    nvml: Nvml, dev: Device, rates: Any, gpm_busy: float | None
+    nvml: Nvml, dev: Device, rates: tuple[int, int] | None, gpm_busy: float | None
 ) -> tuple[float | None, int | None, Src]:
     """The share of the tick a kernel ran, the buffer samples it came from, and its source: the
     driver's buffer, else the last sample period's rate, else GPM's graphics activity (MIG, where
     the parent GPU answers no utilization)."""
-    kernel_ran = rates is not None and rates.gpu > 0
+    kernel_ran = rates is not None and rates[0] > 0
     buffer = dev.utilization.share(nvml, dev, kernel_ran) if dev.utilization is not None else None
     if buffer is not None:
         share, count = buffer
         return share, count, Src.SAMPLES if count else Src.SAMPLES_IDLE
     if rates is not None:
-        return rates.gpu / 100.0, None, Src.RATES
+        return rates[0] / 100.0, None, Src.RATES
     if gpm_busy is not None:
         return _ratio(gpm_busy), None, Src.GPM
     return None, None, Src.NONE

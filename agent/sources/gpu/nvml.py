@@ -27,6 +27,7 @@ from agent.core import backoff
 from agent.sources import SourceAbsent
 from agent.sources.gpu import clock_events
 from agent.sources.gpu.binding import (
+    Outputs,
     binding,
     error_text,
     field_results,
@@ -126,6 +127,7 @@ class Device:
     field_request: tuple[tuple[tuple[int, int], ...], Any] | None = None  # those fields, as NVML's array
     gpm: GpmSampler | None = None
     utilization: UtilizationBuffer | None = None  # the driver's sample buffer, where it keeps one
+    out: Outputs = field(default_factory=Outputs)  # the tick's direct reads' outputs (tick_reads.py)
     # the energy counter's reads (mJ, monotonic seconds), as far back as one utilization span
     energy: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=64))
     clock_events: clock_events.Counted | None = None  # the clocks event counters' last read
@@ -152,6 +154,7 @@ class Nvml:
         self._missing: set[str] = set()  # functions this driver lacks, for every GPU
         self._noted: set[tuple[int, str, int]] = set()
         self._by_handle: dict[int, int] = {}
+        self.pointers: dict[str, Any] = {}  # the functions tick_reads.py calls directly, found once
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -309,9 +312,12 @@ class Nvml:
         values = self.read(dev, nvmlDeviceGetFieldValues, dev.field_request[1])
         if values is None:
             return {}
+        results = field_results(values)
+        if all(ret == pynvml.NVML_SUCCESS for ret, _ in results):  # every tick but the first, mostly
+            return {asked[0]: value for asked, (_, value) in zip(dev.fields, results, strict=True)}
         out: dict[int, int] = {}
         keep: list[tuple[int, int]] = []
-        for asked, (ret, value) in zip(dev.fields, field_results(values), strict=True):
+        for asked, (ret, value) in zip(dev.fields, results, strict=True):
             if ret == pynvml.NVML_SUCCESS:
                 out[asked[0]] = value
                 keep.append(asked)

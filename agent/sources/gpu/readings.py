@@ -15,13 +15,14 @@ that went back); the collector then falls back and names the source it used.
 from __future__ import annotations
 
 import ctypes
+import struct
 import time
 from typing import TYPE_CHECKING
 
 import pynvml
 import structlog
 
-from agent.sources.gpu.binding import binding, number
+from agent.sources.gpu.binding import number
 
 if TYPE_CHECKING:
     from agent.sources.gpu.nvml import Device, Nvml
@@ -29,10 +30,15 @@ if TYPE_CHECKING:
 log = structlog.get_logger("nvml")
 
 SAMPLES = "nvmlDeviceGetSamples"
-ENERGY = binding("nvmlDeviceGetTotalEnergyConsumption")
 # NVML samples utilization every 1/6 s to 1 s by product: closer timestamps are one sample again
 MIN_PERIOD_US = 20_000
 MAX_DEPTH = 4096  # samples kept per call; a driver asking for more is answered with the newest
+# one nvmlSample_t: timeStamp, then the value union, whose uiVal (utilization's type) is its first 4
+# bytes, as every member starts at the union's start; read from the array's bytes in one pass, where
+# ctypes makes an object per sample and per field
+_SAMPLE = struct.Struct("=QI4x")
+if ctypes.sizeof(pynvml.c_nvmlSample_t) != _SAMPLE.size or pynvml.c_nvmlSample_t.sampleValue.offset != 8:
+    raise ImportError("nvmlSample_t is not laid out as nvml.h has it")
 
 
 class UtilizationBuffer:
@@ -113,11 +119,11 @@ class UtilizationBuffer:
         stamps: list[int] = []
         values: list[int] = []
         last = self.seen
-        for s in self._array[: self._count.value]:
-            stamp = number(s, "timeStamp")
+        rows = memoryview(self._array).cast("B")[: self._count.value * _SAMPLE.size]
+        for stamp, value in _SAMPLE.iter_unpack(rows):
             if stamp >= last + MIN_PERIOD_US:  # a sample seen already may come back a few µs later
                 stamps.append(stamp)
-                values.append(number(number(s, "sampleValue"), "uiVal"))
+                values.append(value)
                 last = stamp
         if not stamps:
             return self._nothing_new(now)
@@ -178,12 +184,11 @@ class UtilizationBuffer:
                 self.period_us = low
 
 
-def power_mean(nvml: Nvml, dev: Device, span: float = 0.0) -> float | None:
+def power_mean(dev: Device, mj: int | None, span: float = 0.0) -> float | None:
     """Watts from the energy counter (millijoules) over the time since the last read, or over the
     last ``span`` seconds where that is longer (as far as the reads kept go back): the span of the
     tick's utilization figure, so that power and utilization describe the same stretch of time.
     None on the first read, where the GPU has no counter, or when it went back (a driver reload)."""
-    mj = nvml.read(dev, ENERGY)
     now = time.monotonic()
     if mj is None:
         return None
