@@ -262,3 +262,70 @@ def test_call_returning_after_the_tick_is_used_by_the_next():
     assert "storage" not in first.parts and "slow" not in first.collectors
     assert "storage" in second.parts and second.collectors["slow"].success
     assert second.collectors["slow"].duration_seconds >= 0.3
+
+
+class HangsOnce:
+    """A storage-like collector whose first call hangs until ``release``, and that declares
+    ``join_after`` as the GPU collector does (which keeps a joined call out of what hangs)."""
+
+    name, part = "hangs", "storage"
+
+    def __init__(self, join_after: float | None) -> None:
+        self.join_after = join_after
+        self.release = threading.Event()
+        self.parts: list[tuple[float, StoragePart]] = []  # (when the call started, what it returned)
+
+    def collect(self):
+        part = StoragePart(disks=(), nfs=())
+        self.parts.append((time.monotonic(), part))
+        if len(self.parts) == 1:
+            self.release.wait(10)
+        return part
+
+    def close(self):
+        self.release.set()
+
+
+def test_a_call_running_past_join_after_is_joined_and_its_late_outcome_dropped():
+    c = HangsOnce(join_after=0.3)
+
+    async def go():
+        s = Sampler([c], interval=0.1, timeout=5, stall_after=10)
+        t0 = time.monotonic()
+        snaps = []
+        while time.monotonic() - t0 < 0.7:
+            snaps.append((time.monotonic() - t0, await s.tick()))
+            await asyncio.sleep(0.1)
+        c.release.set()  # the first call returns now: too late, a newer one has answered
+        await asyncio.sleep(0.2)
+        stale = s._slots[0].outcome  # what the late return left for the loop to settle
+        last = await s.tick()
+        reason = s.stall_reason()
+        s.close()
+        return snaps, stale, last, reason
+
+    snaps, stale, last, reason = asyncio.run(go())
+    (first_at, first), (second_at, second) = c.parts[0], c.parts[1]
+    assert second_at - first_at >= 0.3  # joined once the first call had run join_after, not before
+    assert all("storage" not in snap.parts for at, snap in snaps if at < 0.3)
+    shown = [snap.parts["storage"] for _, snap in snaps if "storage" in snap.parts]
+    assert shown and shown[0] is second and all(p is not first for p in shown)
+    assert stale is None  # the first call's outcome was dropped, not settled
+    assert last.collectors["hangs"].success and last.parts["storage"] is not first
+    assert reason is None
+
+
+def test_a_collector_without_join_after_is_never_called_twice_at_once():
+    c = HangsOnce(join_after=None)
+
+    async def go():
+        s = Sampler([c], interval=0.1, timeout=5, stall_after=10)
+        for _ in range(6):
+            await s.tick()
+            await asyncio.sleep(0.1)
+        calls = len(c.parts)
+        c.release.set()
+        s.close()
+        return calls
+
+    assert asyncio.run(go()) == 1

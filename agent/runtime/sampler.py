@@ -7,7 +7,11 @@ the next collector, so a slow collector never delays the others. A tick waits fo
 a fraction of the interval: until a slow call returns, snapshots carry its last part (and its rates
 stay those of its last interval). A call still running after ``timeout`` counts as failed, and its
 part leaves the snapshot. A call still running is never started again (one stuck NVML or NFS read
-must not pile up threads). A collector that is stuck for longer than ``stall_after`` means the
+must not pile up threads), except by a collector that holds its hangs back itself: one with a
+``join_after`` (the GPU collector, whose calls can hang one GPU at a time) gets a new call once its
+call has run that long, on another worker, and the older call's outcome is dropped when it returns
+(the collector keeps the new call out of what the old one is stuck in, so threads pile up at most
+one per GPU). A collector that is stuck for longer than ``stall_after`` means the
 node's view is wedged: ``healthy()`` turns false, /healthz answers 503 and the systemd watchdog stops
 being fed, so systemd restarts the agent.
 """
@@ -32,6 +36,7 @@ from agent.sources import Collector, SourceAbsent, registry
 log = structlog.get_logger("sampler")
 
 STAGGER = 0.05  # seconds a collector runs alone before the next one is started beside it
+JOINED_CALLS = 16  # workers beyond one per collector, for calls joined beside one that hangs
 
 Outcome = tuple[Any, BaseException | None, float, float]  # part, exception, monotonic start and end
 
@@ -54,6 +59,9 @@ class _Slot:
     # idle slot without the result of its last call.
     busy_since: float | None = None
     outcome: Outcome | None = None  # a finished call the loop has not settled yet
+    join_after: float | None = None  # the collector's: a call running this long gets a new one beside it
+    token: int = 0  # raised when a call is joined: an outcome from a call with an older one is dropped
+    lock: threading.Lock = field(default_factory=threading.Lock)  # the token against the outcome
     last_part: Any = None
     last_status: CollectorStatus | None = None
     finished: float = 0.0  # monotonic time the last successful call returned
@@ -95,11 +103,17 @@ class _Batch:
                     s = self.queue.popleft()
                 except IndexError:
                     return
-                s.busy_since = time.monotonic()
+                with s.lock:
+                    token = s.token
+                    s.busy_since = time.monotonic()
+                outcome = None
                 try:
-                    s.outcome = _timed(s.collector.collect)
+                    outcome = _timed(s.collector.collect)
                 finally:
-                    s.busy_since = None
+                    with s.lock:
+                        if s.token == token:  # else a newer call joined this one: its outcome counts
+                            s.outcome = outcome
+                            s.busy_since = None
         finally:
             with self._lock:
                 self._workers -= 1
@@ -141,9 +155,15 @@ class Sampler:
     listeners: list[Callable[[NodeSnapshot], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._slots = [_Slot(c, registry.source(c.part).rates) for c in self.collectors]
-        # one thread per collector, plus one spare so a returning stuck call never blocks a fresh one
-        self._pool = ThreadPoolExecutor(max_workers=len(self._slots) + 1, thread_name_prefix="collector")
+        self._slots = [
+            _Slot(c, registry.source(c.part).rates, join_after=getattr(c, "join_after", None))
+            for c in self.collectors
+        ]
+        # one thread per collector, plus one spare so a returning stuck call never blocks a fresh one,
+        # plus the joined calls' (made only as needed, and stuck at most one per GPU)
+        self._pool = ThreadPoolExecutor(
+            max_workers=len(self._slots) + 1 + JOINED_CALLS, thread_name_prefix="collector"
+        )
         self.latest: NodeSnapshot = NodeSnapshot(seq=0, timestamp=time.time(), monotonic=time.monotonic())
         self.last_progress = time.monotonic()
         self.started = time.monotonic()
@@ -192,7 +212,7 @@ class Sampler:
         loop = asyncio.get_running_loop()
         now = time.monotonic()
         deadline = now + min(self.timeout, self.interval * 0.8)
-        idle = [s for s in self._slots if s.busy_since is None]  # a busy one is stuck in an earlier call
+        idle = [s for s in self._slots if s.busy_since is None or self._join(s, now)]  # else stuck
         for s in idle:
             self._settle(s, now)  # a call that returned after the last tick's deadline
             s.busy_since = now
@@ -218,6 +238,18 @@ class Sampler:
             except Exception:
                 log.exception("snapshot listener failed", listener=getattr(listener, "__qualname__", "?"))
         return snap
+
+    def _join(self, s: _Slot, now: float) -> bool:
+        """Whether a busy slot's call has run past its collector's ``join_after``: then its outcome
+        will be dropped, and the slot is called again."""
+        started = s.busy_since
+        if s.join_after is None or started is None or now - started < s.join_after:
+            return False
+        with s.lock:
+            s.token += 1
+        log.info("collector call still running; another joins it", collector=s.collector.name,
+                 running=round(now - started, 2))  # fmt: skip
+        return True
 
     def _settle(self, s: _Slot, now: float) -> None:
         name = s.collector.name

@@ -22,7 +22,9 @@ class Collector(Protocol):
     part: str
 
     def collect(self) -> Any:
-        """Return the part (the frozen dataclass in its folder's ``part.py``). Blocking; runs off the loop."""
+        """Return the part (the frozen dataclass in its folder's ``part.py``). Blocking; runs off the loop.
+        Never called again while a call runs, unless the collector has a ``join_after`` (seconds):
+        then a call running that long is joined by a new one, and the old one's outcome dropped."""
 
     def close(self) -> None:
         """Release handles (NVML shutdown, file descriptors). Called once on shutdown."""

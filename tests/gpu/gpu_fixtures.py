@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pynvml
 import pytest
@@ -62,3 +64,19 @@ def share_on(log: list[tuple[float, bool]], start: float, end: float) -> float:
         if on and hi > lo:
             total += hi - lo
     return total / (end - start)
+
+
+class Stuck:
+    """``collector.collect()`` on a thread of its own, as the sampler's worker calls it, and what it
+    ended with (its part, or the exception: ``Superseded`` for a call another joined)."""
+
+    def __init__(self, collector: Any) -> None:
+        self.ended: object = None
+        self.thread = threading.Thread(target=self._run, args=(collector,), daemon=True)
+        self.thread.start()
+
+    def _run(self, collector: Any) -> None:
+        try:
+            self.ended = collector.collect()
+        except BaseException as e:
+            self.ended = e

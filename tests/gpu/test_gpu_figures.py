@@ -10,7 +10,7 @@ import time
 from dataclasses import fields, replace
 from pathlib import Path
 
-from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
+from gpu_fixtures import Stuck, fake_nvml, fake_nvml_library  # noqa: F401
 
 from agent.classifier.samples import GpuSample, sample_from_snapshot
 from agent.devtools.fake_nvml import FakeNvml
@@ -75,7 +75,11 @@ def test_the_collector_fills_every_figure_a_capable_gpu_has(
         time.sleep(0.3)  # more than GPM's 100 ms floor, and two samples of the buffer
         g = c.collect().gpus[0]
         fake_nvml.set(1, delay_ms=1500)  # and one GPU whose calls hang: the figure that says so
+        stuck = Stuck(c)  # a call stuck in it, joined past call_timeout as the sampler joins it
+        time.sleep(0.4)
         hung = c.collect().gpus[1]
+        fake_nvml.set(1, delay_ms=0)
+        stuck.thread.join(5)
     finally:
         c.close()
     missing = [name for name, _ in FIGURES if getattr(g, name) is None and name != "unresponsive_seconds"]

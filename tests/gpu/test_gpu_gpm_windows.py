@@ -5,6 +5,7 @@ mode, where GPM is the mean between two samples at least 100 ms apart, as NVIDIA
 # ruff: noqa: F811 - pytest fixtures imported from gpu_fixtures are used as parameters
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from agent.classifier.gpus import shares
 from agent.classifier.samples import GpuSample, sample_from_snapshot
 from agent.config.classifier import ClassifierSection
 from agent.devtools.fake_nvml import FakeNvml
+from agent.runtime.sampler import Sampler
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.collector import GpuCollector
 from agent.sources.gpu.gpm_cadence import STEADY_TICKS, WindowCadence, windows_per_tick
@@ -258,26 +260,36 @@ def test_a_tick_that_works_half_and_spins_half_carries_each_stretch(
 
 @pytest.mark.serial
 def test_a_gpu_that_hangs_in_a_window_holds_only_itself(fake: FakeNvml, fake_nvml_library: Path) -> None:
-    """GPU 1's calls start hanging (1.5 s each) while both are read in windows: its tick shows it
-    unresponsive, GPU 0 keeps its figures every tick, no tick waits past two call timeouts, and
-    once GPU 1 answers again it is read in windows again."""
+    """GPU 1's calls start hanging (1.5 s each) while both are read in windows, the collector run by
+    the real sampler: the sampler joins the call stuck in GPU 1, GPU 0 keeps its figures and windows,
+    GPU 1 shows unresponsive, no tick waits past its deadline, and once GPU 1 answers again it is
+    read in windows again."""
     collector = GpuCollector(library=str(fake_nvml_library), call_timeout=0.3)
-    seen: list[tuple[bool, bool]] = []
+    sampler = Sampler([collector], interval=0.8, timeout=5.0, stall_after=60.0)
+    ticks: list[tuple[float, float, GpuPart]] = []
 
-    def between(n: int, part: GpuPart) -> None:
-        seen.append((part.gpus[0].up, part.gpus[1].up))
-        if n == 2:
-            fake.set(1, delay_ms=1500)
-        if n == 4:
-            fake.set(1, delay_ms=0)
+    async def run() -> None:
+        start = time.monotonic()
+        for n in range(10):
+            at = time.monotonic()
+            part = (await sampler.tick()).part(GpuPart)
+            assert part is not None, f"tick {n}: no GPU part"
+            ticks.append((at, time.monotonic(), part))
+            if n == 2:
+                fake.set(1, delay_ms=1500)
+            if n == 5:
+                fake.set(1, delay_ms=0)
+            await asyncio.sleep(max(0.0, start + (n + 1) * 0.8 - time.monotonic()))
 
     try:
         with Phases(fake, HOT, SPIN, 0.8, None):
-            ticks = tick(collector, 0.8, 9, between)
+            asyncio.run(run())
     finally:
-        collector.close()
+        sampler.close()
+    seen = [(p.gpus[0].up, p.gpus[1].up) for _, _, p in ticks]
     assert all(g0 for g0, _ in seen), seen
-    assert not all(g1 for _, g1 in seen[3:5]), seen  # GPU 1 hung meanwhile
-    assert max(end - at for at, end, _ in ticks) < 2 * 0.3 + 0.3, [round(e - a, 2) for a, e, _ in ticks]
-    assert any(p.gpus[0].activity_windows for _, _, p in ticks[3:5]), "GPU 0 lost its windows"
+    assert not all(g1 for _, g1 in seen[3:7]), seen  # GPU 1 hung meanwhile
+    assert any(p.gpus[1].unresponsive_seconds for _, _, p in ticks[3:7]), seen
+    assert max(end - at for at, end, _ in ticks) < 0.8, [round(e - a, 2) for a, e, _ in ticks]
+    assert any(p.gpus[0].activity_windows for _, _, p in ticks[4:7]), "GPU 0 lost its windows"
     assert ticks[-1][2].gpus[1].up and any(p.gpus[1].activity_windows for _, _, p in ticks[-3:])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from functools import partial
 
 import pynvml
 import structlog
@@ -16,7 +15,7 @@ import structlog
 from agent.core import backoff
 from agent.sources import SourceAbsent
 from agent.sources.gpu import clock_events, tick_reads
-from agent.sources.gpu.calls import Opening, Readers
+from agent.sources.gpu.calls import Opening
 from agent.sources.gpu.gpm_windows import WindowClock
 from agent.sources.gpu.nvml import (
     NVLINK_ERROR_FIELDS,
@@ -31,7 +30,7 @@ from agent.sources.gpu.nvml_events import XidWatcher
 from agent.sources.gpu.nvml_gpm import GpmSampler
 from agent.sources.gpu.part import ActivityWindow, GpuPart, GpuStats
 from agent.sources.gpu.part import GpuReadingSource as Src
-from agent.sources.gpu.readings import power_mean
+from agent.sources.gpu.readings import power_mean, span, utilization
 from agent.sources.gpu.slow import slow_reads
 
 log = structlog.get_logger("gpu")
@@ -42,6 +41,10 @@ GPM_TENSOR_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_ANY_TENSOR_UTIL", 5)
 GPM_DRAM_ACTIVE = getattr(pynvml, "NVML_GPM_METRIC_DRAM_BW_UTIL", 10)
 GPM_BUSY = getattr(pynvml, "NVML_GPM_METRIC_GRAPHICS_UTIL", 1)  # share of time a kernel ran
 GPM_METRICS = (GPM_SM_ACTIVE, GPM_TENSOR_ACTIVE, GPM_DRAM_ACTIVE, GPM_BUSY)
+
+
+class Superseded(Exception):
+    """A call that a newer one joined, stopped at its next GPU (the sampler drops its outcome)."""
 
 
 class GpuCollector:
@@ -56,9 +59,16 @@ class GpuCollector:
         call_timeout: float = 2.0,
     ) -> None:
         self._library = library
-        # one GPU's reads of a tick: past call_timeout, the GPU is unresponsive
-        self._readers = Readers(call_timeout)
+        # a call running this long is joined by the sampler: a GPU one call has been inside for
+        # call_timeout is then unresponsive to the other
+        self.join_after = call_timeout
         self._call_timeout = call_timeout
+        self._calls = 0  # calls started: one that a newer call joined stops
+        # GPU index -> held by the call inside its reads, and since when; by index, kept across
+        # re-inits, so that a GPU whose call hangs holds one thread however often NVML is reopened
+        self._reading: dict[int, threading.Lock] = {}
+        self._since: dict[int, float] = {}
+        self._gate = threading.Lock()
         self._opening: Opening | None = None  # NVML being initialised on a thread of its own
         self._backoff_max = reinit_backoff_max
         self._xid_events = xid_events
@@ -78,34 +88,55 @@ class GpuCollector:
     # --- the Collector interface -------------------------------------------------------------------
 
     def collect(self) -> GpuPart:
+        """The GPUs read in order on the calling thread. A GPU another call is inside (one this call
+        joined: the sampler joins a call that has run ``join_after``) is waited for what is left of
+        ``call_timeout`` and then shown unresponsive; a call that was joined stops at its next GPU."""
         nvml = self._started()
+        self._calls += 1
+        call = self._calls
         now = time.monotonic()
-        asked = [dev for dev in nvml.devices if self._readers.hung_for(dev.index, now) is None]
-        outcomes = self._readers.read([(dev.index, partial(self._read, nvml, dev, now)) for dev in asked])
-        gpus = []
+        gpus, read = [], []
         for dev in nvml.devices:
-            outcome = outcomes.get(dev.index)
-            if outcome is None:  # still inside a call: now, or since an earlier tick
-                hung = self._readers.hung_for(dev.index, time.monotonic())
-                gpus.append(self._down(dev, unresponsive=hung or 0.0))
+            stats = self._one(nvml, dev, now)
+            if self._calls != call:
+                raise Superseded("a newer call read the GPUs meanwhile")
+            if stats is None:
+                gpus.append(self._down(dev, unresponsive=time.monotonic() - self._since[dev.index]))
                 continue
-            stats, error = outcome
-            if isinstance(error, NvmlDriverError):
-                self._fail(error, now)
-                raise error
-            if error is not None:
-                raise error
             gpus.append(stats)
+            read.append(dev)
         if self._ticked_at is not None:
-            windowed = [dev for dev in asked if dev.index in outcomes]
-            self._windows.ticked(now, now - self._ticked_at, nvml, windowed)
+            self._windows.ticked(now, now - self._ticked_at, nvml, read)
         self._ticked_at = now
         return GpuPart(driver_version=nvml.driver_version, nvml_version=nvml.nvml_version, gpus=tuple(gpus))
+
+    def _one(self, nvml: Nvml, dev: Device, now: float) -> GpuStats | None:
+        """``dev`` read on this thread, or None where another call has been inside one of its reads
+        for ``call_timeout``."""
+        index = dev.index
+        with self._gate:  # taking a GPU and stamping when, as one step for a call that looks at it
+            lock = self._reading.setdefault(index, threading.Lock())
+            mine = lock.acquire(blocking=False)
+            if mine:
+                self._since[index] = time.monotonic()
+            else:
+                left = self._call_timeout - (time.monotonic() - self._since[index])
+        if not mine:
+            if left <= 0 or not lock.acquire(timeout=left):
+                return None
+            with self._gate:
+                self._since[index] = time.monotonic()
+        try:
+            return self._read(nvml, dev, now)
+        except NvmlDriverError as e:
+            self._fail(e, now)
+            raise
+        finally:
+            lock.release()
 
     def close(self) -> None:
         self._shutdown()
         self._windows.close()
-        self._readers.close()
 
     # --- initialisation with backoff ---------------------------------------------------------------
 
@@ -248,11 +279,11 @@ class GpuCollector:
         mem = tick_reads.memory(nvml, dev)
         gpm = nvml.gpm_metrics(dev, GPM_METRICS)
         windows = _activity(dev.gpm, gpm)
-        util, samples, util_source = _utilization(nvml, dev, rates, gpm.get(GPM_BUSY))
+        util, samples, util_source = utilization(nvml, dev, rates, gpm.get(GPM_BUSY))
         # power over the stretch the utilization figure covers: a driver period (1/6 s to 1 s) can be
         # longer than a tick, and power above idle is the real work utilization is weighed against
         mj = tick_reads.ulonglong(nvml, dev, tick_reads.ENERGY)
-        power, power_source = power_mean(dev, mj, _span(dev, util_source)), Src.ENERGY
+        power, power_source = power_mean(dev, mj, span(dev, util_source)), Src.ENERGY
         if power is None:
             milliwatts = nvml.read(dev, pynvml.nvmlDeviceGetPowerUsage)
             power = milliwatts / 1000.0 if milliwatts is not None else None
@@ -320,24 +351,6 @@ class GpuCollector:
         )
 
 
-def _utilization(
-    nvml: Nvml, dev: Device, rates: tuple[int, int] | None, gpm_busy: float | None
-) -> tuple[float | None, int | None, Src]:
-    """The share of the tick a kernel ran, the buffer samples it came from, and its source: the
-    driver's buffer, else the last sample period's rate, else GPM's graphics activity (MIG, where
-    the parent GPU answers no utilization)."""
-    kernel_ran = rates is not None and rates[0] > 0
-    buffer = dev.utilization.share(nvml, dev, kernel_ran) if dev.utilization is not None else None
-    if buffer is not None:
-        share, count = buffer
-        return share, count, Src.SAMPLES if count else Src.SAMPLES_IDLE
-    if rates is not None:
-        return rates[0] / 100.0, None, Src.RATES
-    if gpm_busy is not None:
-        return _ratio(gpm_busy), None, Src.GPM
-    return None, None, Src.NONE
-
-
 def _activity(gpm: GpmSampler | None, mean: dict[int, float]) -> tuple[ActivityWindow, ...]:
     """The tick's GPM windows where it was read in more than one (else empty), and whether the next
     tick is read in windows (``gpm_cadence.WindowCadence``)."""
@@ -361,19 +374,6 @@ def _activity(gpm: GpmSampler | None, mean: dict[int, float]) -> tuple[ActivityW
 
 def _clip(percent: float) -> float:
     return max(0.0, min(1.0, percent / 100.0))
-
-
-def _span(dev: Device, source: Src) -> float:
-    """Seconds the tick's utilization figure covers beyond the tick itself (0: the tick): the
-    buffer's drained samples, or the driver's period for the last-period rate."""
-    buffer = dev.utilization
-    if buffer is None:
-        return 0.0
-    if source is Src.SAMPLES:
-        return buffer.span
-    if source is Src.RATES:
-        return buffer.period_us / 1e6
-    return 0.0
 
 
 def _watts(milliwatts: int | None) -> float | None:

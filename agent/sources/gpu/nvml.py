@@ -128,8 +128,7 @@ class Device:
     gpm: GpmSampler | None = None
     utilization: UtilizationBuffer | None = None  # the driver's sample buffer, where it keeps one
     out: Outputs = field(default_factory=Outputs)  # the tick's direct reads' outputs (tick_reads.py)
-    # the energy counter's reads (mJ, monotonic seconds), as far back as one utilization span
-    energy: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=64))
+    energy: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=64))  # (mJ, monotonic)
     clock_events: clock_events.Counted | None = None  # the clocks event counters' last read
     skipped: set[str] = field(default_factory=set)  # functions this GPU cannot answer
     slow: tuple[Any, ...] | None = None  # the collector's reads of values that rarely change

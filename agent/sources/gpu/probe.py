@@ -31,6 +31,7 @@ class NvmlProbe:
         self, library: str, reinit_backoff_max: float, xid_events: bool, call_timeout: float = 2.0
     ) -> None:
         self._args = (library, reinit_backoff_max, xid_events, call_timeout)
+        self.join_after = call_timeout  # the sampler's joining, as GpuCollector's
         self._collector: GpuCollector | None = None
         self._absent: tuple[float, str] | None = None  # (when to look again, why it is absent)
 

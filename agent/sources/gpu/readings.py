@@ -23,6 +23,7 @@ import pynvml
 import structlog
 
 from agent.sources.gpu.binding import number
+from agent.sources.gpu.part import GpuReadingSource as Src
 
 if TYPE_CHECKING:
     from agent.sources.gpu.nvml import Device, Nvml
@@ -206,3 +207,34 @@ def power_mean(dev: Device, mj: int | None, span: float = 0.0) -> float | None:
     if now - base[1] < 0.05:
         return None
     return (mj - base[0]) / (now - base[1]) / 1000.0
+
+
+def utilization(
+    nvml: Nvml, dev: Device, rates: tuple[int, int] | None, gpm_busy: float | None
+) -> tuple[float | None, int | None, Src]:
+    """The share of the tick a kernel ran, the buffer samples it came from, and its source: the
+    driver's buffer, else the last sample period's rate, else GPM's graphics activity (MIG, where
+    the parent GPU answers no utilization)."""
+    kernel_ran = rates is not None and rates[0] > 0
+    buffer = dev.utilization.share(nvml, dev, kernel_ran) if dev.utilization is not None else None
+    if buffer is not None:
+        share, count = buffer
+        return share, count, Src.SAMPLES if count else Src.SAMPLES_IDLE
+    if rates is not None:
+        return rates[0] / 100.0, None, Src.RATES
+    if gpm_busy is not None:
+        return max(0.0, min(1.0, gpm_busy / 100.0)), None, Src.GPM
+    return None, None, Src.NONE
+
+
+def span(dev: Device, source: Src) -> float:
+    """Seconds the tick's utilization figure covers beyond the tick itself (0: the tick): the
+    buffer's drained samples, or the driver's period for the last-period rate."""
+    buffer = dev.utilization
+    if buffer is None:
+        return 0.0
+    if source is Src.SAMPLES:
+        return buffer.span
+    if source is Src.RATES:
+        return buffer.period_us / 1e6
+    return 0.0
