@@ -11,6 +11,10 @@ warm-up (median and spread of the windows; CPU from each thread's schedstat), an
 then each checkout's ratio to the first one: of the medians, and window by window (the fairer one: both
 agents measured over the same seconds).
 
+With ``--one-by-one`` each agent runs alone, one after the other (the order rotated every round):
+no agent shares the 2 cores with another, but a slow spell of the machine falls on one of them only,
+so take several rounds; "window by window" then pairs windows of different seconds.
+
     .venv/bin/python bench/overhead_versions.py --tree /path/to/before --tree . --fake-gpus 8 --alternate 0.7
 
 gives the fake GPUs a workload that is no steady one: every GPU computes and spins in a collective
@@ -223,7 +227,11 @@ def main() -> int:
     ap.add_argument("--alternate", type=float, default=0.0, help="GPUs compute and spin by turns of S s")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--bench", choices=sorted(BENCHES), help="run this benchmark of each checkout instead")
-    ap.add_argument("--one-by-one", action="store_true", help="--bench: the checkouts one after the other")
+    ap.add_argument(
+        "--one-by-one",
+        action="store_true",
+        help="the checkouts one after the other, the order rotated each round (agents: each alone)",
+    )
     args = ap.parse_args()
     trees = [Path(t).resolve() for t in args.tree]
     if args.bench:
@@ -236,11 +244,12 @@ def main() -> int:
     rss: list[list[float]] = [[] for _ in trees]
     for r in range(args.rounds):
         order = trees[r % len(trees) :] + trees[: r % len(trees)]  # rotate who starts first
-        res = one_round(order, args.fake_gpus, args.warmup, args.windows, args.window, args.alternate)
-        for j, t in enumerate(order):
-            i = trees.index(t)
-            samples[i] += res["per_tick_ms"][j]
-            rss[i].append(res["rss_mb"][j])
+        for group in [[t] for t in order] if args.one_by_one else [order]:
+            res = one_round(group, args.fake_gpus, args.warmup, args.windows, args.window, args.alternate)
+            for j, t in enumerate(group):
+                i = trees.index(t)
+                samples[i] += res["per_tick_ms"][j]
+                rss[i].append(res["rss_mb"][j])
     out = []
     ref = statistics.median(samples[0])
     for t, s, m in zip(trees, samples, rss, strict=True):
