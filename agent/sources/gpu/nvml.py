@@ -259,14 +259,6 @@ class Nvml:
         """Whether ``name`` is still asked of this GPU (not skipped as unsupported or missing)."""
         return name not in dev.skipped and name not in self._missing
 
-    def first(self, dev: Device, *fns: Callable[..., Any]) -> Any:
-        """The first of several equivalent functions (a new name, then its deprecated alias) that answers."""
-        for fn in fns:
-            value = self.read(dev, fn)
-            if value is not None:
-                return value
-        return None
-
     def skip(self, dev: Device | None, name: str, reason: str) -> None:
         skipped = self._missing if dev is None else dev.skipped
         if name in skipped:

@@ -1,6 +1,6 @@
 """The reads every GPU gets every tick, made straight through the library's function pointers into
 outputs made once per GPU (``Outputs``), with ``Nvml.read``'s rules for a GPU or driver that cannot
-answer (``Nvml.direct``).
+answer (``direct``).
 
 pynvml's wrappers look the function up under a lock, build a new output structure each call (its
 fields set through a Python-level ``__setattr__``) and, for the compute processes, call twice and
