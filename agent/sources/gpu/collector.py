@@ -283,7 +283,7 @@ class GpuCollector:
         # power over the stretch the utilization figure covers: a driver period (1/6 s to 1 s) can be
         # longer than a tick, and power above idle is the real work utilization is weighed against
         mj = tick_reads.ulonglong(nvml, dev, tick_reads.ENERGY)
-        power, power_source = power_mean(dev, mj, span(dev, util_source)), Src.ENERGY
+        power, power_source = power_mean(dev, mj, time.monotonic(), span(dev, util_source)), Src.ENERGY
         if power is None:
             milliwatts = nvml.read(dev, pynvml.nvmlDeviceGetPowerUsage)
             power = milliwatts / 1000.0 if milliwatts is not None else None

@@ -185,12 +185,12 @@ class UtilizationBuffer:
                 self.period_us = low
 
 
-def power_mean(dev: Device, mj: int | None, span: float = 0.0) -> float | None:
+def power_mean(dev: Device, mj: int | None, now: float, span: float = 0.0) -> float | None:
     """Watts from the energy counter (millijoules) over the time since the last read, or over the
     last ``span`` seconds where that is longer (as far as the reads kept go back): the span of the
     tick's utilization figure, so that power and utilization describe the same stretch of time.
-    None on the first read, where the GPU has no counter, or when it went back (a driver reload)."""
-    now = time.monotonic()
+    None on the first read, where the GPU has no counter, or when it went back (a driver reload).
+    ``now``: the monotonic time read right after the counter, before anything else can delay it."""
     if mj is None:
         return None
     history = dev.energy
