@@ -55,6 +55,22 @@ def load_library(path: str) -> None:
         if old is None or getattr(old, "_handle", None) != lib._handle:
             pynvml.nvmlLib = lib
             getattr(pynvml, "_nvmlGetFunctionPointer_cache", {}).clear()
+            _pointers.clear()
+
+
+# the library's functions that are called straight, every tick (tick_reads.py, the sample buffer,
+# GPM): found once per loaded library. pynvml finds them under its load lock on every call.
+_pointers: dict[str, Any] = {}
+
+
+def function(name: str) -> Any:
+    """The loaded library's ``name``, to call with ctypes arguments; it returns an nvmlReturn_t.
+    Raises pynvml.NVMLError (FUNCTION_NOT_FOUND where the driver lacks it, UNINITIALIZED with no
+    library loaded), as pynvml's wrappers would."""
+    fn = _pointers.get(name)
+    if fn is None:
+        fn = _pointers[name] = pynvml._nvmlGetFunctionPointer(name)
+    return fn
 
 
 def handle_address(handle: Any) -> int:

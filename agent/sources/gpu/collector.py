@@ -30,7 +30,7 @@ from agent.sources.gpu.nvml_events import XidWatcher
 from agent.sources.gpu.nvml_gpm import GpmSampler
 from agent.sources.gpu.part import ActivityWindow, GpuPart, GpuStats
 from agent.sources.gpu.part import GpuReadingSource as Src
-from agent.sources.gpu.readings import power_mean, span, utilization
+from agent.sources.gpu.readings import power_mean, span, time_share, utilization
 from agent.sources.gpu.slow import slow_reads
 
 log = structlog.get_logger("gpu")
@@ -129,6 +129,8 @@ class GpuCollector:
         try:
             return self._read(nvml, dev, now)
         except NvmlDriverError as e:
+            if nvml is not self._nvml:  # a call that hung through a re-init: not the session now open
+                raise Superseded(f"NVML was shut down while this call hung ({e})") from None
             self._fail(e, now)
             raise
         finally:
@@ -365,15 +367,11 @@ def _activity(gpm: GpmSampler | None, mean: dict[int, float]) -> tuple[ActivityW
             if busy is None or work is None:
                 out = []
                 break
-            out.append(ActivityWindow(seconds, _clip(busy), _clip(work)))
+            out.append(ActivityWindow(seconds, time_share(busy), time_share(work)))
         windows = tuple(out)
     busy, work = mean.get(GPM_BUSY), mean.get(GPM_SM_ACTIVE, mean.get(GPM_TENSOR_ACTIVE))
     gpm.windowing = gpm.cadence.next(_ratio(busy), _ratio(work), windows)
     return windows
-
-
-def _clip(percent: float) -> float:
-    return max(0.0, min(1.0, percent / 100.0))
 
 
 def _watts(milliwatts: int | None) -> float | None:
@@ -381,4 +379,4 @@ def _watts(milliwatts: int | None) -> float | None:
 
 
 def _ratio(percent: float | None) -> float | None:
-    return None if percent is None else _clip(percent)
+    return None if percent is None else time_share(percent)

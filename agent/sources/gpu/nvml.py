@@ -31,6 +31,7 @@ from agent.sources.gpu.binding import (
     binding,
     error_text,
     field_results,
+    function,
     handle_address,
     load_library,
 )
@@ -95,8 +96,7 @@ def field_request(fields: tuple[tuple[int, int], ...]) -> Any:
 
 
 def nvmlDeviceGetFieldValues(handle: Any, values: Any) -> Any:  # named after the C function it calls
-    fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetFieldValues")
-    ret = fn(handle, ctypes.c_int32(len(values)), ctypes.byref(values))
+    ret = function("nvmlDeviceGetFieldValues")(handle, ctypes.c_int32(len(values)), ctypes.byref(values))
     if ret != pynvml.NVML_SUCCESS:
         raise pynvml.NVMLError(ret)
     return values
@@ -153,7 +153,6 @@ class Nvml:
         self._missing: set[str] = set()  # functions this driver lacks, for every GPU
         self._noted: set[tuple[int, str, int]] = set()
         self._by_handle: dict[int, int] = {}
-        self.pointers: dict[str, Any] = {}  # the functions tick_reads.py calls directly, found once
 
     # --- lifecycle ---------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pynvml
 import structlog
 
-from agent.sources.gpu.binding import binding, error_text
+from agent.sources.gpu.binding import binding, error_text, function
 from agent.sources.gpu.gpm_cadence import WindowCadence
 
 if TYPE_CHECKING:
@@ -65,7 +65,6 @@ class GpmSampler:
     cadence: WindowCadence = field(default_factory=WindowCadence)
     # the window clock and the tick's reader both sample: one at a time
     lock: threading.Lock = field(default_factory=threading.Lock)
-    calls: tuple[Any, Any] | None = None  # nvmlGpmSampleGet and nvmlGpmMetricsGet, found once
 
     @classmethod
     def open(cls, nvml: Nvml, dev: Device) -> GpmSampler | None:
@@ -116,16 +115,11 @@ class GpmSampler:
         lock every call); a failure goes through ``nvml.failed`` as any read's does."""
         if not (nvml.asks(dev, SAMPLE_GET) and nvml.asks(dev, METRICS_GET)):
             return
-        if self.calls is None:
-            try:
-                self.calls = (
-                    pynvml._nvmlGetFunctionPointer(SAMPLE_GET),
-                    pynvml._nvmlGetFunctionPointer(METRICS_GET),
-                )
-            except pynvml.NVMLError as e:
-                nvml.failed(dev, SAMPLE_GET, e)
-                return
-        sample_get, metrics_get = self.calls
+        try:
+            sample_get, metrics_get = function(SAMPLE_GET), function(METRICS_GET)
+        except pynvml.NVMLError as e:
+            nvml.failed(dev, SAMPLE_GET, e)
+            return
         current = self.samples[1] if self.previous is self.samples[0] else self.samples[0]
         ret = sample_get(dev.handle, current)
         if ret != pynvml.NVML_SUCCESS:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pynvml
 import structlog
 
-from agent.sources.gpu.binding import number
+from agent.sources.gpu.binding import function, number
 from agent.sources.gpu.part import GpuReadingSource as Src
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class UtilizationBuffer:
         count = ctypes.c_uint(0)
         kind = pynvml._nvmlValueType_t()
         try:
-            fn = pynvml._nvmlGetFunctionPointer(SAMPLES)
+            fn = function(SAMPLES)
         except pynvml.NVMLError as e:
             nvml.failed(dev, SAMPLES, e)
             return None
@@ -147,7 +147,7 @@ class UtilizationBuffer:
         return min(1.0, busy / max(span, 1e-3)), len(values)
 
     def _drain(self, dev: Device, after: int) -> int:
-        fn = pynvml._nvmlGetFunctionPointer(SAMPLES)
+        fn = function(SAMPLES)
         self._count.value = len(self._array)
         ret = fn(dev.handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES, ctypes.c_ulonglong(after),
                  ctypes.byref(self._type), ctypes.byref(self._count), self._array)  # fmt: skip
@@ -223,8 +223,13 @@ def utilization(
     if rates is not None:
         return rates[0] / 100.0, None, Src.RATES
     if gpm_busy is not None:
-        return max(0.0, min(1.0, gpm_busy / 100.0)), None, Src.GPM
+        return time_share(gpm_busy), None, Src.GPM
     return None, None, Src.NONE
+
+
+def time_share(percent: float) -> float:
+    """A percent of time as a share of it, held to 0..1 (a mean over windows may round past 100)."""
+    return max(0.0, min(1.0, percent / 100.0))
 
 
 def span(dev: Device, source: Src) -> float:

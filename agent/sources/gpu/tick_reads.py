@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pynvml
 
-from agent.sources.gpu.binding import NOT_AVAILABLE, PROCESS_INFO, number
+from agent.sources.gpu.binding import NOT_AVAILABLE, PROCESS_INFO, function, number
 from agent.sources.gpu.part import GpuProcess
 
 if TYPE_CHECKING:
@@ -37,13 +37,11 @@ def call(nvml: Nvml, dev: Device, name: str, *args: Any) -> int | None:
     where this GPU or driver is known not to answer it (skipped as unsupported, or missing)."""
     if not nvml.asks(dev, name):
         return None
-    fn = nvml.pointers.get(name)
-    if fn is None:
-        try:
-            fn = nvml.pointers[name] = pynvml._nvmlGetFunctionPointer(name)
-        except pynvml.NVMLError as e:
-            nvml.failed(dev, name, e)
-            return None
+    try:
+        fn = function(name)
+    except pynvml.NVMLError as e:
+        nvml.failed(dev, name, e)
+        return None
     return int(fn(dev.handle, *args))
 
 
