@@ -20,6 +20,7 @@ from conftest import need_binary
 
 from agent.devtools.fake_nvml import LIBRARY, REPO, FakeNvml
 from agent.sources.gpu.binding import load_library
+from agent.sources.gpu.nvml import NvmlDriverError
 
 
 @pytest.fixture(scope="session")
@@ -80,3 +81,11 @@ class Stuck:
             self.ended = collector.collect()
         except BaseException as e:
             self.ended = e
+
+
+def collected(collector: Any) -> Any:
+    """``collector.collect()``, or None while NVML is failing (in its re-init's backoff)."""
+    try:
+        return collector.collect()
+    except NvmlDriverError:
+        return None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_until
-from gpu_fixtures import fake_nvml, fake_nvml_library  # noqa: F401
+from gpu_fixtures import collected, fake_nvml, fake_nvml_library  # noqa: F401
 from structlog.testing import capture_logs
 
 from agent.devtools.fake_nvml import FakeNvml, device, write_state
@@ -262,15 +262,8 @@ def test_driver_error_reinitialises_with_backoff(fake_nvml: FakeNvml, make_colle
         time.sleep(0.25)
         c.collect()
     fake_nvml.set_top(driver_error=None)
-    part = wait_until(lambda: _try(c.collect), 5.0)
+    part = wait_until(lambda: collected(c), 5.0)
     assert len(part.gpus) == 8 and all(g.up for g in part.gpus)
-
-
-def _try(fn: Callable[[], object]) -> object:
-    try:
-        return fn()
-    except NvmlDriverError:
-        return None
 
 
 def test_absent_without_library_driver_or_gpus(

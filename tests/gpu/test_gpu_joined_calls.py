@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_until
-from gpu_fixtures import Stuck, fake_nvml, fake_nvml_library  # noqa: F401
+from gpu_fixtures import Stuck, collected, fake_nvml, fake_nvml_library  # noqa: F401
 from structlog.testing import capture_logs
 
 from agent.devtools.fake_nvml import FakeNvml
 from agent.sources.gpu.collector import GpuCollector, Superseded
 from agent.sources.gpu.nvml import NvmlDriverError
-from agent.sources.gpu.part import GpuPart
 
 CALL_TIMEOUT = 0.3
 HANG_MS = 2000  # each call of the hung GPU
@@ -95,7 +94,7 @@ def test_a_gpu_hung_across_a_reinit_holds_its_call_only(fake_nvml: FakeNvml, fak
         fake_nvml.set_top(driver_error=None)
         fake_nvml.set(3, delay_ms=0)
         reopening = time.monotonic()
-        part = wait_until(lambda: _reopened(c), 5.0)
+        part = wait_until(lambda: collected(c), 5.0)
         assert time.monotonic() - hung_at < hang_ms / 1000 - 1.0, "the hung call returned too soon to test"
         assert stuck.thread.is_alive()
         assert [g.index for g in part.gpus if not g.up] == [3]
@@ -116,10 +115,3 @@ def test_a_gpu_hung_across_a_reinit_holds_its_call_only(fake_nvml: FakeNvml, fak
         fake_nvml.set_top(driver_error=None)
         fake_nvml.set(3, delay_ms=0)
         c.close()
-
-
-def _reopened(c: GpuCollector) -> GpuPart | None:
-    try:
-        return c.collect()
-    except NvmlDriverError:
-        return None  # still in the re-init's backoff
