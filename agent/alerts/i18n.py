@@ -164,6 +164,7 @@ VERDICTS: dict[str, tuple[str, str]] = {
     Verdict.DATA: ("Data-bound", "数据瓶颈"),
     Verdict.NETWORK: ("Network-bound", "网络瓶颈"),
     Verdict.SYNC_WAIT: ("Waiting on sync", "同步等待"),
+    Verdict.HOST: ("Host-bound", "主机瓶颈"),
     Verdict.IDLE: ("GPUs idle", "GPU 空闲"),
     Verdict.MIXED: ("Mixed bottleneck", "混合瓶颈"),
 }

@@ -3,8 +3,9 @@ and the fleet rules that name a job's straggler with its cause (pure)."""
 
 from __future__ import annotations
 
+from agent.classifier.shapes import SHAPES
 from agent.classifier.verdict import Judgement
-from agent.core.vocabulary import DataSubReason, Verdict, VerdictReason
+from agent.core.vocabulary import DataSubReason, HostSubReason, Verdict, VerdictReason
 
 
 def cause(v: Judgement) -> VerdictReason:
@@ -23,6 +24,8 @@ def cause(v: Judgement) -> VerdictReason:
         return VerdictReason.CONGESTION if jam > link else VerdictReason.LINK
     if v.verdict == Verdict.SYNC_WAIT:
         return VerdictReason.PEER
+    if v.verdict == Verdict.HOST and v.sub_reason in SHAPES:
+        return SHAPES[HostSubReason(v.sub_reason)].cause
     if v.verdict == Verdict.COMPUTE:
         return VerdictReason.GPU
     if v.verdict == Verdict.IDLE:

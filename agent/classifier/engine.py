@@ -238,7 +238,14 @@ class Engine:
             self.current = (
                 vote
                 if vote.verdict == current
-                else verdict_for(vote.features, vote.detail, kept.verdict, kept.sub_reason, cfg.exit_score)
+                else verdict_for(
+                    vote.features,
+                    vote.detail,
+                    kept.verdict,
+                    kept.sub_reason,
+                    cfg.exit_score,
+                    cfg.second_cause,
+                )
             )
         events += self._sustained(now, wall)
         ev = Evaluation(wall, vote, self.current, held, changed, tuple(events))

@@ -24,9 +24,11 @@ from typing import NamedTuple
 from agent.classifier.baselines import Baselines
 from agent.classifier.families import FAMILIES, NETWORK, STORAGE, FamilyMeans
 from agent.classifier.health import health
+from agent.classifier.host import HostFeatures, measure_host
 from agent.classifier.loads import Cap, Load, Signal, busiest, capacities, congestion, storage_signals
 from agent.classifier.ramp import per_wait, ramp
 from agent.classifier.samples import Sample, Trainers, columns
+from agent.classifier.shapes import SHAPES
 from agent.classifier.slowgpu import SlowGpu, slow_gpus
 from agent.classifier.tallies import GpuTally, GpuWindow, combine, tally
 from agent.classifier.traffic import Traffic, traffic
@@ -87,6 +89,9 @@ class Features(NamedTuple):
     waiting_gpus: tuple[int, ...] = ()  # GPUs that spent most of the window not working
     slow_gpus: tuple[SlowGpu, ...] = ()  # GPUs that work while their peers wait for them
     health: tuple[str, ...] = ()
+    host: HostFeatures = HostFeatures()  # what the training process itself did while they waited
+    # each host shape's pressure (agent.classifier.shapes), in SHAPES' order
+    host_pressures: tuple[tuple[str, float], ...] = ()
 
 
 def window_means(window: Sequence[Sample]) -> FamilyMeans:
@@ -204,7 +209,7 @@ def measure(
         trainer_count = max(map(len, map(_KEYS, trainers)))
     label = next((t.label for t in reversed(trainers) if t.keys), "")
     gpu_samples = g.gpu_samples
-    return Features(
+    f = Features(
         samples=n,
         span_seconds=last.t - window[0].t,
         gpus=g.gpus,
@@ -252,7 +257,9 @@ def measure(
         waiting_gpus=g.waiting,
         slow_gpus=slow_gpus(g, last),
         health=health(window, g.throttled),
+        host=measure_host(window, tallies),
     )
+    return f._replace(host_pressures=tuple((k, sh.pressure(f, cfg)) for k, sh in SHAPES.items()))
 
 
 def _no_links(last: Sample) -> dict[str, float]:

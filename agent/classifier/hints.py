@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from agent.classifier.features import Features
-from agent.core.vocabulary import DataSubReason, Verdict
+from agent.classifier.shapes import SHAPES
+from agent.core.vocabulary import DataSubReason, HostSubReason, Verdict
+
+if TYPE_CHECKING:
+    from agent.classifier.reasons import Second
 
 HINTS = {
     "degraded-gpu": (
@@ -79,7 +84,15 @@ def suggest_workers(f: Features) -> int:
     return int(max(per_rank + 1, min(need, cap)))
 
 
-def hint(verdict: str, sub_reason: str | None, f: Features) -> str:
+def hint(verdict: str, sub_reason: str | None, f: Features, second: Second | None = None) -> str:
+    if verdict == Verdict.COMPUTE and second is not None and not f.slow_gpus:
+        # "Healthy" only where nothing costs that much
+        return (
+            f"The GPUs do real work {f.working_share * 100:.0f}% of the time, but {second.label} costs "
+            f"{second.share * 100:.0f}%: " + hint(second.verdict, second.sub_reason, f)
+        )
+    if verdict == Verdict.HOST and sub_reason in SHAPES:
+        return SHAPES[HostSubReason(sub_reason)].hint(f)
     if f.slow_gpus and verdict in (Verdict.COMPUTE, Verdict.SYNC_WAIT):
         which = ", ".join(str(x.gpu) for x in f.slow_gpus)
         many = len(f.slow_gpus) > 1

@@ -12,11 +12,14 @@ from agent.classifier.baselines import Baselines
 from agent.classifier.features import Features
 from agent.classifier.gpus import GpuClass, GpuReading, Shares, gpu_class, gpu_shares
 from agent.classifier.hints import HINTS
+from agent.classifier.shapes import SHAPES
 from agent.config.classifier import ClassifierSection
+from agent.core.vocabulary import Bucket, HostSubReason
 
 __all__ = [
     "HINTS",
     "NO_PRESSURES",
+    "SHAPES",
     "GpuClass",
     "GpuReading",
     "Pressures",
@@ -36,6 +39,10 @@ class Pressures:
     network: float = 0.0  # while the GPUs wait
     network_spin: float = 0.0  # while they spin
     network_input: float = 0.0  # input streamed over the NIC while they starve (data/network-input)
+    # the host shapes' pressures (agent/classifier/shapes), by the bucket each books to: what explains
+    # the spinning (launch overhead with no collective) and the starved time (saves, pageable copies)
+    host_spin: tuple[tuple[Bucket, float], ...] = ()
+    host_starved: tuple[tuple[Bucket, float], ...] = ()
 
 
 NO_PRESSURES = Pressures()
@@ -64,8 +71,22 @@ class Published:
 def pressures(f: Features | None) -> Pressures:
     if f is None:
         return NO_PRESSURES
+    spin: list[tuple[Bucket, float]] = []
+    starved: list[tuple[Bucket, float]] = []
+    for k, p in f.host_pressures:
+        if p > 0:
+            sh = SHAPES[HostSubReason(k)]
+            (spin if sh.explains == "spinning" else starved).append((sh.bucket, p))
+    if f.trainers == 0:
+        spin, starved = [], []  # no training process: nothing of its own holds the GPUs (as scores.score)
     return Pressures(
-        f.storage_pressure, f.cpu_pressure, f.network_pressure, f.network_pressure_spin, f.input_pressure
+        f.storage_pressure,
+        f.cpu_pressure,
+        f.network_pressure,
+        f.network_pressure_spin,
+        f.input_pressure,
+        tuple(spin),
+        tuple(starved),
     )
 
 

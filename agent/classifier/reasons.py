@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from agent.classifier.families import CAPACITIES
 from agent.classifier.features import Features
 from agent.classifier.loads import Load, Signal
 from agent.classifier.scores import Scores
+from agent.classifier.shapes import SHAPES
 from agent.classifier.slowgpu import SlowGpu
 from agent.classifier.traffic import Traffic
-from agent.core.vocabulary import DataSubReason, Verdict
+from agent.core.vocabulary import DataSubReason, HostSubReason, Verdict
+
+
+class Second(NamedTuple):
+    """The cause a compute verdict still loses a share of the time to."""
+
+    verdict: str
+    sub_reason: str | None
+    share: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.verdict}/{self.sub_reason}" if self.sub_reason else self.verdict
 
 
 def rate(v: float) -> str:
@@ -97,13 +112,21 @@ def _pressing(items, limit: int = 2) -> list:
     return [x for x in items if x.pressure > 0][:limit]
 
 
-def explain(f: Features, s: Scores, verdict: str, sub_reason: str | None) -> tuple[str, ...]:
-    """Reasons for ``verdict``, most decisive first; every one carries its numbers."""
+def explain(
+    f: Features, s: Scores, verdict: str, sub_reason: str | None, second: Second | None = None
+) -> tuple[str, ...]:
+    """Reasons for ``verdict``, most decisive first; every one carries its numbers. ``second`` is the
+    cause a compute verdict still loses a share of the time to."""
     out = [gpu_line(f)]
     if verdict == Verdict.COMPUTE:
         out.append(f"GPUs doing real work {pct(f.working_share)} of the time")
         if f.starved_share or f.spin_share:
             out.append(f"starved {pct(f.starved_share)}, spinning {pct(f.spin_share)} of the time")
+        if second is not None:
+            out.append(f"{second.label} still costs {pct(second.share)} of the time:")
+            out += ["  " + x for x in explain(f, s, second.verdict, second.sub_reason)[2:4]]
+    elif verdict == Verdict.HOST and sub_reason in SHAPES:
+        out += SHAPES[HostSubReason(sub_reason)].reasons(f)
     elif verdict == Verdict.DATA:
         out.append(f"GPUs starved (low utilization, no real work) {pct(f.starved_share)} of the time")
         if sub_reason == DataSubReason.CPU:

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import ActivityWindow, GpuPart, kernel_share
+from agent.sources.gpu.rates import GpuRates
 from agent.sources.gpu.reasons import THROTTLING as THROTTLE_MASK
 from agent.sources.host.part import HostPart
 from agent.sources.host.rates import HostRates
@@ -123,6 +124,10 @@ class Trainers(NamedTuple):
     # 1.0 where a training process or worker was in uninterruptible sleep (waiting on a read, mostly)
     # at this sample, else 0.0: over a window, the share of time one was blocked
     blocked: float | None = None
+    write: float | None = None  # bytes/s write() took from the trees (wchar): a save, logs
+    # the job's rank count as its launcher set it (the largest of the trees'), 1 where none is set;
+    # None where no environment could be read. Several trees on the node are several ranks too
+    world_size: int | None = None
 
 
 class Sample(NamedTuple):
@@ -143,6 +148,9 @@ class Sample(NamedTuple):
     rdma_rate: dict[str, float]  # "dev/port" -> link rate bytes/s
     rdma_cnp: Series  # "dev/port" -> CNPs/s
     rdma_xmit_wait: Series  # "dev/port" -> port_xmit_wait ticks/s
+    # bytes/s the GPUs received over PCIe, mean per GPU that reports it (host-to-device copies); None
+    # where none does
+    pcie_rx: float | None = None
 
     def nfs_rtt(self) -> dict[str, float]:
         """Mean READ RTT per mount over this interval, for mounts that did READs."""
@@ -224,6 +232,8 @@ def _trainers(snap: NodeSnapshot) -> Trainers | None:
         # the host's idle cores, as far as they are ones the trainers may use
         host_idle = host.cpu_count * (1.0 - cpu_busy)
         idle_cores = max(0.0, min(host_idle, total_allowed - total_cores))
+    writes = [pr.process_write[p.pid] for p in procs if p.pid in pr.process_write]
+    sizes = [p.world_size for p in procs if p.world_size is not None]
     return Trainers(
         keys=frozenset(keys),
         cores=total_cores if measured else None,
@@ -239,6 +249,8 @@ def _trainers(snap: NodeSnapshot) -> Trainers | None:
         blocked=(1.0 if any(p.blocked and pr.process_write.get(p.pid, 0.0) < WRITING for p in procs) else 0.0)
         if procs
         else None,
+        write=sum(writes) if writes else None,
+        world_size=max(sizes) if sizes else None,
     )
 
 
@@ -289,6 +301,7 @@ def sample_from_snapshot(snap: NodeSnapshot) -> Sample:
                 nic_speed[n.device] = float(min(known))
         rdma_rate = {port_name((p.device, p.port)): float(p.rate_bytes) for p in network.rdma if p.rate_bytes}
     ops = st.nfs_read_ops
+    pcie = rates.of(GpuRates).gpu_pcie_rx
     return Sample(
         t=snap.monotonic,
         wall=snap.timestamp,
@@ -307,4 +320,5 @@ def sample_from_snapshot(snap: NodeSnapshot) -> Sample:
         rdma_rate=rdma_rate,
         rdma_cnp=series({port_name(k): v for k, v in net.rdma_cnp.items()}),
         rdma_xmit_wait=series({port_name(k): v for k, v in net.rdma_xmit_wait.items()}),
+        pcie_rx=sum(pcie.values()) / len(pcie) if pcie else None,
     )

@@ -10,6 +10,10 @@
 - network   = (share spinning + share starved that the input pipeline does not explain)
               x network pressure while waiting
 - sync-wait = share spinning x (1 - network pressure while spinning)
+- host      = the strongest host-side shape (agent/classifier/shapes): the share it explains (spinning
+              for launch overhead, starved for saves and pageable copies) x its pressure. Spinning
+              with no collective to wait in is the host's, not a peer's: network and sync-wait take
+              only the spin the host shapes leave, and the pipeline's scores only the starvation
 - idle      = share starved, less what any pressure explains; with no training process at all it is
               the only waiting class that can score
 
@@ -24,8 +28,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from agent.classifier.features import Features
+from agent.classifier.shapes import SHAPES
 from agent.config.classifier import ClassifierSection
-from agent.core.vocabulary import SCORED_VERDICTS, DataSubReason, Verdict
+from agent.core.vocabulary import SCORED_VERDICTS, DataSubReason, HostSubReason, Verdict
 
 CLASSES = SCORED_VERDICTS
 EXPLAINED_WEIGHT = 0.5  # how much of the starvation the pipeline explains counts against compute
@@ -38,6 +43,8 @@ class Scores(NamedTuple):
     compute_vetoed: bool = False  # the GPUs spun more than they worked
     data_network: float = 0.0  # input streamed over a link (network-input)
     working: float = 0.0  # the bare working share: what compute in force holds on
+    host_sub: str | None = None  # the host shape that scored highest (a HostSubReason)
+    host_shapes: dict[str, float] = {}  # each host shape's score
 
     @property
     def sub_reason(self) -> DataSubReason:
@@ -56,22 +63,39 @@ def score(f: Features) -> Scores:
     starved = f.starved_share
     spin = f.spin_share
     pipeline = max(f.storage_pressure, f.cpu_pressure, f.input_pressure)
+    host_shapes: dict[str, float] = {}
     if f.trainers == 0:
         # no training process: whatever the disks or NICs do, it is not a job waiting on them
-        storage = cpu = streamed = network = sync = 0.0
+        storage = cpu = streamed = network = sync = host = 0.0
         idle = starved
     else:
-        storage = starved * f.storage_pressure
-        cpu = starved * f.cpu_pressure
-        streamed = starved * f.input_pressure
-        network = (spin + starved * (1.0 - pipeline)) * f.network_pressure
-        sync = spin * (1.0 - f.network_pressure_spin)
-        idle = starved * (1.0 - max(pipeline, f.network_pressure))
+        pressures = dict(f.host_pressures)
+        claim = {"spinning": 0.0, "starved": 0.0}
+        for k, sh in SHAPES.items():
+            p = pressures.get(k, 0.0)
+            host_shapes[k] = (spin if sh.explains == "spinning" else starved) * p
+            claim[sh.explains] = max(claim[sh.explains], p)
+        # what the host explains is no longer the pipeline's or a peer's to explain
+        fed = 1.0 - claim["starved"]
+        peer = 1.0 - claim["spinning"]
+        storage = starved * f.storage_pressure * fed
+        cpu = starved * f.cpu_pressure * fed
+        streamed = starved * f.input_pressure * fed
+        network = (spin * peer + starved * (1.0 - max(pipeline, claim["starved"]))) * f.network_pressure
+        sync = spin * peer * (1.0 - f.network_pressure_spin)
+        host = max(host_shapes.values(), default=0.0)
+        idle = starved * (1.0 - max(pipeline, f.network_pressure, claim["starved"]))
+    host_starved = max(
+        (v for k, v in host_shapes.items() if SHAPES[HostSubReason(k)].explains == "starved"), default=0.0
+    )
     by_class = {
-        Verdict.COMPUTE: max(0.0, f.working_share - EXPLAINED_WEIGHT * max(storage, cpu, streamed)),
+        Verdict.COMPUTE: max(
+            0.0, f.working_share - EXPLAINED_WEIGHT * max(storage, cpu, streamed, host_starved)
+        ),
         Verdict.DATA: max(storage, cpu, streamed),
         Verdict.NETWORK: network,
         Verdict.SYNC_WAIT: sync,
+        Verdict.HOST: host,
         Verdict.IDLE: idle,
     }
     return Scores(
@@ -81,6 +105,8 @@ def score(f: Features) -> Scores:
         compute_vetoed=f.spin_share > f.working_share,
         data_network=streamed,
         working=f.working_share,
+        host_sub=max(host_shapes, key=host_shapes.__getitem__) if host > 0 else None,
+        host_shapes=host_shapes,
     )
 
 
@@ -101,6 +127,33 @@ def decide(scores: Scores, current: str | None, cfg: ClassifierSection) -> str:
         held = scores.working if current == Verdict.COMPUTE else eligible[current]
         if held >= cfg.exit_score and top - held < cfg.margin:
             return current
+    cause = dominant_cause(scores, cfg)
+    if cause is not None:
+        return cause
     if top >= cfg.enter_score and top - second >= cfg.margin:
         return best
     return Verdict.MIXED
+
+
+CAUSES = (Verdict.DATA, Verdict.NETWORK, Verdict.SYNC_WAIT, Verdict.HOST)  # what GPU time is lost to
+
+
+def dominant_cause(scores: Scores, cfg: ClassifierSection) -> str | None:
+    """One cause that holds at least ``cause_floor`` of the time, ahead of every other cause and the
+    unexplained wait by ``margin``: the GPUs work the rest, and work is no cause to compete with.
+    A job half working and half reading from a slow device is storage-bound; ``mixed`` is for
+    causes that compete (until 2026-12-06 it read "mixed: data 0.47, compute 0.29")."""
+    by = scores.by_class
+    best = max(CAUSES, key=by.__getitem__)
+    top = by[best]
+    if top < cfg.cause_floor:
+        return None
+    rest = max([by[c] for c in CAUSES if c != best] + [by[Verdict.IDLE]])
+    return best if top - rest >= cfg.margin else None
+
+
+def second_cause(scores: Scores, at: float) -> str | None:
+    """Under a ``compute`` verdict, the cause that still costs at least ``at`` of the time."""
+    by = scores.by_class
+    best = max(CAUSES, key=by.__getitem__)
+    return best if by[best] >= at else None

@@ -12,9 +12,9 @@ from agent.classifier.baselines import Baselines
 from agent.classifier.families import FamilyMeans
 from agent.classifier.features import Features, measure
 from agent.classifier.hints import hint
-from agent.classifier.reasons import explain
+from agent.classifier.reasons import Second, explain
 from agent.classifier.samples import Sample
-from agent.classifier.scores import Scores, decide, score
+from agent.classifier.scores import Scores, decide, score, second_cause
 from agent.classifier.tallies import GpuTally, GpuWindow
 from agent.config.classifier import ClassifierSection
 from agent.core.vocabulary import Verdict
@@ -37,22 +37,36 @@ class Judgement:
 
 
 def verdict_for(
-    f: Features, s: Scores, verdict: str, sub_reason: str | None = None, shown_at: float = 0.0
+    f: Features,
+    s: Scores,
+    verdict: str,
+    sub_reason: str | None = None,
+    shown_at: float = 0.0,
+    second_at: float | None = None,
 ) -> Judgement:
     """A :class:`Judgement` for ``verdict`` (which may be one the hysteresis keeps) on these numbers.
-    A kept ``data`` verdict keeps its ``sub_reason`` unless this window shows data pressure itself,
-    scoring ``data`` above ``shown_at``: a network window's stray 1% of CPU pressure showed a kept
-    data/storage verdict as data/cpu."""
+    A kept ``data`` (``host``) verdict keeps its ``sub_reason`` unless this window shows data (host)
+    pressure itself, scoring above ``shown_at``: a network window's stray 1% of CPU pressure showed a
+    kept data/storage verdict as data/cpu. A ``compute`` verdict names the cause that still costs
+    ``second_at`` of the time or more."""
     sub = None
     if verdict == Verdict.DATA:
         shown = max(s.data_storage, s.data_cpu, s.data_network) > shown_at
         sub = s.sub_reason if (shown or sub_reason is None) else sub_reason
+    elif verdict == Verdict.HOST:
+        shown = s.host_sub is not None and s.by_class[Verdict.HOST] > shown_at
+        sub = s.host_sub if (shown or sub_reason is None) else sub_reason
+    second = None
+    if verdict == Verdict.COMPUTE and second_at is not None:
+        cause = second_cause(s, second_at)
+        if cause is not None:
+            second = Second(cause, _sub_of(cause, s), s.by_class[cause])
     return Judgement(
         verdict=verdict,
         sub_reason=sub,
         scores=s.by_class,
-        reasons=explain(f, s, verdict, sub),
-        hint=hint(verdict, sub, f),
+        reasons=explain(f, s, verdict, sub, second),
+        hint=hint(verdict, sub, f, second),
         health=f.health,
         features=f,
         detail=s,
@@ -73,7 +87,13 @@ def classify(
     ``features.measure``); the result is the same without them."""
     f = measure(window, baselines, cfg, tallies, family_means, gpus)
     s = score(f)
-    return verdict_for(f, s, own_slow_gpu(f, s, decide(s, current, cfg)))
+    return verdict_for(f, s, own_slow_gpu(f, s, decide(s, current, cfg)), second_at=cfg.second_cause)
+
+
+def _sub_of(verdict: str, s: Scores) -> str | None:
+    if verdict == Verdict.DATA:
+        return s.sub_reason
+    return s.host_sub if verdict == Verdict.HOST else None
 
 
 def own_slow_gpu(f: Features, s: Scores, vote: str) -> str:

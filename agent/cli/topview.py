@@ -27,10 +27,11 @@ VERDICT_STYLE: dict[str, str] = {
     Verdict.DATA: "bold yellow",
     Verdict.NETWORK: "bold yellow",
     Verdict.SYNC_WAIT: "bold magenta",
+    Verdict.HOST: "bold yellow",
     Verdict.MIXED: "bold magenta",
     Verdict.IDLE: "bold blue",
 }
-BOUND = frozenset({Verdict.COMPUTE, Verdict.DATA, Verdict.NETWORK})  # shown as "<VERDICT>-BOUND"
+BOUND = frozenset({Verdict.COMPUTE, Verdict.DATA, Verdict.NETWORK, Verdict.HOST})  # shown as "<VERDICT>-BOUND"
 
 
 # --- the screen ------------------------------------------------------------------------------------

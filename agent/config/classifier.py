@@ -39,6 +39,16 @@ class ClassifierSection(StrictModel):
     enter_score: float = Field(0.5, gt=0, le=1, description="a class must score this to become the verdict")
     exit_score: float = Field(0.35, ge=0, le=1, description="the current verdict holds while it scores this")
     margin: float = Field(0.1, ge=0, le=1, description="lead over the runner-up; less is `mixed`")
+    cause_floor: float = Field(
+        0.28,
+        gt=0,
+        le=1,
+        description="one cause holding this share of the time, ahead of every other cause, is the verdict "
+        "over the GPUs' work: mixed is for causes that compete, never work against one cause",
+    )
+    second_cause: float = Field(
+        0.1, gt=0, le=1, description="a compute verdict names a cause costing this share of the time"
+    )
     warmup: Duration = Field(
         "20s",
         ge=0,
@@ -49,7 +59,9 @@ class ClassifierSection(StrictModel):
     )
     # --- VerdictEvent for the alerts ---
     sustain: Duration = Field("5m", ge=0, description="a verdict must hold this long before it is published")
-    publish: list[Verdict] = Field(default_factory=lambda: [Verdict.DATA, Verdict.NETWORK, Verdict.SYNC_WAIT])
+    publish: list[Verdict] = Field(
+        default_factory=lambda: [Verdict.DATA, Verdict.NETWORK, Verdict.SYNC_WAIT, Verdict.HOST]
+    )
     history: int = Field(200, ge=1, le=10000, description="evaluations kept for GET /classifier/history")
     # --- what a GPU sample is ---
     full_work_sm: float = Field(
@@ -88,6 +100,8 @@ class ClassifierSection(StrictModel):
     cpu_saturation: Ramp = (0.7, 0.9)  # trainer + workers CPU over their allowed cores
     # one training process or data-loader worker: cores it ran or waited to run (schedstat)
     cpu_pegged: Ramp = (0.6, 0.85)
+    # bytes/s each GPU received over PCIe per second of its starvation: copies holding it (pageable-copy)
+    pageable_copy_rx: Ramp = (3e8, 1.5e9)
     network_utilization: Ramp = (0.6, 0.85)  # NIC/RDMA throughput over capacity (or learned ceiling)
     # the traffic itself, for links whose reported speed is only an upper bound (docs/classifier.md):
     network_bulk: Ramp = (0.5e6, 2e6)  # bytes/s moving while the GPUs wait

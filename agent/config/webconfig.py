@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from agent.config.types import StrictModel, parse_duration
-from agent.core.vocabulary import UNVERIFIED_CLIENT_AUTH, VERIFIED_CLIENT_AUTH, ClientAuthType, TlsVersion
+from agent.core.tlswords import UNVERIFIED_CLIENT_AUTH, VERIFIED_CLIENT_AUTH, ClientAuthType, TlsVersion
 
 TLS_VERSION_ORDER = tuple(TlsVersion)
 

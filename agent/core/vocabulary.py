@@ -138,6 +138,7 @@ class Verdict(StrEnum):
     DATA = "data"
     NETWORK = "network"
     SYNC_WAIT = "sync-wait"
+    HOST = "host"  # the GPUs wait on the training process itself: launches, saves, copies
     IDLE = "idle"
     MIXED = "mixed"  # not scored: no class clearly won
 
@@ -154,6 +155,15 @@ class DataSubReason(StrEnum):
     NETWORK_INPUT = "network-input"  # streamed over the NIC (object storage, FUSE mounts): not a collective
 
 
+class HostSubReason(StrEnum):
+    """What a ``host`` verdict waits on: the training process itself, each a shape declared in
+    ``agent/classifier/shapes/<shape>.py``."""
+
+    LAUNCH = "launch"  # the host cannot launch kernels fast enough (no collective to wait in)
+    CHECKPOINT = "checkpoint"  # a synchronous save holds the GPUs
+    PAGEABLE_COPY = "pageable-copy"  # host-to-device copies from pageable memory
+
+
 class VerdictReason(StrEnum):
     """The top line of a verdict's reasons in one stable word (``training_node_verdict_info``'s
     ``reason``, the fleet's straggler alert): a few values, so the series do not churn."""
@@ -168,6 +178,9 @@ class VerdictReason(StrEnum):
     DEGRADED_GPU = "degraded-gpu"  # compute or sync-wait: one GPU works while its peers wait for it
     NO_JOB = "no-job"  # idle: no training process
     NO_WORK = "no-work"  # idle: a training process, but neither GPUs nor inputs busy
+    LAUNCH = "launch"  # host: kernels too small or launched too slowly, one process, no collective
+    CHECKPOINT_SAVE = "checkpoint-save"  # host: the GPUs idle while the trainer saves
+    PAGEABLE_COPY = "pageable-copy"  # host: the GPUs idle while pageable memory is copied to them
     UNCLEAR = "unclear"  # mixed: no class clearly won
 
 
@@ -316,39 +329,6 @@ class TcpStatus(StrEnum):
     OFF = "off"
 
 
-class TlsVersion(StrEnum):
-    """exporter-toolkit's ``min_version``/``max_version`` words, oldest first."""
-
-    TLS10 = "TLS10"
-    TLS11 = "TLS11"
-    TLS12 = "TLS12"
-    TLS13 = "TLS13"
-
-
-class ClientAuthType(StrEnum):
-    """exporter-toolkit's ``client_auth_type`` words (Go's tls.ClientAuthType)."""
-
-    NO_CLIENT_CERT = "NoClientCert"
-    REQUEST_CLIENT_CERT = "RequestClientCert"
-    REQUIRE_ANY_CLIENT_CERT = "RequireAnyClientCert"
-    REQUIRE_CLIENT_CERT = "RequireClientCert"
-    VERIFY_CLIENT_CERT_IF_GIVEN = "VerifyClientCertIfGiven"
-    REQUIRE_AND_VERIFY_CLIENT_CERT = "RequireAndVerifyClientCert"
-
-
-# the ones that take a certificate without verifying it, which Python's ssl cannot do
-UNVERIFIED_CLIENT_AUTH = frozenset(
-    {
-        ClientAuthType.REQUEST_CLIENT_CERT,
-        ClientAuthType.REQUIRE_ANY_CLIENT_CERT,
-        ClientAuthType.REQUIRE_CLIENT_CERT,
-    }
-)
-VERIFIED_CLIENT_AUTH = frozenset(
-    {ClientAuthType.VERIFY_CLIENT_CERT_IF_GIVEN, ClientAuthType.REQUIRE_AND_VERIFY_CLIENT_CERT}
-)
-
-
 class Bucket(StrEnum):
     """Where the goodput ledger books a GPU-second (docs/goodput.md)."""
 
@@ -360,7 +340,9 @@ class Bucket(StrEnum):
     SYNC_WAIT = "sync-wait"
     IDLE = "idle"
     NO_JOB = "no-job"
-    CHECKPOINT = "checkpoint"
+    CHECKPOINT = "checkpoint"  # the agent's checkpoints and the trainer's own synchronous saves
+    HOST_LAUNCH = "host-launch"  # the host could not launch kernels fast enough
+    HOST_COPY = "host-copy"  # copies from pageable host memory held the GPUs
     LOST = "lost-to-preemption"
     STARTUP = "startup"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ssl
 from typing import TYPE_CHECKING, Any
 
-from agent.core.vocabulary import ClientAuthType, TlsVersion
+from agent.core.tlswords import ClientAuthType, TlsVersion
 
 if TYPE_CHECKING:
     from agent.config.webconfig import TlsServerConfig

@@ -16,7 +16,9 @@ cause of a wait comes from the classifier's pressures in its latest window, spli
 split them (see ``agent.classifier.scores``): a starved second is the input pipeline's as far as
 storage, CPU or network-input pressure explains it, the network's as far as the network explains the rest, and
 ``idle`` otherwise; a spinning second is the network's as far as the network is loaded while the
-GPUs spin, and ``sync-wait`` otherwise.
+GPUs spin, and ``sync-wait`` otherwise. Before either, the host shapes take what they explain
+(``agent.classifier.shapes``): a save's starved seconds are ``checkpoint``, pageable copies'
+``host-copy``, and a single process's spin with no collective to wait in ``host-launch``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ WAITING = (
     Bucket.DATA_NETWORK,
     Bucket.NETWORK,
     Bucket.SYNC_WAIT,
+    Bucket.HOST_LAUNCH,
+    Bucket.HOST_COPY,
     Bucket.IDLE,
     Bucket.STARTUP,
 )
@@ -131,13 +135,27 @@ def gpu_time(g: LedgerReading, classifier: Published) -> GpuTime:
     return GpuState.DOWN if sh is None else Split(sh.working, sh.spinning, sh.starved)
 
 
+def _host(claims: tuple[tuple[Bucket, float], ...], out: list[float], seconds: float) -> float:
+    """Books what the host shapes explain of ``seconds`` (the strongest one's pressure, shared by the
+    shapes in proportion to theirs), and returns the seconds left for the other causes."""
+    if not claims:
+        return seconds
+    total = sum(p for _, p in claims)
+    held = min(1.0, max(p for _, p in claims))
+    for bucket, p in claims:
+        out[INDEX[bucket]] += seconds * held * p / total
+    return seconds * (1.0 - held)
+
+
 def _spinning(p: Pressures, out: list[float], seconds: float) -> None:
+    seconds = _host(p.host_spin, out, seconds)
     net = min(1.0, max(0.0, p.network_spin))
     out[_NETWORK] += seconds * net
     out[_SYNC_WAIT] += seconds * (1.0 - net)
 
 
 def _starved(p: Pressures, out: list[float], seconds: float) -> None:
+    seconds = _host(p.host_starved, out, seconds)
     pipeline = min(1.0, max(0.0, p.storage, p.cpu, p.network_input))
     # the same sub-reason as the verdict's (scores.Scores.sub_reason): ties go to storage, then CPU
     data = _DATA_STORAGE

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.classifier.published import HINTS
+from agent.classifier.published import HINTS, SHAPES
 from agent.ledger.assign import BUCKETS, Bucket
 from agent.ledger.cadence import human
 
@@ -20,10 +20,7 @@ REMEDIES: dict[str, str] = {
     Bucket.NO_JOB: (
         "GPUs are paid for with no training process on them: release the instance, or give it work."
     ),
-    Bucket.CHECKPOINT: (
-        "Checkpoints take a large share: save asynchronously (torch.distributed.checkpoint async_save), "
-        "shard the state across ranks, or checkpoint at the advised cadence rather than more often."
-    ),
+    **{sh.bucket: sh.remedy for sh in SHAPES.values()},
     Bucket.LOST: (
         "Work is lost at reclaims: checkpoint at the advised cadence, and make the final checkpoint fit "
         "the notice (training-node-agent drill)."

@@ -211,7 +211,7 @@ def test_history_records_every_evaluation() -> None:
     items = list(r.engine.recent())
     assert len(items) == 5 and r.engine.evaluations == 9  # at t = 3, 5, ... 19
     assert items[-1]["verdict"] == "compute" and items[-1]["vote"] == "compute"
-    assert set(items[-1]["scores"]) == {"compute", "data", "network", "sync-wait", "idle"}
+    assert set(items[-1]["scores"]) == {"compute", "data", "network", "sync-wait", "host", "idle"}
     assert any("GPU" in r for r in items[-1]["reasons"]), items[-1]  # the vote's own why, numbers in it
 
 

@@ -39,6 +39,7 @@ from agent.sources.processes.procpid import (
     parse_pid_io,
     parse_pid_stat,
     parse_schedstat,
+    world_size_from_environ,
 )
 from agent.sources.processes.readcounters import CgroupReads, unreadable
 
@@ -47,6 +48,7 @@ log = structlog.get_logger("processes")
 RESCAN_SECONDS = 30.0
 TREE_SECONDS = 5.0  # how often each tree's shape is walked again: a new worker shows up within this
 QUOTA_TTL_SECONDS = 10.0
+ENVIRON_BYTES = 256 * 1024  # ARG_MAX's usual share; the launchers' variables come early
 
 
 class ProcessCollector:
@@ -73,6 +75,9 @@ class ProcessCollector:
         # (pid, start time) -> why its /proc/<pid>/io cannot be read (not tried again while it lives)
         self._denied: dict[tuple[int, int], str] = {}
         self._said: set[tuple[int, int]] = set()  # trees whose missing read counters were logged
+        # (pid, start time) -> its launcher's rank count (0: readable, none set; None: unreadable),
+        # read once: a process's environment is fixed at exec
+        self._world: dict[tuple[int, int], int | None] = {}
         # one source for every member's busy time: a series must not switch between the two
         self._schedstat = read_optional(self.proc / "self" / "schedstat") is not None
 
@@ -113,6 +118,31 @@ class ProcessCollector:
         p = parse_pid_io(text)
         self._bad += p.malformed
         return p.value
+
+    def _world_size(self, st: PidStat) -> int | None:
+        key = (st.pid, st.start_time)
+        if key in self._world:
+            return self._world[key]
+        try:
+            with open(f"{self._procdir}/{st.pid}/environ", "rb") as f:
+                raw = f.read(ENVIRON_BYTES)
+        except OSError:
+            n: int | None = None  # gone, or another user's process and the agent not root
+        else:
+            p = world_size_from_environ(raw)
+            self._bad += p.malformed
+            n = p.value or 0
+        self._world[key] = n
+        return n
+
+    def _tree_world_size(self, tree: list[PidStat]) -> int | None:
+        """The largest rank count any member was launched with (torchrun's ranks are its children), 1
+        where every member is readable and none names one."""
+        sizes = [self._world_size(st) for st in tree]
+        known = [n for n in sizes if n is not None]
+        if not known:
+            return None
+        return max(max(known), 1)
 
     # --- the process tree ----------------------------------------------------------------------
 
@@ -249,6 +279,9 @@ class ProcessCollector:
         live = {(p.pid, p.start_time_ticks) for p in out}
         for key in self._quota.keys() - live:
             del self._quota[key]
+        if len(self._world) > 4 * len(live) + 64:  # workers come and go every epoch: bounded
+            keep = {(m.pid, m.start_time) for t in trees for m in t}
+            self._world = {k: v for k, v in self._world.items() if k in keep}
         if self._denied:  # the members' set only when there is something to forget
             members = {(m.pid, m.start_time) for t in trees for m in t}
             for key in self._denied.keys() - members:
@@ -308,6 +341,7 @@ class ProcessCollector:
             members=tuple(members),
             blocked=blocked,
             wchar=wchar,
+            world_size=self._tree_world_size(tree),
         )
 
     def _say_once(self, root: PidStat, problem: str, cgroup: tuple[int, str] | None) -> None:

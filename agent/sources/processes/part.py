@@ -37,6 +37,10 @@ class ProcessStat:
     # fsync): a read that outlasts a window completes no bytes in it, but its reader is seen waiting
     blocked: int = 0
     wchar: int | None = None  # /proc/<pid>/io wchar (bytes write() took), summed over the tree
+    # the job's rank count from the tree's environment (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE): 1
+    # where readable and unset (one process, no process group, no collective to wait in); None where
+    # no member's environment could be read (another user's process and the agent not root)
+    world_size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,29 @@ def parse_pid_io(text: str) -> Parsed[dict[str, int]]:
     return Parsed(out, bad)
 
 
+# the launchers' words for how many ranks a job has: torchrun/accelerate/DeepSpeed, Open MPI, MPICH/PMI
+WORLD_SIZE_KEYS = (b"WORLD_SIZE", b"OMPI_COMM_WORLD_SIZE", b"PMI_SIZE")
+
+
+def world_size_from_environ(raw: bytes) -> Parsed[int | None]:
+    """``/proc/<pid>/environ`` (NUL-separated ``KEY=value``) -> the job's rank count as its launcher
+    wrote it, ``None`` where none is set (a plain ``python train.py``: one process, no process group).
+    A value that is not a positive integer counts as malformed and as unset."""
+    found: dict[bytes, bytes] = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep and key in WORLD_SIZE_KEYS and key not in found:
+            found[key] = value
+    for key in WORLD_SIZE_KEYS:
+        if key in found:
+            try:
+                n = int(found[key])
+            except ValueError:
+                return Parsed(None, 1)
+            return Parsed(n, 0) if n > 0 else Parsed(None, 1)
+    return Parsed(None, 0)
+
+
 def parse_schedstat(text: str) -> Parsed[float | None]:
     """/proc/<pid>/schedstat ``run_ns wait_ns timeslices``: seconds on a CPU plus seconds runnable
     but waiting for one. Their sum grows at ~1 s/s for a process that would use a whole core, even

@@ -1,0 +1,109 @@
+"""What the training process itself does while its GPUs wait (pure): the host-side shapes' evidence.
+
+Three ways a GPU waits on its own host rather than on its input or a peer, each told from outside:
+
+- *a collective to wait in*: spinning (a kernel resident, little real work) needs one. A single
+  process launched with no rank count (``WORLD_SIZE`` unset or 1, nothing else on the node) has no
+  peer to wait for, so its spin is small kernels the host cannot launch fast enough;
+- *saves*: runs of starved samples during which the training process wrote at least ``SAVE_BYTES``
+  (``torch.save`` to a slow volume, its fsync). Counted as episodes, so the reasons can say how long
+  each blocks and how often; a save every 10-20 s recurs several times in the default 60 s window;
+- *host-to-device copies*: PCIe bytes the GPUs received per second of their starvation. A batch
+  copied from pinned memory takes milliseconds of a step; a copy from pageable memory is staged by
+  the driver through a pinned buffer and holds the GPUs for as long as the CPU copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from agent.classifier.samples import Sample
+from agent.classifier.tallies import GpuTally
+
+SAVE_BYTES = 8e6  # written during one stall for it to count as a save, not a log line
+STARVED_RUN = 0.5  # a sample in a stall: its GPUs starved at least this share of it
+
+
+class HostFeatures(NamedTuple):
+    collective: bool | None = None  # None: the trainers' environment could not be read
+    world_size: int | None = None
+    ranks: int = 0
+    stalls: int = 0  # save stalls in the window (one going on at its start included)
+    saves: int = 0  # save stalls that began inside the window
+    save_seconds: float = 0.0  # mean time one save held the GPUs (its starved samples' time)
+    save_period: float | None = None  # mean time from one save's start to the next's
+    save_share: float = 0.0  # of the window's GPU time, starved inside saves
+    save_bytes: float = 0.0  # mean bytes one save wrote
+    write_starved: float | None = None  # bytes/s the trainers wrote while the GPUs starved
+    pcie_starved: float | None = None  # bytes/s per GPU over PCIe into the GPUs while they starved
+    pcie_working: float | None = None  # ... while they worked
+
+
+def measure_host(window: Sequence[Sample], tallies: Sequence[GpuTally]) -> HostFeatures:
+    if not window:
+        return HostFeatures()
+    last = window[-1].trainers
+    ranks = last.ranks if last is not None else 0
+    world = last.world_size if last is not None else None
+    collective: bool | None
+    if ranks > 1 or (world is not None and world > 1):
+        collective = True
+    elif world is None:
+        collective = None
+    else:
+        collective = False
+    starved_sum = work_sum = write_starved = pcie_starved = pcie_working = 0.0
+    pcie_seen = write_seen = False
+    runs: list[list[float]] = []  # [start time, starved seconds, bytes written] of each stall
+    in_run = False
+    prev_t = window[0].t
+    for i, (s, g) in enumerate(zip(window, tallies, strict=True)):
+        dt = s.t - prev_t if i else 0.0
+        prev_t = s.t
+        if not g.n:
+            in_run = False
+            continue
+        starve, work = g.starve, g.work
+        starved_sum += starve
+        work_sum += work
+        tr = s.trainers
+        wrote = tr.write if tr is not None else None
+        if wrote is not None:
+            write_seen = True
+            write_starved += starve * wrote
+        if s.pcie_rx is not None:
+            pcie_seen = True
+            pcie_starved += starve * s.pcie_rx
+            pcie_working += work * s.pcie_rx
+        if i and starve >= STARVED_RUN:
+            if not in_run:
+                runs.append([s.t - dt, 0.0, 0.0])
+                in_run = True
+            r = runs[-1]
+            r[1] += starve * dt
+            r[2] += (wrote or 0.0) * dt
+        else:
+            in_run = False
+    saves = [r for r in runs if r[2] >= SAVE_BYTES]
+    # a stall still going on at the window's start began before it: its time counts, not as a save begun
+    begun = [r for r in saves if r[0] > window[0].t]
+    span = window[-1].t - window[0].t
+    period = None
+    if len(begun) >= 2:
+        period = (begun[-1][0] - begun[0][0]) / (len(begun) - 1)
+    gpu_seconds = span if span > 0 else 0.0
+    return HostFeatures(
+        collective=collective,
+        world_size=world,
+        ranks=ranks,
+        stalls=len(saves),
+        saves=len(begun),
+        save_seconds=sum(r[1] for r in saves) / len(saves) if saves else 0.0,
+        save_period=period,
+        save_share=min(1.0, sum(r[1] for r in saves) / gpu_seconds) if gpu_seconds else 0.0,
+        save_bytes=sum(r[2] for r in saves) / len(saves) if saves else 0.0,
+        write_starved=write_starved / starved_sum if write_seen and starved_sum else None,
+        pcie_starved=pcie_starved / starved_sum if pcie_seen and starved_sum else None,
+        pcie_working=pcie_working / work_sum if pcie_seen and work_sum else None,
+    )

@@ -1,0 +1,43 @@
+"""One host-side shape of waiting, declared once: its evidence, its words and where its time is booked.
+
+A shape explains part of the GPUs' time that is not work (their *spinning* or their *starved*
+share) by something the training process does itself. ``pressure`` is how sure the evidence is
+(0-1), on the same scale as the data and network pressures, so its score is ``share x pressure``
+and it competes with the other classes as they compete with each other. ``reasons`` gives the
+numbers that decided it, ``hint`` the remedy, ``remedy`` the ledger's words for its bucket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, NamedTuple
+
+from agent.core.vocabulary import Bucket, HostSubReason, VerdictReason
+
+if TYPE_CHECKING:
+    from agent.classifier.features import Features
+    from agent.config.classifier import ClassifierSection
+
+Share = Literal["spinning", "starved"]
+
+
+class Shape(NamedTuple):
+    sub_reason: HostSubReason  # the verdict's label: host/<sub_reason>
+    cause: VerdictReason  # training_node_verdict_info's reason, the fleet rules' word
+    bucket: Bucket  # where the ledger books the seconds it explains
+    explains: Share  # which of the GPUs' waiting shares it can take
+    pressure: Callable[[Features, ClassifierSection], float]
+    reasons: Callable[[Features], list[str]]
+    hint: Callable[[Features], str]
+    remedy: str  # the ledger's remedy line for its bucket
+    what: str  # what it means, in a few words (docs, the report's legend)
+
+
+SHAPES: dict[HostSubReason, Shape] = {}
+
+
+def declare(shape: Shape) -> Shape:
+    if shape.sub_reason in SHAPES:
+        raise ValueError(f"host shape {shape.sub_reason!r} is declared twice")
+    SHAPES[shape.sub_reason] = shape
+    return shape
