@@ -4,7 +4,8 @@ uncorrectable ECC errors or a failed row remap, and a condition that lasts longe
 a ``cleared`` event when it ends): thermal or power throttling, a PCIe link trained down, NVLink
 links down, a power limit below the default, corrected ECC errors or NVLink replays and recoveries
 rising faster than their rate (``rising.py``), NVML calls for the GPU that do not return. Xids also
-come from the kernel log (``kernel_log.py``), counted once with NVML's (``xids.py``).
+come from the kernel log (``kernel_log.py``), counted once with NVML's (``xids.py``), in the events
+and in ``training_node_gpu_xid_errors_total`` alike.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ class _Held:
 Condition = Callable[[GpuStats], str | None]
 # the faults that throttle clocks (the status's "throttled"); the others degrade the GPU ("degraded")
 THROTTLES = frozenset({GpuFault.THERMAL_THROTTLE, GpuFault.POWER_THROTTLE})
+XID_HELP = (
+    "Xid critical errors since the agent started, each once per GPU, from NVML's events and the kernel"
+    " log's NVRM: Xid lines; gpu is the line's PCI address where NVML had not named the GPU."
+)
 
 
 def _reasons(bits: int) -> Condition:
@@ -156,6 +161,10 @@ class GpuHealth(HasMetrics, HasStatus):
         self._buses: dict[tuple[int, int, int], int] = {}
         self.unmapped_xids = 0
         self.xids_by_address = 0
+        # the Xid counter: what the events count, by GPU index, or by the line's address where NVML
+        # had not named the GPU (it stays there: the GPU named later does not count it again)
+        self._xid_errors: Counter[tuple[int, int]] = Counter()
+        self._xid_errors_by_address: Counter[tuple[str, int]] = Counter()
         self._nvml_failing = False  # the GPU collector fails (not absent): NVML there but not answering
         # Xids raised by PCI address before NVML named the GPU: counted against it once it does
         self._unmapped: defaultdict[tuple[int, int, int], Counter[int]] = defaultdict(Counter)
@@ -234,7 +243,9 @@ class GpuHealth(HasMetrics, HasStatus):
     def _xids(self, g: GpuStats, prev: GpuStats | None) -> None:
         for xid, count in sorted(g.xid_counts.items()):
             new = count - (prev.xid_counts.get(xid, 0) if prev else 0)
-            if new > 0 and self._tally.seen(g.index, xid, XidSource.NVML, new):
+            unseen = self._tally.seen(g.index, xid, XidSource.NVML, new) if new > 0 else 0
+            if unseen:  # those the kernel log had already counted are not counted again
+                self._xid_errors[(g.index, xid)] += unseen
                 self._publish(
                     g, GpuFault.XID, f"Xid {xid}: {new} new, {count} since the agent started", xid=xid
                 )
@@ -253,6 +264,7 @@ class GpuHealth(HasMetrics, HasStatus):
             # the driver's line is still this node's GPU, raised by its address
             self.xids_by_address += 1
             self._unmapped[x.bus][x.xid] += 1
+            self._xid_errors_by_address[(x.address, x.xid)] += 1
             log.warning(
                 "GPU Xid error in the kernel log, at an address NVML has not named",
                 address=x.address,
@@ -273,6 +285,7 @@ class GpuHealth(HasMetrics, HasStatus):
             return
         log.warning("GPU Xid error in the kernel log", gpu=g.index, uuid=g.uuid, xid=x.xid, line=x.text)
         if self._tally.seen(g.index, x.xid, XidSource.KERNEL_LOG):
+            self._xid_errors[(g.index, x.xid)] += 1
             self._publish(g, GpuFault.XID, f"Xid {x.xid} (kernel log): {x.text}", xid=x.xid)
 
     def _memory_errors(self, g: GpuStats, prev: GpuStats | None) -> None:
@@ -347,3 +360,13 @@ class GpuHealth(HasMetrics, HasStatus):
             fam.add_metric([fault], n)
         if fam.samples:
             yield fam
+        xids = CounterMetricFamily(
+            "training_node_gpu_xid_errors", XID_HELP, labels=["gpu", "uuid", "model", "xid"]
+        )
+        for (index, xid), n in sorted(self._xid_errors.items()):
+            g = self._prev.get(index)  # always there: counted from its stats, or mapped to them
+            xids.add_metric([str(index), g.uuid if g else "", g.model if g else "", str(xid)], n)
+        for (address, xid), n in sorted(self._xid_errors_by_address.items()):
+            xids.add_metric([address, "", "", str(xid)], n)
+        if xids.samples:
+            yield xids

@@ -223,24 +223,21 @@ class Run:
 
     def _as_nobody(self, where: Path) -> tuple[str, Path, dict[str, Any]]:
         """An interpreter and a copy of the script that nobody can run, a folder it can write, and
-        its uid and gid."""
+        its uid and gid. pynvml is copied beside the script: the venv it comes from may sit where
+        nobody may not enter (under /root, or a clone in a 0700 folder), and so may the script."""
         who = pwd.getpwnam(UNPRIVILEGED_USER)
         copy = where / "bench"
         shutil.copytree(BENCH / "realgpu", copy / "realgpu", ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy2(SCRIPT, copy / SCRIPT.name)
+        _copy_pynvml(copy)
         for path in (where, *copy.rglob("*"), copy):
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
         os.chown(where, who.pw_uid, who.pw_gid)
         os.chmod(self.work, 0o755)
         env = {**os.environ, "HOME": "/", "USER": UNPRIVILEGED_USER, "PYTHONDONTWRITEBYTECODE": "1"}
         python = sys.executable
-        if not _others_may_run(python):  # a venv under /root: the system's python, with pynvml's folder
-            import pynvml
-
+        if not _others_may_run(python):  # a venv under /root: the system's python, with the copy's pynvml
             python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or python
-            env["PYTHONPATH"] = os.pathsep.join(
-                [str(Path(pynvml.__file__).parent), env.get("PYTHONPATH", "")]
-            )
         kwargs = {"user": who.pw_uid, "group": who.pw_gid, "extra_groups": [], "env": env}
         return python, copy / SCRIPT.name, kwargs
 
@@ -261,6 +258,20 @@ def _outcome(partial: Path, code: int | None, timed_out: bool, until: float) -> 
         data.update(status="failed", error=f"the stage's process ended with {code} before saying how it went")
     data["exit_code"] = code
     return data
+
+
+def _copy_pynvml(folder: Path) -> None:
+    """This run's pynvml (a module, or a package in older releases) into ``folder``, found first
+    there by the script beside it; without one, the stage says pynvml is missing."""
+    try:
+        import pynvml
+    except ImportError:
+        return
+    source = Path(pynvml.__file__)
+    if source.name == "__init__.py":
+        shutil.copytree(source.parent, folder / "pynvml", ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copy2(source, folder / source.name)
 
 
 def _others_may_run(path: str) -> bool:

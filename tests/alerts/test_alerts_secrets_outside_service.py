@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO, need_binary, need_root, write_toml
 from fake_chat import FakeChat
+from other_user import UNPRIVILEGED_UID, need_checkout_readable_by
 
 from agent.config.credentials import load_credential_lines, unit_credentials
 
-OTHER_UID = 64992
+OTHER_UID = UNPRIVILEGED_UID
 
 
 def _cli(*args: str, uid: int | None = None) -> subprocess.CompletedProcess[str]:
@@ -129,6 +130,7 @@ def test_unreadable_secret_is_reported(installed):
     assert out.returncode == 0 and "(file no-such-credential): WARNING: cannot read" in out.stderr
 
     # another user cannot read root's credentials, and says so (the service gets them from systemd)
+    need_checkout_readable_by(OTHER_UID)
     config = _config(tmp_path, "webhooks_dingtalk-url", "dingtalk-secret")
     out = _cli(
         "check-config", "--resolve-secrets", "--config", str(config), "--unit", str(unit), uid=OTHER_UID

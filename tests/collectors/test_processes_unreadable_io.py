@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, need_binary, need_root, wait_until
+from other_user import UNPRIVILEGED_UID, need_checkout_readable_by
 
 from agent.sources.processes.cgroup import parse_blkio_bytes, parse_io_stat
 from agent.sources.processes.part import ProcessStat
@@ -36,7 +37,7 @@ from agent.sources.processes.readcounters import CgroupReads
 from agent.sources.processes.status import _read_counters, lines
 from lab.blockdev import make_data
 
-AGENT_UID = 64991  # no such user needed: the kernel checks the number
+AGENT_UID = UNPRIVILEGED_UID  # the unit's user, as far as /proc/<pid>/io is concerned
 CGROUP = "tna-reliability-unreadable-io"
 
 TRAINER = r"""
@@ -139,6 +140,7 @@ def _collect_as(pid: int, uid: int | None) -> list[dict]:
 
 
 def test_another_users_trainer_is_said_once_and_read_from_its_cgroup(trainer):
+    need_checkout_readable_by(AGENT_UID)  # here, not in the fixture: said once with the others' skips
     pid, cgroup = trainer
     as_root = _collect_as(pid, None)
     assert as_root[-1]["read_bytes"] is not None and as_root[-1]["io_problem"] is None  # the control

@@ -7,9 +7,11 @@ tests put it on LD_LIBRARY_PATH, which is how `make run` and production load NVM
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,3 +91,31 @@ def collected(collector: Any) -> Any:
         return collector.collect()
     except NvmlDriverError:
         return None
+
+
+def value(text: str, name: str, gpu: int | str, **labels: str) -> float | None:
+    """The value of the series ``name`` of GPU ``gpu`` (an index, or an address) with ``labels``, in
+    the exposition ``text``; None where there is none."""
+    for line in text.splitlines():
+        if (
+            line.startswith(name + "{")
+            and f'gpu="{gpu}"' in line
+            and all(f'{k}="{v}"' in line for k, v in labels.items())
+        ):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def healthz(agent: Any) -> tuple[int, dict]:
+    code, body = agent.get("/healthz")
+    return code, json.loads(body)
+
+
+def scrape_p99(agent: Any, n: int = 40) -> float:
+    """The 99th percentile of ``n`` scrapes of /metrics, one after another, in seconds."""
+    took = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        agent.metrics()
+        took.append(time.perf_counter() - t0)
+    return sorted(took)[int(n * 0.99) - 1]

@@ -28,9 +28,12 @@ def own_domain() -> int:
     return random.randrange(0x1000, 0xFFFF)
 
 
-def write_xid(domain: int, bus: int, xid: int, text: str = "GPU has fallen off the bus.") -> str:
-    """The driver's r535 form of an Xid line, written at level 3 (err)."""
-    line = f"NVRM: Xid (PCI:{domain:04x}:{bus:02x}:00): {xid}, pid=<unknown>, name=<unknown>, {text}"
+def write_xid(
+    domain: int, bus: int, xid: int, text: str = "GPU has fallen off the bus.", pid: str = "<unknown>"
+) -> str:
+    """The driver's r535 form of an Xid line, written at level 3 (err); later drivers quote the pid
+    (``pid='<unknown>'``)."""
+    line = f"NVRM: Xid (PCI:{domain:04x}:{bus:02x}:00): {xid}, pid={pid}, name=<unknown>, {text}"
     with open(KMSG, "w") as f:
         f.write(f"<3>{line}\n")
     return line

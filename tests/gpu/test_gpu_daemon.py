@@ -5,28 +5,15 @@ library, a hanging driver)."""
 # ruff: noqa: F811 - pytest fixtures imported from gpu_fixtures are used as parameters
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from conftest import need_binary, run_cli
-from gpu_fixtures import fake_nvml, fake_nvml_library, nvml_env  # noqa: F401
+from gpu_fixtures import fake_nvml, fake_nvml_library, healthz, nvml_env, scrape_p99, value  # noqa: F401
 
 from agent.devtools.fake_nvml import FakeNvml
-
-
-def value(text: str, name: str, gpu: int, **labels: str) -> float | None:
-    for line in text.splitlines():
-        if (
-            line.startswith(name + "{")
-            and f'gpu="{gpu}"' in line
-            and all(f'{k}="{v}"' in line for k, v in labels.items())
-        ):
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
 
 HANG_MS = 3000  # each NVML call of a hung GPU: six times the call timeout (half the collector's)
 
@@ -110,20 +97,6 @@ def test_no_nvml_library_the_agent_keeps_serving(agent_factory, tmp_path: Path) 
     assert agent.stop() == 0
 
 
-def healthz(agent) -> tuple[int, dict]:
-    code, body = agent.get("/healthz")
-    return code, json.loads(body)
-
-
-def _scrape_p99(agent, n: int = 40) -> float:
-    took = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        agent.metrics()
-        took.append(time.perf_counter() - t0)
-    return sorted(took)[int(n * 0.99) - 1]
-
-
 def test_one_gpu_hanging_leaves_the_others_read_and_says_degraded(
     agent_factory,
     fake_nvml: FakeNvml,
@@ -137,7 +110,7 @@ def test_one_gpu_hanging_leaves_the_others_read_and_says_degraded(
     agent = agent_factory(cfg, env=nvml_env)
     agent.wait_for(lambda: agent.metrics().count("training_node_gpu_up{") == 8, what="8 GPUs")
     assert healthz(agent) == (200, {"status": "ok"})
-    quiet = _scrape_p99(agent)
+    quiet = scrape_p99(agent)
     fake_nvml.set(3, delay_ms=HANG_MS)  # each call for GPU 3 hangs; the others answer
 
     def unresponsive(text: str) -> float | None:
@@ -165,7 +138,7 @@ def test_one_gpu_hanging_leaves_the_others_read_and_says_degraded(
     raised = agent.wait_for(lambda: gpu_events(agent, "unresponsive"), what="the unresponsive event")
     assert [e["gpu"] for e in raised] == [3] and not gpu_events(agent, "lost")
     assert "GPU 3 does not answer NVML" in "\n".join(agent.status()["gpu-health"]["lines"])
-    hung = _scrape_p99(agent)
+    hung = scrape_p99(agent)
     print(f"\nfigure: /metrics p99 {quiet * 1000:.1f} ms quiet, {hung * 1000:.1f} ms with GPU 3 hung")
     # a scrape that waited on the hung GPU would take its 3 s; the margin is for a loaded machine
     assert hung <= max(2 * quiet, quiet + 0.05)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from functools import partial
 
 from conftest import need_binary
@@ -97,8 +96,8 @@ def test_every_family_with_its_unit_and_labels() -> None:
     }
     for name, value in expected.items():
         assert s[(name, ids(0))] == value, name
-    assert s[("training_node_gpu_xid_errors_total", ids(0, xid="79"))] == 2
-    assert s[("training_node_gpu_xid_errors_total", ids(0, xid="48"))] == 1
+    # the Xid counter is GPU health's (it counts the kernel log's Xids too): not the snapshot's
+    assert not any(name.startswith("training_node_gpu_xid_errors") for name, _ in s)
     assert s[("training_node_gpu_clocks_event_active", ids(0, reason="sw_thermal_slowdown"))] == 0
     assert s[("training_node_gpu_clocks_event_active", ids(0, reason="hw_thermal_slowdown"))] == 1
     assert s[("training_node_gpu_clocks_event_active", ids(0, reason="sw_power_cap"))] == 1
@@ -137,20 +136,12 @@ def test_promtool_accepts_eight_fake_gpus(fake_nvml: FakeNvml, fake_nvml_library
     fake_nvml.set(0, processes=[{"pid": 100, "used_memory_bytes": 5 << 30}], clocks_event_reasons=0x4)
     fake_nvml.set(3, lost=True)
     fake_nvml.set(5, unsupported=["nvmlDeviceGetTotalEccErrors"])
-    c = GpuCollector(library=str(fake_nvml_library))
+    c = GpuCollector(library=str(fake_nvml_library), xid_events=False)
     try:
-        c.collect()
-        fake_nvml.add_xid(1, 79)
-        deadline = 50
         part = c.collect()
-        while not part.gpus[1].xid_counts and deadline:
-            deadline -= 1
-            time.sleep(0.05)
-            part = c.collect()
     finally:
         c.close()
     text = exposition(part)
-    assert 'training_node_gpu_xid_errors_total{gpu="1"' in text
     assert text.count("training_node_gpu_up{") == 8
     res = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
     assert res.stdout + res.stderr == "", res.stdout + res.stderr

@@ -14,9 +14,10 @@ from agent.context import Context
 from agent.core.events import EventBus, GpuFaultEvent
 from agent.devtools.fake_nvml import FakeNvml
 from agent.faults.gpu import GpuHealth
-from agent.snapshot import NodeSnapshot
+from agent.snapshot import CollectorStatus, NodeSnapshot
 from agent.sources.gpu import slow
 from agent.sources.gpu.collector import GpuCollector
+from agent.sources.gpu.kmsg import KernelXid, parse_xid
 from agent.sources.gpu.part import GpuPart, GpuStats
 
 
@@ -66,6 +67,62 @@ def test_new_xid_errors_raise_one_event_per_code(tmp_path: Path) -> None:
     events = run.tick(4, g(0, xid_counts={79: 3, 48: 1}), g(1))
     assert brief(events) == [("xid", 0, 48, False), ("xid", 0, 79, False)]
     assert "2 new, 3 since the agent started" in events[1].detail
+
+
+def xid_counter(run: Run) -> dict[tuple[str, str, str, str], float]:
+    """training_node_gpu_xid_errors_total's series: (gpu, uuid, model, xid) -> value."""
+    fams = [f for f in run.health.metrics() if f.name == "training_node_gpu_xid_errors"]
+    return {
+        (s.labels["gpu"], s.labels["uuid"], s.labels["model"], s.labels["xid"]): s.value
+        for f in fams
+        for s in f.samples
+    }
+
+
+def kernel_line(address: str, xid: int) -> KernelXid:
+    x = parse_xid(
+        f"NVRM: Xid (PCI:{address}): {xid}, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    )
+    assert x is not None
+    return x
+
+
+def test_the_xid_counter_counts_each_xid_once_from_nvml_and_the_kernel_log(tmp_path: Path) -> None:
+    run = Run(tmp_path, kernel_log="")
+    bus = {0: "00000000:18:00.0", 1: "00000000:2B:00.0"}
+    gpus = {i: {"pci_bus_id": a} for i, a in bus.items()}
+    run.tick(1, g(0, **gpus[0]), g(1, **gpus[1]))
+    assert xid_counter(run) == {}  # no series before the first Xid
+    # the kernel's line first (NVML hangs), then NVML's event for the same error: one
+    run.health.on_kernel_xid(kernel_line("0000:2b:00", 79))
+    assert xid_counter(run) == {("1", "GPU-1", "H100", "79"): 1}
+    run.tick(2, g(0, **gpus[0]), g(1, xid_counts={79: 1}, **gpus[1]))
+    assert xid_counter(run) == {("1", "GPU-1", "H100", "79"): 1}
+    # NVML first, then the kernel's line for it: one; then two more from NVML and one line: three
+    run.tick(3, g(0, xid_counts={48: 1}, **gpus[0]), g(1, xid_counts={79: 1}, **gpus[1]))
+    run.health.on_kernel_xid(kernel_line("0000:18:00", 48))
+    run.tick(4, g(0, xid_counts={48: 3}, **gpus[0]), g(1, xid_counts={79: 1}, **gpus[1]))
+    run.health.on_kernel_xid(kernel_line("0000:18:00", 48))
+    assert xid_counter(run) == {("0", "GPU-0", "H100", "48"): 3, ("1", "GPU-1", "H100", "79"): 1}
+    assert run.health.published["xid"] == 3  # one event per new count, as the counter counts
+    # a GPU NVML does not name (passed to a VM): neither raised nor counted
+    run.health.on_kernel_xid(kernel_line("0000:c1:00", 79))
+    assert len(xid_counter(run)) == 2
+
+
+def test_the_xid_counter_names_a_gpu_by_its_address_until_nvml_answers(tmp_path: Path) -> None:
+    run = Run(tmp_path, kernel_log="")
+    failing = {"gpu": CollectorStatus("gpu", False, 1.0, "NVML initialisation has not returned")}
+    run.seq += 1
+    for listener in run.listeners:  # NVML has not answered since the agent started
+        listener(NodeSnapshot(seq=run.seq, timestamp=1, monotonic=1, collectors=failing))
+    run.health.on_kernel_xid(kernel_line("0000:2b:00", 79))
+    assert xid_counter(run) == {("0000:2b:00", "", "", "79"): 1}
+    # NVML names the GPU, and reports the same Xid: counted once, where it was counted first
+    run.tick(2, g(1, xid_counts={79: 1}, pci_bus_id="00000000:2B:00.0"))
+    assert xid_counter(run) == {("0000:2b:00", "", "", "79"): 1}
+    run.health.on_kernel_xid(kernel_line("0000:2b:00", 79))  # a second one: now GPU 1's
+    assert xid_counter(run) == {("0000:2b:00", "", "", "79"): 1, ("1", "GPU-1", "H100", "79"): 1}
 
 
 def test_a_lost_gpu_raises_once_and_clears_when_it_answers_again(tmp_path: Path) -> None:

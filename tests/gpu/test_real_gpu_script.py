@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 from gpu_fixtures import fake_nvml_library  # noqa: F401
+from other_user import closed_to
 
 from agent.devtools.fake_nvml import device, state, write_state
 
@@ -47,7 +49,9 @@ UNSUPPORTED = "nvmlDeviceGetPowerUsage"  # a call this GPU refuses
 @pytest.fixture(scope="module")
 def fake_h200(fake_nvml_library: Path) -> Iterator[dict[str, str]]:
     """One H200 lacking one function and refusing one call, in a folder that nobody may read (the
-    probe runs again as nobody); the environment a run needs to see it."""
+    probe runs again as nobody); the environment a run needs to see it. The fake library is copied
+    there where nobody cannot reach it in the checkout (a clone in a 0700 folder), as the script
+    copies itself and pynvml for nobody."""
     work = Path(tempfile.mkdtemp(prefix="tna-real-gpu-"))
     os.chmod(work, 0o755)
     path = work / "nvml.json"
@@ -55,9 +59,15 @@ def fake_h200(fake_nvml_library: Path) -> Iterator[dict[str, str]]:
         path, state([device(0, name="NVIDIA H200", unsupported=[UNSUPPORTED])], missing_functions=[MISSING])
     )
     os.chmod(path, 0o644)
+    library = fake_nvml_library
+    nobody = pwd.getpwnam("nobody")
+    if closed_to(nobody.pw_uid, nobody.pw_gid, library) is not None:
+        (work / "lib").mkdir(mode=0o755)
+        library = Path(shutil.copy2(library, work / "lib" / library.name))
+        os.chmod(library, 0o755)
     yield {
         **os.environ,
-        "LD_LIBRARY_PATH": str(fake_nvml_library.parent),
+        "LD_LIBRARY_PATH": str(library.parent),
         "FAKE_NVML_STATE": str(path),
         "TNA_TEST_WORK": str(work),
     }

@@ -77,9 +77,6 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
         "1 while NVML reports this clocks event (throttle) reason.",
         labels=[*LABELS, "reason"],
     )
-    xids = CounterMetricFamily(
-        "training_node_gpu_xid_errors", "Xid critical errors NVML reported.", labels=[*LABELS, "xid"]
-    )
     nvlink = CounterMetricFamily(
         "training_node_gpu_nvlink_errors",
         "NVLink errors since the driver loaded, all links together, by NVML counter.",
@@ -98,12 +95,8 @@ def render(snap: NodeSnapshot, processes: bool = True) -> Iterable[Metric]:
         if g.clocks_event_reasons is not None:
             for bit, label in CLOCK_LABELS:
                 reasons.add_metric([*_labels(g), label], 1.0 if g.clocks_event_reasons & bit else 0.0)
-        for xid, count in sorted(g.xid_counts.items()):
-            xids.add_metric([*_labels(g), str(xid)], count)
     if reasons.samples:
         yield reasons
-    if xids.samples:
-        yield xids
     if nvlink.samples:
         yield nvlink
     if seconds.samples:
