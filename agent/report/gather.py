@@ -11,7 +11,7 @@ from agent.ledger.assign import BUCKETS
 from agent.ledger.component import LedgerComponent
 from agent.ledger.summary import summarize
 from agent.report.data import PageData
-from agent.report.timeline import Timeline
+from agent.report.timeline import Mark, Timeline
 
 
 class UnknownJob(ValueError):
@@ -26,7 +26,10 @@ def page_data(
     node: str,
     version: str,
     job: str | None = None,
+    network: bool = False,
 ) -> PageData:
+    """``network``: the page for the metrics port, which shows what the TCP status shows: no host
+    name, no job name or user, no instance id, no event details (paths, peers, raw text)."""
     book = ledger.ledger.book
     summary = ledger.summary(now, window)
     since = summary["since"]
@@ -65,6 +68,13 @@ def page_data(
     reclaims = [r.as_dict() for r in ledger.ledger.reclaims if r.at >= since_ts]
     if job is not None:
         reclaims = [r for r in reclaims if job in r["jobs"] or r["outcome"] != CheckpointPhase.MISSED]
+    marks = timeline.marks_between(since_ts, now)
+    if network:
+        node, job_name = "this node", None
+        if instance is not None:
+            instance["id"] = None
+        marks = [Mark(m.t, m.kind, m.label) for m in marks]
+        reclaims = [{**r, "jobs": {}} for r in reclaims]
     return PageData(
         node=node,
         since=since_ts,
@@ -79,6 +89,6 @@ def page_data(
         job_name=job_name,
         instance=instance,
         points=timeline.points(since_ts, now),
-        marks=timeline.marks_between(since_ts, now),
+        marks=marks,
         reclaims=reclaims,
     )

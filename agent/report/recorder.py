@@ -164,9 +164,10 @@ class ReportRecorder(HasRoutes):
     async def stop(self) -> None:
         await self._save()
 
-    async def page(self, since: float | None = None, job: str | None = None) -> str:
+    async def page(self, since: float | None = None, job: str | None = None, network: bool = False) -> str:
         """The page over the last ``since`` seconds (default a day), for the node or ``job``: the
-        data taken here, on the loop, the HTML made in a thread. ValueError: a bad period or job."""
+        data taken here, on the loop, the HTML made in a thread. ValueError: a bad period or job.
+        ``network``: for the metrics port, with no more than the TCP status shows (``gather``)."""
         # the page's builder is imported by the first page, not by the daemon's start
         from agent.report.gather import page_data
         from agent.report.page import build_page
@@ -174,7 +175,9 @@ class ReportRecorder(HasRoutes):
         window = 86400.0 if since is None else since
         if not 0 < window <= self.keep:
             raise ValueError(f"since must be between 0 and {self.keep:.0f} seconds")
-        data = page_data(self.ledger, self.timeline, time.time(), window, self.node, __version__, job)
+        data = page_data(
+            self.ledger, self.timeline, time.time(), window, self.node, __version__, job, network
+        )
         advice = self.advice() if self.advice is not None else None
         return await asyncio.to_thread(build_page, data, advice)
 

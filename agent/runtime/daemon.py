@@ -178,10 +178,11 @@ class Daemon:
         return out
 
     async def report_page(self, since: float | None, job: str | None) -> str:
-        """The report page (``/report``), from the part that keeps its timeline (none: the ledger is off)."""
+        """The report page for the metrics port (``/report``), from the part that keeps its timeline
+        (none: the ledger is off), with no more than the TCP status shows."""
         for comp in self.components:
             if isinstance(comp, ReportRecorder):
-                return await comp.page(since, job)
+                return await comp.page(since, job, network=True)
         raise ValueError("no report: [goodput] is disabled")
 
     async def _bind(self) -> None:
