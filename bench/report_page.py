@@ -30,7 +30,7 @@ from agent.report.page import build_page  # noqa: E402
 from agent.report.timeline import COARSE, FINE  # noqa: E402
 
 # a day's phases, an hour each, so the week has verdict changes and every band to draw
-DAY = ("compute", "compute", "data (cpu)", "compute", "compute", "compute", "reclaim", "compute")
+DAY = ("compute", "compute", "data/cpu", "compute", "compute", "compute", "reclaim", "compute")
 GOAL_SECONDS, GOAL_BYTES = 2.0, 2_000_000
 
 

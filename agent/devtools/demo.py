@@ -48,6 +48,7 @@ from agent.devtools.demo_input import classifier_config, input_bound, tell_train
 from agent.devtools.demo_screen import FAST, NORMAL, DemoFailed, Screen, telemetry_line
 
 GIB = 1024**3
+DEMO_PRICE = 9.6  # the demo's [cost] instance_hour_price: a figure for the report page's money, no quote
 
 
 class Demo:
@@ -68,6 +69,10 @@ class Demo:
         self.trainer_state = "training"  # training | decoding | saving | gone
         self.seen_events: set[str] = set()
         self.milestones: dict[str, float] = {}
+        self.html: str | None = args.html
+        # (wall time, the phase the demo put the job in): written beside the --html page, for its test
+        self.phases: list[tuple[float, str]] = []
+        self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
 
     # --- set-up ------------------------------------------------------------------------------------
@@ -103,6 +108,11 @@ poll_interval = "{self.pace.poll}"
 discover = [{discover}]
 signal = "SIGUSR1"
 discovery_file = "{self.tmp / "run" / "agent.json"}"
+[goodput]
+resolution = "2s"
+[cost]
+instance_hour_price = {DEMO_PRICE}
+currency = "CNY"
 {classifier_config(self.pace)}"""
         path = self.tmp / "agent.toml"
         path.write_text(text)
@@ -270,11 +280,13 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
         """The trainer decodes every batch itself (on) or is fed by workers again; the GPUs follow."""
         tell_trainer(self.mode_file, on)
         self.trainer_state = "decoding" if on else "training"
+        self.phases.append((time.time(), "data/cpu" if on else "compute"))
 
     async def reclaim(self) -> dict[str, Any]:
         s = self.screen
         await self._events()  # skip what happened before the notice
         notice = self.sim.state.add_notice(NoticeKind.SPOT_TERMINATION, seconds=300)
+        self.phases.append((time.time(), "reclaim"))
         announced = time.monotonic()
         s.say(
             "cloud",
@@ -335,6 +347,20 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
             "PyTorch, Lightning and Hugging Face"
         )
 
+    async def write_page(self) -> None:
+        """The run as a picture: the agent's report page over the demo's whole run (``--html``), and
+        beside it (``.phases.json``) when the demo changed the job's phase, which its test reads."""
+        if not self.html:
+            return
+        since = time.time() - self.started_at + 2
+        code, page = await self._control("GET", f"/report?since={since:.0f}")
+        if code != 200 or not isinstance(page, str):
+            raise DemoFailed(f"no report page: {page}")
+        Path(self.html).parent.mkdir(parents=True, exist_ok=True)
+        Path(self.html).write_text(page)
+        Path(self.html).with_suffix(".phases.json").write_text(json.dumps(self.phases))
+        self.screen.block(f"the run as a picture: {self.html} (training-node-agent report --html FILE)")
+
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -366,6 +392,7 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
                 await asyncio.wait_for(self.trainer.wait(), 15)
                 self.screen.say("trainer", f"exited with status {self.trainer.returncode}")
                 self.show_report(report)
+                await self.write_page()
                 ok = report.get("verdict") == DrillVerdict.SAFE and self.trainer.returncode == 0
                 return 0 if ok else 1
         except (DemoFailed, TimeoutError) as e:

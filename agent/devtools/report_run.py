@@ -1,5 +1,5 @@
 """A run like ``make demo``'s, played through the real ledger and report parts in a second: four GPUs
-training (``compute``), then input-bound (decoding on the CPU: ``data (cpu)``), fed again, a
+training (``compute``), then input-bound (decoding on the CPU: ``data/cpu``), fed again, a
 periodic checkpoint, a thermal slowdown on one GPU, and a spot reclaim whose final checkpoint is
 acknowledged. Snapshots are made by hand (NVML's figures as a real H100 with GPM gives them) and
 handed to the ``LedgerComponent`` and the ``ReportRecorder`` as the sampler would; the clock is the
@@ -42,13 +42,13 @@ GIB = 2**30
 # (seconds, phase): the story; a phase is the GPUs' state and the verdict the classifier gives it
 STORY = (
     (90.0, "compute"),
-    (60.0, "data (cpu)"),
+    (60.0, "data/cpu"),
     (60.0, "compute"),
     (30.0, "reclaim"),
 )
 # (sm activity, utilization) of a GPU in each phase: what NVML reads (tests/ledger's H100 figures)
-READINGS = {"compute": (0.85, 0.97), "data (cpu)": (0.02, 0.10), "reclaim": (0.02, 0.10)}
-PRESSURES = {"data (cpu)": Pressures(cpu=0.9)}
+READINGS = {"compute": (0.85, 0.97), "data/cpu": (0.02, 0.10), "reclaim": (0.02, 0.10)}
+PRESSURES = {"data/cpu": Pressures(cpu=0.9)}
 
 
 @dataclass
@@ -116,7 +116,7 @@ class Player:
             )
             for i in range(self.gpus)
         )
-        data = phase == "data (cpu)"
+        data = phase == "data/cpu"
         rates = NodeRates.of_rates(
             StorageRates(disk_read={"nvme0n1": 40e6 if data else 900e6}, nfs_read={"/data": 120e6}),
             NetworkRates(nic_rx={"eth0": 30e6}, rdma_rx={("mlx5_0", 1): 0.0 if data else 9e9}),

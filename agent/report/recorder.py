@@ -36,7 +36,7 @@ log = structlog.get_logger("report")
 FILE_NAME = "report-timeline.json"
 SAVE_EVERY = 60.0
 
-# the classifier's verdict now, as words ("data (cpu)"), or None before its first; handed in by the daemon
+# the classifier's verdict now, as words ("data/cpu"), or None before its first; handed in by the daemon
 VerdictView = Callable[[], str | None]
 # the instance advice (agent/advice/'s JSON shape) for the page's last section, where there is one
 AdviceView = Callable[[], dict[str, Any] | None]

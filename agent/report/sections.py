@@ -86,9 +86,9 @@ def money(data: PageData) -> str:
         note = f"spent {cost['total']:.2f} {escape(str(cost['currency']))}, wasted {cost['wasted']:.2f}"
         if cost.get("market"):
             price = cost.get("instance_hour_price")
-            note += (
-                f" ({escape(str(cost['market']))}, {price if price is not None else '?'} per instance-hour"
-            )
+            # the price is [cost]'s, as configured: the page says so rather than pass it off as a quote
+            shown = price if price is not None else "?"
+            note += f" ({escape(str(cost['market']))}, {shown} per instance-hour as configured in [cost]"
             note += f", {escape(str(cost['instance_type']))})" if cost.get("instance_type") else ")"
         if cost.get("spot_saving"):
             note += f"; spot saved {cost['spot_saving']:.2f} against on-demand"
@@ -112,7 +112,7 @@ def remedy(data: PageData) -> str:
         money = f", {cost['buckets'].get(top, 0.0):.2f} {escape(str(cost['currency']))}" if cost else ""
         out.append(
             f'<p id="top-remedy" data-bucket="{escape(top)}"><b>Top remedy ({escape(top)}: '
-            f"{secs / 3600:.2f} GPU-hours, {share:.1%} of the time{money})</b>:"
+            f"{secs / 3600:.3f} GPU-hours, {share:.1%} of the time{money})</b>:"
             f" {escape(s.get('remedy') or '')}</p>"
         )
     else:

@@ -2,47 +2,25 @@
 the demo's story) rendered by a real browser, headless Chromium: what it parsed (``--dump-dom``) and
 what it painted (``--screenshot``, read back with Pillow) against the ledger's own figures.
 
-The screenshot is kept as a build artefact, bench/out/report-demo.png (docs/report.png is a copy).
+The screenshot is kept as a build artefact, bench/out/report-run.png; the page of `make demo`'s own
+run is checked and kept beside it by tests/checkpoint/test_checkpoint_demo.py (demo_page.py).
 """
 
 from __future__ import annotations
 
 import itertools
 import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
-from conftest import REPO, need_binary
+from browser import WINDOW, Elements, chromium, largest
+from conftest import REPO
 from PIL import Image
-from test_report_pure import Elements
 
 from agent.devtools.report_run import GPUS, START, Played, play
 from agent.report.page import BAND_HEIGHT, WIDTH, build_page
 
-ARTEFACT = REPO / "bench" / "out" / "report-demo.png"
+ARTEFACT = REPO / "bench" / "out" / "report-run.png"
 PRODUCTIVE_RGB = (0x00, 0x9E, 0x73)  # the palette's first colour, drawn solid (svg.py)
-WINDOW = (1200, 2000)
-
-
-def chromium(tmp: Path, *args: str) -> str:
-    exe = need_binary("chromium", "chromium")
-    cmd = [
-        exe,
-        "--headless",
-        "--no-sandbox",  # the suite runs as root in CI
-        "--disable-gpu",
-        "--hide-scrollbars",
-        "--force-device-scale-factor=1",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}",
-        f"--user-data-dir={tmp / 'profile'}",
-        "--proxy-server=127.0.0.1:9",  # a page that fetched anything would fetch nothing
-        "--disable-background-networking",
-        *args,
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +48,7 @@ def test_the_bands_add_up_to_the_run(rendered):
     assert sum(w for _, w in xs) == pytest.approx(WIDTH, abs=1e-3 * len(xs))  # 3 decimals each
     assert all(abs(a + wa - b) < 2e-3 for (a, wa), (b, _) in itertools.pairwise(xs))
     # each column's bands fill its height, and hold its GPU-seconds: the node's GPUs for its length
-    for col, (_, attrs) in zip(cols, _bands_by_column(dom), strict=True):
+    for col, (_, attrs) in zip(cols, dom.columns(), strict=True):
         assert sum(float(a["data-height"]) for a in attrs) == pytest.approx(BAND_HEIGHT)
         held = sum(float(a["data-gpu-seconds"]) for a in attrs)
         assert held == pytest.approx(GPUS * float(col["data-seconds"]))
@@ -86,7 +64,7 @@ def test_the_buckets_money_adds_up_to_the_ledgers_total(rendered):
     (total,) = dom.of("total")
     assert float(total["data-money"]) == pytest.approx(sum(cost), abs=1e-3)
     # the bands over time hold the same GPU-seconds as the table
-    bands = [a for _, attrs in _bands_by_column(dom) for a in attrs]
+    bands = [a for _, attrs in dom.columns() for a in attrs]
     assert sum(float(a["data-gpu-seconds"]) for a in bands) == pytest.approx(sum(seconds), abs=1e-2)
 
 
@@ -97,12 +75,12 @@ def test_the_verdict_changes_are_where_the_run_changed_phase(rendered):
     # the first snapshot after each change of phase carries it (a tick a second)
     assert [(float(m["data-t"]), m["data-label"]) for m in marks] == [(t + 1, p) for t, p in changes]
     # and the ledger's bands, booked from the GPUs' readings, change there too
-    columns = _bands_by_column(dom)
+    columns = dom.columns()
     for m in marks[1:]:
         t = float(m["data-t"])
-        before = _largest([a for c, a in columns if float(c["data-start"]) + 5 <= t - 1][-1])
-        after = _largest(next(a for c, a in columns if float(c["data-start"]) >= t))
-        want = ("productive", "data-cpu") if m["data-label"] == "data (cpu)" else ("data-cpu", "productive")
+        before = largest([a for c, a in columns if float(c["data-start"]) + 5 <= t - 1][-1])
+        after = largest(next(a for c, a in columns if float(c["data-start"]) >= t))
+        want = ("productive", "data-cpu") if m["data-label"] == "data/cpu" else ("data-cpu", "productive")
         assert (before, after) == want
     kinds = {m["data-kind"] for m in dom.of("mark")}
     assert kinds == {"verdict", "checkpoint", "reclaim", "gpu-fault"}
@@ -125,7 +103,7 @@ def test_the_painted_picture_matches_the_page(rendered):
     left = min(x for x, _ in painted)
     # its area is what the page says it is: each column's productive band, height by width
     area = 0.0
-    for col, attrs in _bands_by_column(dom):
+    for col, attrs in dom.columns():
         for a in attrs:
             if a["data-bucket"] == "productive":
                 area += float(a["data-height"]) * float(col["data-width"])
@@ -137,17 +115,3 @@ def test_the_painted_picture_matches_the_page(rendered):
         darkest = min(sum(px[int(x) + dx, mid]) for dx in (-1, 0, 1))
         assert darkest < 3 * 90, f"no line at x={x:.0f} for {m['data-label']}"
     assert ARTEFACT.stat().st_size > 10_000
-
-
-def _bands_by_column(dom: Elements) -> list[tuple[dict[str, str], list[dict[str, str]]]]:
-    out: list[tuple[dict[str, str], list[dict[str, str]]]] = []
-    for tag, a in dom.found:
-        if tag == "g" and "col" in a.get("class", "").split():
-            out.append((a, []))
-        elif tag == "rect" and "band" in a.get("class", "").split():
-            out[-1][1].append(a)
-    return out
-
-
-def _largest(bands: list[dict[str, str]]) -> str:
-    return max(bands, key=lambda a: float(a["data-gpu-seconds"]))["data-bucket"]

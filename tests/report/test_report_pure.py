@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 
 import structlog
+from browser import Elements
 
 from agent.devtools.report_run import START, play
 from agent.report import recorder
@@ -48,21 +48,6 @@ ADVICE = {
 }
 
 
-class Elements(HTMLParser):
-    """Every element's tag and attributes, in document order."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.found: list[tuple[str, dict[str, str]]] = []
-        self.feed(text)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.found.append((tag, {k: v or "" for k, v in attrs}))
-
-    def of(self, cls: str) -> list[dict[str, str]]:
-        return [a for _, a in self.found if cls in a.get("class", "").split()]
-
-
 def point(t: float, work: float = 0.5, verdict: str | None = "compute") -> Point:
     return Point(t, 1.0, verdict, [GpuPoint(work, 0.9, 10 * 2**30, 80 * 2**30, 0)], [1e6, None, 2e6, None])
 
@@ -100,7 +85,7 @@ def test_a_damaged_timeline_is_set_aside_and_a_good_one_read_back(tmp_path: Path
     tl = Timeline()
     for i in range(5):
         tl.add(point(1_700_000_000.0 + i))
-    tl.mark(Mark(1_700_000_002.0, MarkKind.VERDICT, "data (cpu)", "was compute"))
+    tl.mark(Mark(1_700_000_002.0, MarkKind.VERDICT, "data/cpu", "was compute"))
     recorder.save(tmp_path, json.dumps(tl.to_json()))
     back = recorder.load(tmp_path)
     assert back.to_json() == tl.to_json()
