@@ -46,6 +46,7 @@ from agent.core.vocabulary import (
 )
 from agent.devtools.demo_input import classifier_config, input_bound, tell_trainer
 from agent.devtools.demo_screen import FAST, NORMAL, DemoFailed, Screen, telemetry_line
+from agent.devtools.report_run import fetch_page
 
 GIB = 1024**3
 DEMO_PRICE = 9.6  # the demo's [cost] instance_hour_price: a figure for the report page's money, no quote
@@ -70,8 +71,7 @@ class Demo:
         self.seen_events: set[str] = set()
         self.milestones: dict[str, float] = {}
         self.html: str | None = args.html
-        # (wall time, the phase the demo put the job in): written beside the --html page, for its test
-        self.phases: list[tuple[float, str]] = []
+        self.phases: list[tuple[float, str]] = []  # (wall time, the job's phase): for the page's test
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -347,20 +347,6 @@ currency = "CNY"
             "PyTorch, Lightning and Hugging Face"
         )
 
-    async def write_page(self) -> None:
-        """The run as a picture: the agent's report page over the demo's whole run (``--html``), and
-        beside it (``.phases.json``) when the demo changed the job's phase, which its test reads."""
-        if not self.html:
-            return
-        since = time.time() - self.started_at + 2
-        code, page = await self._control("GET", f"/report?since={since:.0f}")
-        if code != 200 or not isinstance(page, str):
-            raise DemoFailed(f"no report page: {page}")
-        Path(self.html).parent.mkdir(parents=True, exist_ok=True)
-        Path(self.html).write_text(page)
-        Path(self.html).with_suffix(".phases.json").write_text(json.dumps(self.phases))
-        self.screen.block(f"the run as a picture: {self.html} (training-node-agent report --html FILE)")
-
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -392,7 +378,11 @@ currency = "CNY"
                 await asyncio.wait_for(self.trainer.wait(), 15)
                 self.screen.say("trainer", f"exited with status {self.trainer.returncode}")
                 self.show_report(report)
-                await self.write_page()
+                if self.html:  # the run as a picture; beside it, when the demo changed the job's phase
+                    page = await fetch_page(self._control, self.started_at - 2, Path(self.html), self.phases)
+                    self.screen.block(
+                        f"the run as a picture: {page} (training-node-agent report --html FILE)"
+                    )
                 ok = report.get("verdict") == DrillVerdict.SAFE and self.trainer.returncode == 0
                 return 0 if ok else 1
         except (DemoFailed, TimeoutError) as e:

@@ -11,11 +11,15 @@ snapshots' own. The report test renders its page in Chromium; ``bench/report_pag
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import tempfile
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from agent import __version__
 from agent.classifier.baselines import Baselines
@@ -24,6 +28,7 @@ from agent.config import Config, parse_config
 from agent.context import Context
 from agent.core.events import CheckpointEvent, EventBus, GpuFaultEvent, PreemptionEvent
 from agent.core.vocabulary import CheckpointPhase, Cloud, GpuFault, NoticeKind
+from agent.devtools.demo_screen import DemoFailed
 from agent.ledger.component import LedgerComponent
 from agent.ledger.saved import Saved
 from agent.report.data import PageData
@@ -178,6 +183,22 @@ def play(state_dir: Path) -> Played:
                 )
     played.end = t
     return played
+
+
+Control = Callable[[str, str], Awaitable[tuple[int, Any]]]
+
+
+async def fetch_page(control: Control, start: float, html: Path, phases: list[tuple[float, str]]) -> Path:
+    """``make demo``'s page: the running agent's ``GET /report`` from wall time ``start`` on,
+    written to ``html``, and beside it (``.phases.json``) when the demo changed the job's phase,
+    which the page's test holds the verdict changes against."""
+    code, page = await control("GET", f"/report?since={time.time() - start:.0f}")
+    if code != 200 or not isinstance(page, str):
+        raise DemoFailed(f"no report page: {page}")
+    html.parent.mkdir(parents=True, exist_ok=True)
+    html.write_text(page)
+    html.with_suffix(".phases.json").write_text(json.dumps(phases))
+    return html
 
 
 def main(argv: list[str]) -> int:
