@@ -155,7 +155,7 @@ class ReportRecorder(HasRoutes):
                 await self._save()
 
     async def _save(self) -> None:
-        text = json.dumps(self.timeline.to_json(), separators=(",", ":"))
+        text = self.timeline.to_text()  # on the loop: only the minute's new points become text
         try:
             await asyncio.to_thread(save, self.state_dir, text)
         except OSError as e:

@@ -13,6 +13,7 @@ kept. At most 1,800 + 2,448 points: about 60 bytes plus 35 bytes a GPU each as J
 
 from __future__ import annotations
 
+import json
 import math
 from collections import deque
 from collections.abc import Iterable
@@ -133,19 +134,30 @@ def merge(a: Point, b: Point) -> Point:
 class Timeline:
     def __init__(self) -> None:
         self.fine: deque[Point] = deque()
-        self.coarse: deque[Point] = deque(maxlen=COARSE)
+        self.coarse: deque[Point] = deque()
         self.marks: deque[Mark] = deque(maxlen=MARKS)
+        # JSON text of fine[:len(_fine_texts)] and coarse[:len(_coarse_texts)]: a point is never changed
+        # once added (the newest coarse point is replaced by merging, so it is never kept here), and
+        # the file is written without turning 1.6 MB of points into text each save (~170 ms here)
+        self._fine_texts: deque[str] = deque()
+        self._coarse_texts: deque[str] = deque()
 
     def add(self, p: Point) -> None:
         """A new tick; the oldest fine point goes into its 5-minute coarse point once ``FINE`` are held."""
         self.fine.append(p)
         while len(self.fine) > FINE:
             old = self.fine.popleft()
+            if self._fine_texts:
+                self._fine_texts.popleft()
             last = self.coarse[-1] if self.coarse else None
             if last is not None and _bin(last.t) == _bin(old.t) and old.t > last.t:
                 self.coarse[-1] = merge(last, old)
-            else:
-                self.coarse.append(old)
+                continue
+            self.coarse.append(old)
+            if len(self.coarse) > COARSE:
+                self.coarse.popleft()
+                if self._coarse_texts:
+                    self._coarse_texts.popleft()
 
     def mark(self, m: Mark) -> None:
         self.marks.append(m)
@@ -158,6 +170,20 @@ class Timeline:
         return [m for m in self.marks if t0 <= m.t <= t1]
 
     # --- persistence -------------------------------------------------------------------------------
+
+    def to_text(self) -> str:
+        """``to_json`` as JSON text, only the points added since the last call turned into text."""
+        fine, coarse = self._fine_texts, self._coarse_texts
+        while len(fine) < len(self.fine):
+            fine.append(_dumps(self.fine[len(fine)].to_json()))
+        while len(coarse) < len(self.coarse) - 1:
+            coarse.append(_dumps(self.coarse[len(coarse)].to_json()))
+        last = [_dumps(self.coarse[-1].to_json())] if self.coarse else []
+        marks = _dumps([m.to_json() for m in self.marks])
+        return (
+            f'{{"version":{VERSION},"coarse":[{",".join([*coarse, *last])}],'
+            f'"fine":[{",".join(fine)}],"marks":{marks}}}'
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -177,12 +203,17 @@ class Timeline:
             items = d.get(key)
             if not isinstance(items, list):
                 raise ValueError(f"{key} is not a list")
-            into.extend(Point.from_json(x) for x in items[-(into.maxlen or FINE) :])
+            into.extend(Point.from_json(x) for x in items[-(COARSE if key == "coarse" else FINE) :])
         marks = d.get("marks")
         if not isinstance(marks, list):
             raise ValueError("marks is not a list")
         tl.marks.extend(Mark.from_json(x) for x in marks)
+        tl.to_text()  # at start, not at the first save on the event loop
         return tl
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"))
 
 
 def _bin(t: float) -> float:

@@ -69,6 +69,22 @@ def test_the_timeline_keeps_its_bound_and_merges_old_points_into_five_minutes():
     assert hours == {0.0, 1.0}
 
 
+def test_the_saved_text_is_the_whole_timeline_as_points_come_and_go():
+    # the file's text keeps each point's text once made: after merges and evictions it must still be
+    # exactly the timeline's JSON
+    tl = Timeline()
+    t0 = 1_700_000_000.0 - 1_700_000_000.0 % COARSE_SECONDS
+    tl.mark(Mark(t0, MarkKind.RECLAIM, "spot-termination notice"))
+    step = 97  # every 97 s: 3 or 4 points a coarse one, the evicted ones' texts going too
+    for i in range(0, (FINE + 4 * COARSE) * step, step):
+        tl.add(point(t0 + i, work=(i % 5) / 5))
+        if i % (step * 2001) == 0:
+            assert json.loads(tl.to_text()) == tl.to_json()
+    assert len(tl.coarse) == COARSE
+    assert json.loads(tl.to_text()) == tl.to_json()
+    assert Timeline.from_json(json.loads(tl.to_text())).to_text() == tl.to_text()
+
+
 def test_merged_points_keep_the_memory_peak_and_every_clocks_event():
     tl = Timeline()
     t0 = 1_700_000_100.0 - 1_700_000_100.0 % COARSE_SECONDS
