@@ -32,7 +32,6 @@ def page_data(
     name, no job name or user, no instance id, no event details (paths, peers, raw text)."""
     book = ledger.ledger.book
     summary = ledger.summary(now, window)
-    since = summary["since"]
     t0 = now - window
     slots: list[tuple[float, list[float]]] = []
     for s in book.recent(t0):
@@ -42,8 +41,8 @@ def page_data(
             slots.append((s.start, list(s.jobs[job][0])))
     slots.reverse()
     job_name = None
-    start = float(slots[0][0]) if slots else now
-    since_ts = max(t0, start)
+    # the page's period starts with the first slot it draws (a job's first, for a job's page)
+    since_ts = max(t0, float(slots[0][0])) if slots else now
     if job is not None:
         seconds, cost = ledger.ledger.book.jobs_since(t0).get(
             job, ([0.0] * len(BUCKETS), [0.0] * len(BUCKETS))
@@ -54,7 +53,6 @@ def page_data(
         summary = summarize(seconds, cost if summary["cost"] else None, since_ts, now, ledger.currency)
         summary.update(cadence)
         job_name = ledger.ledger.job_names.get(job, {}).get("name")
-    del since  # the job's period starts with its first slot: the node's summary says the node's
     identity = ledger.identity
     instance: dict[str, Any] | None = None
     if identity is not None or ledger.instance_type:

@@ -7,12 +7,15 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import structlog
 from browser import Elements
 
 from agent.devtools.report_run import START, play
+from agent.ledger.assign import NO_JOB
 from agent.report import recorder
 from agent.report.data import PageData
+from agent.report.gather import UnknownJob, page_data
 from agent.report.page import BAND_HEIGHT, MAX_COLUMNS, build_page, columns
 from agent.report.timeline import COARSE, COARSE_SECONDS, FINE, GpuPoint, Mark, MarkKind, Point, Timeline
 
@@ -168,6 +171,19 @@ def test_the_instance_advice_is_the_last_section_and_only_where_given(tmp_path: 
     rows = Elements(advice).of("candidate")
     assert [r["data-instance"] for r in rows] == ["p5.48xlarge", "g6e.48xlarge"]
     assert "i-0abc" in advice and "step time scales" in advice and "for job 4242" in advice
+
+
+def test_a_jobs_page_holds_that_jobs_seconds_and_money(tmp_path: Path):
+    played = play(tmp_path)
+    node = played.data()
+    # the demo-like run has no scheduler: every GPU-second is booked to the ledger's no-job key
+    job = page_data(played.ledger, played.recorder.timeline, played.end, played.end - START, "n", "t", NO_JOB)
+    assert job.job == NO_JOB and job.summary["gpu_seconds"] == node.summary["gpu_seconds"] > 0
+    assert job.summary["cost"]["total"] == node.summary["cost"]["total"] > 0
+    assert [s for _, s in job.slots] == [s for _, s in node.slots]
+    assert "job no-job" in build_page(job)
+    with pytest.raises(UnknownJob, match="no GPU-seconds of job '4242'"):
+        page_data(played.ledger, played.recorder.timeline, played.end, 3600.0, "n", "t", "4242")
 
 
 def test_the_page_fetches_nothing_and_needs_no_script(tmp_path: Path):
