@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import socket
 import time
 from collections.abc import Callable
@@ -35,6 +36,7 @@ log = structlog.get_logger("report")
 
 FILE_NAME = "report-timeline.json"
 SAVE_EVERY = 60.0
+FRESH = 5.0  # seconds a page made is served again to the same question
 
 # the classifier's verdict now, as words ("data/cpu"), or None before its first; handed in by the daemon
 VerdictView = Callable[[], str | None]
@@ -121,6 +123,8 @@ class ReportRecorder(HasRoutes):
         self._prev: float | None = None
         self._said: str | None = self.timeline.fine[-1].verdict if self.timeline.fine else None
         self._last_save = max((t for t, _ in ledger.ledger.saves), default=0.0)
+        self._making = asyncio.Lock()
+        self._pages: dict[tuple[int, str | None, bool], tuple[float, str]] = {}  # the last page made
         ctx.snapshot_listeners.append(self.on_snapshot)
 
     def on_snapshot(self, snap: NodeSnapshot) -> None:
@@ -173,13 +177,22 @@ class ReportRecorder(HasRoutes):
         from agent.report.page import build_page
 
         window = 86400.0 if since is None else since
-        if not 0 < window <= self.keep:
+        if not 0 < window <= self.keep or not math.isfinite(window):
             raise ValueError(f"since must be between 0 and {self.keep:.0f} seconds")
-        data = page_data(
-            self.ledger, self.timeline, time.time(), window, self.node, __version__, job, network
-        )
-        advice = self.advice() if self.advice is not None else None
-        return await asyncio.to_thread(build_page, data, advice)
+        key = (round(window), job, network)
+        # one page made at a time, and one asked again within FRESH seconds is the same page: a week's
+        # page is a fifth of a second of CPU, and /report is on the network
+        async with self._making:
+            kept = self._pages.get(key)
+            if kept is not None and time.monotonic() - kept[0] < FRESH:
+                return kept[1]
+            data = page_data(
+                self.ledger, self.timeline, time.time(), window, self.node, __version__, job, network
+            )
+            advice = self.advice() if self.advice is not None else None
+            html = await asyncio.to_thread(build_page, data, advice)
+            self._pages = {key: (time.monotonic(), html)}
+            return html
 
     def control_routes(self) -> list[Route]:
         return [("GET", "/report", self._get)]

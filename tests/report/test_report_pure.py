@@ -3,6 +3,7 @@ from whatever the data names, the instance advice last and only where given, not
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -191,3 +192,12 @@ def test_the_page_fetches_nothing_and_needs_no_script(tmp_path: Path):
     assert "<script" not in page.lower()
     assert not re.search(r"""(src|href)\s*=\s*["'](https?:)?//""", page)
     assert "@import" not in page and "url(http" not in page
+
+
+async def test_a_page_asked_again_at_once_is_made_once(tmp_path: Path):
+    rec = play(tmp_path).recorder
+    first, second = await asyncio.gather(rec.page(3600.0), rec.page(3600.0))
+    assert first is second  # the second waited for the first and was served it
+    assert await rec.page(3600.0, network=True) is not first  # another question, another page
+    with pytest.raises(ValueError, match="since must be between"):
+        await rec.page(float("nan"))
