@@ -175,7 +175,10 @@ def _marks(marks: Sequence[Mark], axis: Axis, top: float) -> str:
         if m.kind == MarkKind.VERDICT:
             ly = 14 + 18 * row
             row = (row + 1) % MARK_ROWS
-            label = f'<text x="{x + 3:.1f}" y="{ly}" class="mark-label">{escape(m.label)}</text>'
+            # a label near the right edge ends at its mark instead of running off the picture
+            end = x > axis.x0 + axis.width - 80
+            at = f'x="{x - 3:.1f}" text-anchor="end"' if end else f'x="{x + 3:.1f}"'
+            label = f'<text {at} y="{ly}" class="mark-label">{escape(m.label)}</text>'
         out.append(
             f'<g class="mark" data-kind="{escape(m.kind)}" data-t="{m.t:.3f}" data-x="{x:.3f}"'
             f' data-label="{escape(m.label)}"><title>{_iso(m.t)} {escape(m.label)}'

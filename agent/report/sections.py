@@ -179,7 +179,7 @@ def _gpu(data: PageData, axis: Axis, i: int) -> str:
         bar = (
             '<svg width="120" height="10" class="mem">'
             '<rect width="120" height="10" fill="#fff" stroke="#333"/>'
-            f'<rect width="{120 * min(1.0, peak / card):.1f}" height="10" fill="{fill_of(5)}"/></svg>'
+            f'<rect width="{120 * min(1.0, peak / card):.1f}" height="10" fill="#0072B2"/></svg>'
         )
     h = GPU_CHART + 12
     return (
@@ -199,6 +199,7 @@ def _gpu(data: PageData, axis: Axis, i: int) -> str:
 
 
 LINK_CHART = 110
+PAD = 8  # room above the chart for its top label
 
 
 FLOOR = 3.0  # the inputs' chart is drawn from 1 kB/s (10^3) up, on a log scale
@@ -217,11 +218,12 @@ def links(data: PageData, axis: Axis) -> str:
         )
     out = [
         '<section id="links"><h2>Disk, NFS, NIC, RDMA</h2>',
-        f'<svg width="{axis.x0 + axis.width + 60}" height="{LINK_CHART + 10}">',
-        f'<rect x="{axis.x0}" y="0" width="{axis.width}" height="{LINK_CHART}" fill="#fff" stroke="#888"/>',
+        f'<svg width="{axis.x0 + axis.width + 60}" height="{PAD + LINK_CHART + 10}">',
+        f'<rect x="{axis.x0}" y="{PAD}" width="{axis.width}" height="{LINK_CHART}"'
+        ' fill="#fff" stroke="#888"/>',
     ]
     for d in range(top + 1):
-        y = LINK_CHART - d / top * LINK_CHART
+        y = PAD + LINK_CHART - d / top * LINK_CHART
         out.append(
             f'<line x1="{axis.x0}" x2="{axis.x0 + axis.width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
             f'<text x="{axis.x0 - 4}" y="{y + 4:.1f}" text-anchor="end" class="tick">'
@@ -237,7 +239,7 @@ def links(data: PageData, axis: Axis) -> str:
             polyline(
                 pts,
                 axis,
-                0,
+                PAD,
                 LINK_CHART,
                 top,
                 stroke=colours[j],
@@ -247,7 +249,7 @@ def links(data: PageData, axis: Axis) -> str:
             )
         )
         t, v = pts[-1]
-        y = LINK_CHART - v / top * LINK_CHART + 4
+        y = PAD + LINK_CHART - v / top * LINK_CHART + 4
         out.append(f'<text x="{axis.x(t) + 4:.1f}" y="{y:.1f}" class="tick">{kind}</text>')
     out.append("</svg>")
     out.append(
