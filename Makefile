@@ -61,7 +61,7 @@ test-loaded:
 
 # the first thing to run: simulator, fake GPUs, a toy trainer and the agent, about a minute, no root
 demo: $(STAMP) fakenvml
-	$(BIN)/training-node-agent demo
+	$(BIN)/training-node-agent demo --html bench/out/demo-report.html
 
 # the classifier's scenario lab: the real agent watches a synthetic trainer doing each work pattern
 # (needs root: cgroups, a network namespace, tc); prints the confusion matrix, writes bench/out/

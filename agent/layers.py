@@ -19,6 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ledger",),  # reads the classifier's published results (classifier/published.py)
     ("steps",),  # hands the trainers' step figures to the ledger
     ("alerts", "checkpoint"),  # name clouds by their declarations (preemption/registry.py)
+    ("report",),  # the run as a picture: the timeline it keeps and the page (pure) it makes
     ("exporter",),  # /metrics, the status face, TLS and auth
     ("runtime",),  # the wiring: the sampler, the daemon, what a config builds
     ("devtools",),  # the simulators, the fake NVML's writer, the demo's tour

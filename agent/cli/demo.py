@@ -14,6 +14,9 @@ def _add(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, default=4, choices=range(1, 9), metavar="1-8", help="fake GPUs (4)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, state)")
     p.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
+    p.add_argument(
+        "--html", metavar="FILE", help="write the run's report page (report --html) to FILE at the end"
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -1,6 +1,9 @@
 """``training-node-agent report [--since 24h] [--by job]``: the goodput ledger of the running agent as
 a table, a bar per bucket, the money per bucket, goodput, the top remedy and the cadence advice;
-with ``--by job``, the GPU-hours, buckets and money of each scheduler job (``no job`` for the rest)."""
+with ``--by job``, the GPU-hours, buckets and money of each scheduler job (``no job`` for the rest).
+
+``report --html FILE [--job ID]``: the same as one self-contained HTML page (docs/report.md): the run's
+timeline, the money per bucket, the GPUs, the inputs and links, for the node or one job."""
 
 from __future__ import annotations
 
@@ -31,6 +34,8 @@ def _add_report(p: argparse.ArgumentParser) -> None:
         "--by", choices=["job"], default=None, help="also split the GPU-hours and money by scheduler job"
     )
     p.add_argument("--json", action="store_true", help="print the raw JSON")
+    p.add_argument("--html", metavar="FILE", help="write the report page (self-contained HTML) to FILE")
+    p.add_argument("--job", metavar="ID", help="with --html: the page of this scheduler job only")
 
 
 def render(g: dict[str, Any], by: str | None = None) -> str:
@@ -79,6 +84,14 @@ def render(g: dict[str, Any], by: str | None = None) -> str:
 def cmd_report(args: argparse.Namespace) -> int:
     from agent.runtime.control import control_request
 
+    if args.html:
+        return _html(args)
+    if args.job:
+        print(
+            "training-node-agent: --job goes with --html (the table splits by job with --by job)",
+            file=sys.stderr,
+        )
+        return 2
     path = f"/goodput?since={args.since:g}"
     try:
         code, body = asyncio.run(control_request(control_socket_path(args), "GET", path, timeout=10))
@@ -90,6 +103,33 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"training-node-agent: report failed: {error}", file=sys.stderr)
         return 1
     print(json.dumps(body, indent=2) if args.json else render(body, args.by))
+    return 0
+
+
+def _html(args: argparse.Namespace) -> int:
+    from urllib.parse import urlencode
+
+    from agent.core.statefile import write_atomic
+    from agent.runtime.control import control_request
+
+    query = {"since": f"{args.since:g}", **({"job": args.job} if args.job else {})}
+    try:
+        code, body = asyncio.run(
+            control_request(control_socket_path(args), "GET", f"/report?{urlencode(query)}", timeout=30)
+        )
+    except ConnectionError as e:
+        print(f"training-node-agent: {e}", file=sys.stderr)
+        return 1
+    if code != 200 or not isinstance(body, str):
+        error = body.get("error", body) if isinstance(body, dict) else body
+        print(f"training-node-agent: report failed: {error}", file=sys.stderr)
+        return 1
+    try:
+        write_atomic(args.html, body.encode(), 0o644)
+    except OSError as e:
+        print(f"training-node-agent: cannot write {args.html}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.html} ({len(body.encode()) / 1e3:.0f} kB)")
     return 0
 
 

@@ -46,8 +46,10 @@ from agent.core.vocabulary import (
 )
 from agent.devtools.demo_input import classifier_config, input_bound, tell_trainer
 from agent.devtools.demo_screen import FAST, NORMAL, DemoFailed, Screen, telemetry_line
+from agent.devtools.report_run import fetch_page
 
 GIB = 1024**3
+DEMO_PRICE = 9.6  # the demo's [cost] instance_hour_price: a figure for the report page's money, no quote
 
 
 class Demo:
@@ -68,6 +70,9 @@ class Demo:
         self.trainer_state = "training"  # training | decoding | saving | gone
         self.seen_events: set[str] = set()
         self.milestones: dict[str, float] = {}
+        self.html: str | None = args.html
+        self.phases: list[tuple[float, str]] = []  # (wall time, the job's phase): for the page's test
+        self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
 
     # --- set-up ------------------------------------------------------------------------------------
@@ -103,6 +108,11 @@ poll_interval = "{self.pace.poll}"
 discover = [{discover}]
 signal = "SIGUSR1"
 discovery_file = "{self.tmp / "run" / "agent.json"}"
+[goodput]
+resolution = "2s"
+[cost]
+instance_hour_price = {DEMO_PRICE}
+currency = "CNY"
 {classifier_config(self.pace)}"""
         path = self.tmp / "agent.toml"
         path.write_text(text)
@@ -270,11 +280,13 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
         """The trainer decodes every batch itself (on) or is fed by workers again; the GPUs follow."""
         tell_trainer(self.mode_file, on)
         self.trainer_state = "decoding" if on else "training"
+        self.phases.append((time.time(), "data/cpu" if on else "compute"))
 
     async def reclaim(self) -> dict[str, Any]:
         s = self.screen
         await self._events()  # skip what happened before the notice
         notice = self.sim.state.add_notice(NoticeKind.SPOT_TERMINATION, seconds=300)
+        self.phases.append((time.time(), "reclaim"))
         announced = time.monotonic()
         s.say(
             "cloud",
@@ -366,6 +378,11 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
                 await asyncio.wait_for(self.trainer.wait(), 15)
                 self.screen.say("trainer", f"exited with status {self.trainer.returncode}")
                 self.show_report(report)
+                if self.html:  # the run as a picture; beside it, when the demo changed the job's phase
+                    page = await fetch_page(self._control, self.started_at - 2, Path(self.html), self.phases)
+                    self.screen.block(
+                        f"the run as a picture: {page} (training-node-agent report --html FILE)"
+                    )
                 ok = report.get("verdict") == DrillVerdict.SAFE and self.trainer.returncode == 0
                 return 0 if ok else 1
         except (DemoFailed, TimeoutError) as e:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,12 @@ STATUS_ITEM = (
     '<li><a href="/api/v1/status">/api/v1/status</a> verdict, notices, collectors and the snapshot '
     "(the network view; the control socket has the full one)</li>\n"
 )
+REPORT_ITEM = (
+    '<li><a href="/report">/report</a> where the GPU time and money went, as a page (<code>?since=</code>'
+    " seconds, <code>&amp;job=</code> a job id)</li>\n"
+)
+# the report page over ``since`` seconds (None: a day) for a job (None: the node); ValueError: bad query
+ReportPage = Callable[[float | None, str | None], Awaitable[str]]
 REALM = 'Basic realm="training-node-agent", charset="UTF-8"'
 GZIP_LEVEL = 6  # Go's default, what node_exporter's promhttp uses
 
@@ -122,6 +128,7 @@ def make_app(
     on_unauthorized: Unauthorized | None = None,
     client_max_size: int = 64 * 1024,
     degraded: Callable[[], str | None] = lambda: None,
+    report: ReportPage | None = None,
 ) -> web.Application:
     exposition = Exposition(registry)
 
@@ -148,8 +155,18 @@ def make_app(
         assert status is not None
         return web.json_response(status(), dumps=_dumps)
 
+    async def report_page(request: web.Request) -> web.Response:
+        assert report is not None
+        try:
+            since = request.query.get("since")
+            html = await report(float(since) if since else None, request.query.get("job") or None)
+        except ValueError as e:
+            return web.Response(status=400, text=f"{e}\n")
+        return web.Response(text=html, content_type="text/html")
+
     async def landing(_: web.Request) -> web.Response:
-        page = LANDING.format(version=version, status_item=STATUS_ITEM if status else "")
+        items = (STATUS_ITEM if status else "") + (REPORT_ITEM if report else "")
+        page = LANDING.format(version=version, status_item=items)
         return web.Response(text=page, content_type="text/html")
 
     @web.middleware
@@ -182,6 +199,8 @@ def make_app(
     app.router.add_get("/healthz", healthz)
     if status is not None:
         app.router.add_get("/api/v1/status", api_status)
+    if report is not None:
+        app.router.add_get("/report", report_page)
     app.router.add_get("/", landing)
     return app
 

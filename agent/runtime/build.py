@@ -19,6 +19,7 @@ from agent.faults.gpu import GpuHealth
 from agent.fleet.peer import FleetPeer
 from agent.ledger.component import LedgerComponent
 from agent.preemption.watcher import PreemptionWatcher
+from agent.report.recorder import ReportRecorder
 from agent.scheduler.component import SchedulerComponent
 from agent.snapshot import NodeSnapshot
 from agent.sources import Collector
@@ -76,6 +77,13 @@ def build_components(ctx: Context) -> list[Component]:
         # after the classifier: each snapshot is booked with the pressures of the window it closes
         ledger = LedgerComponent(ctx, classifier.published if classifier else None)
         components.append(ledger)
+        # after the classifier and the ledger: a tick's point carries the verdict it closed with
+        engine = classifier.engine if classifier else None
+        components.append(
+            ReportRecorder(
+                ctx, ledger, (lambda: engine.current.label if engine.current else None) if engine else None
+            )
+        )
     components.append(PreemptionWatcher(ctx))
     # always built: it serves the health check; it talks to Slurm only with [scheduler] kind set
     components.append(SchedulerComponent(ctx))

@@ -27,6 +27,7 @@ from agent.exporter.server import HttpFace, WebConfigInvalid
 from agent.exporter.status import summarize, tcp_view
 from agent.faults.collectors import CollectorFailureWatch
 from agent.faults.gpu import gpus_missing
+from agent.report.recorder import ReportRecorder
 from agent.runtime.build import EMPTY, PidSource, build_collectors, build_components, build_renderers
 from agent.runtime.control import ControlServer
 from agent.runtime.metrics import PartMetrics
@@ -176,12 +177,27 @@ class Daemon:
         out["recent_events"] = self.recent_events[-20:]
         return out
 
+    async def report_page(self, since: float | None, job: str | None) -> str:
+        """The report page for the metrics port (``/report``), from the part that keeps its timeline
+        (none: the ledger is off), with no more than the TCP status shows."""
+        for comp in self.components:
+            if isinstance(comp, ReportRecorder):
+                return await comp.page(since, job, network=True)
+        raise ValueError("no report: [goodput] is disabled")
+
     async def _bind(self) -> None:
         tcp_status = (
             (lambda: tcp_view(self.status())) if self.cfg.http.tcp_status == TcpStatus.REDACTED else None
         )
         self.http = HttpFace(
-            self.cfg.http, self.registry, self.health, tcp_status, __version__, degraded=self.degraded
+            self.cfg.http,
+            self.registry,
+            self.health,
+            tcp_status,
+            __version__,
+            degraded=self.degraded,
+            # the same exposure as the status: off with [http] tcp_status off, behind the same auth
+            report=self.report_page if tcp_status is not None else None,
         )
         try:
             await self.http.start()

@@ -3,6 +3,7 @@ input-bound phase the agent names by itself, then the spot reclaim."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -13,10 +14,11 @@ from conftest import need_binary
 from agent.preemption import registry
 
 
-def test_demo_runs_to_completion():
+def test_demo_runs_to_completion(tmp_path):
     need_binary("cc", "build-essential")  # the fake libnvidia-ml.so.1 is built on the way
+    page = tmp_path / "report.html"
     res = subprocess.run(
-        [sys.executable, "-m", "agent", "demo", "--fast"],
+        [sys.executable, "-m", "agent", "demo", "--fast", "--html", str(page)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -102,3 +104,10 @@ def test_demo_runs_to_completion():
         rf"saved step {ack.group(1)} to {re.escape(ack.group(2))} in ", out
     )  # the ack is that save
     assert not __import__("os").path.exists(tmp), "the demo left its temporary directory behind"
+
+    # the run as a picture: the agent's report page, rendered in Chromium (tests/report/demo_page.py)
+    assert f"the run as a picture: {page}" in out
+    sys.path.insert(0, str(REPO / "tests" / "report"))
+    from demo_page import check_demo_page
+
+    check_demo_page(page, json.loads(page.with_suffix(".phases.json").read_text()), tmp_path)

@@ -1,0 +1,1 @@
+"""The report page: the run as a picture (``report --html``, ``/report``)."""
