@@ -35,6 +35,8 @@ missing), 503 with the reason otherwise</li>
 STATUS_ITEM = (
     '<li><a href="/api/v1/status">/api/v1/status</a> verdict, notices, collectors and the snapshot '
     "(the network view; the control socket has the full one)</li>\n"
+    '<li><a href="/api/v1/advice">/api/v1/advice</a> which instance to rent next time, from what the job '
+    "did (<code>?job=ID</code> for one job)</li>\n"
 )
 REALM = 'Basic realm="training-node-agent", charset="UTF-8"'
 GZIP_LEVEL = 6  # Go's default, what node_exporter's promhttp uses
@@ -51,6 +53,7 @@ class Access:
 
 
 Unauthorized = Callable[[web.Request, AuthDecision], None]
+Advise = Callable[[str | None], dict[str, Any] | None]  # a job (None: the busiest) -> its advice, None: off
 
 
 def accepts_gzip(header: str) -> bool:
@@ -122,6 +125,7 @@ def make_app(
     on_unauthorized: Unauthorized | None = None,
     client_max_size: int = 64 * 1024,
     degraded: Callable[[], str | None] = lambda: None,
+    advice: Advise | None = None,
 ) -> web.Application:
     exposition = Exposition(registry)
 
@@ -147,6 +151,13 @@ def make_app(
     async def api_status(_: web.Request) -> web.Response:
         assert status is not None
         return web.json_response(status(), dumps=_dumps)
+
+    async def api_advice(request: web.Request) -> web.Response:
+        assert advice is not None
+        body = advice(request.query.get("job") or None)
+        if body is None:
+            return web.json_response({"error": "advice is off ([advice] enabled = false)"}, status=404)
+        return web.json_response(body, dumps=_dumps)
 
     async def landing(_: web.Request) -> web.Response:
         page = LANDING.format(version=version, status_item=STATUS_ITEM if status else "")
@@ -182,6 +193,8 @@ def make_app(
     app.router.add_get("/healthz", healthz)
     if status is not None:
         app.router.add_get("/api/v1/status", api_status)
+        if advice is not None:  # served where the status is, behind the same rules
+            app.router.add_get("/api/v1/advice", api_advice)
     app.router.add_get("/", landing)
     return app
 

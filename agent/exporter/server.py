@@ -29,7 +29,7 @@ from agent.config.types import split_listen
 from agent.exporter.auth import AuthDecision, AuthOutcome, BasicAuth, LogThrottle, request_limit
 from agent.exporter.guard import Closed, ConnectionTable, Guard, Limits, Tls
 from agent.exporter.handshake import HandshakeGate
-from agent.exporter.http import EXPOSITION, Access, Exposition, make_app
+from agent.exporter.http import EXPOSITION, Access, Advise, Exposition, make_app
 from agent.exporter.tls import SwitchableContext, TlsError, allowed_san, build_context
 
 if TYPE_CHECKING:
@@ -100,9 +100,11 @@ class HttpFace:
         status: Callable[[], dict[str, Any]] | None,
         version: str,
         degraded: Callable[[], str | None] = lambda: None,
+        advice: Advise | None = None,
     ) -> None:
         self.http = http
         self._degraded = degraded
+        self._advice = advice
         self.limits = Limits(
             http.max_connections, http.header_timeout, http.idle_timeout, http.max_header_bytes
         )
@@ -145,6 +147,7 @@ class HttpFace:
             table=self.table,
             on_unauthorized=self._log_unauthorized,
             degraded=self._degraded,
+            advice=self._advice,
         )
         self._runner = web.AppRunner(
             app,

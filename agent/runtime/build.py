@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from agent.advice.component import AdviceComponent
 from agent.checkpoint.component import CheckpointComponent
 from agent.classifier.component import ClassifierComponent
 from agent.config import Config
@@ -76,6 +77,9 @@ def build_components(ctx: Context) -> list[Component]:
         # after the classifier: each snapshot is booked with the pressures of the window it closes
         ledger = LedgerComponent(ctx, classifier.published if classifier else None)
         components.append(ledger)
+        if ctx.cfg.advice.enabled:
+            # the job's buckets are the ledger's: no ledger, no advice
+            components.append(AdviceComponent(ctx, ledger))
     components.append(PreemptionWatcher(ctx))
     # always built: it serves the health check; it talks to Slurm only with [scheduler] kind set
     components.append(SchedulerComponent(ctx))

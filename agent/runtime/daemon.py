@@ -176,12 +176,27 @@ class Daemon:
         out["recent_events"] = self.recent_events[-20:]
         return out
 
+    def advice(self, job: str | None) -> dict[str, Any] | None:
+        """/api/v1/advice: the advice part's answer (agent.advice), None while it is off."""
+        for comp in self.components:
+            advise = getattr(comp, "advise", None)
+            if comp.name == "advice" and advise is not None:
+                out: dict[str, Any] = advise(job, time.time())
+                return out
+        return None
+
     async def _bind(self) -> None:
         tcp_status = (
             (lambda: tcp_view(self.status())) if self.cfg.http.tcp_status == TcpStatus.REDACTED else None
         )
         self.http = HttpFace(
-            self.cfg.http, self.registry, self.health, tcp_status, __version__, degraded=self.degraded
+            self.cfg.http,
+            self.registry,
+            self.health,
+            tcp_status,
+            __version__,
+            degraded=self.degraded,
+            advice=self.advice if tcp_status is not None else None,
         )
         try:
             await self.http.start()
