@@ -45,7 +45,7 @@ class AdviceComponent(HasRoutes, HasStatus):
         self.memory_bytes: int | None = None
         self._running: set[str] = set()
         self._ended: asyncio.Queue[str] = asyncio.Queue()
-        self._cache: dict[str | None, tuple[float, dict[str, Any]]] = {}
+        self._cache: dict[tuple[str | None, float | None], tuple[float, dict[str, Any]]] = {}
         ctx.snapshot_listeners.append(self.on_snapshot)
 
     def on_snapshot(self, snap: NodeSnapshot) -> None:
@@ -92,10 +92,10 @@ class AdviceComponent(HasRoutes, HasStatus):
         cloud = identity.provider if identity else None
         return recognise(self.catalog, self.ledger.instance_type, cloud, names, self.vcpus, self.memory_bytes)
 
-    def job_figures(self, job: str | None, now: float) -> tuple[str | None, JobFigures]:
-        """The job's buckets over what the ledger keeps (the busiest job when none is named; the
-        node's own when no scheduler job ran) and its GPU figures."""
-        jobs = self.ledger.ledger.book.jobs_since(now - self.keep)
+    def job_figures(self, job: str | None, now: float, since: float | None) -> tuple[str | None, JobFigures]:
+        """The job's buckets over ``since`` seconds (default: all the ledger keeps; the busiest job
+        when none is named, the node's own when no scheduler job ran) and its GPU figures."""
+        jobs = self.ledger.ledger.book.jobs_since(now - (since or self.keep))
         if job is None:
             named = [(sum(s), k) for k, (s, _) in jobs.items() if k != NO_JOB and sum(s) > 0]
             job = max(named)[1] if named else None
@@ -105,11 +105,13 @@ class AdviceComponent(HasRoutes, HasStatus):
         gpus = len(f.gpus) or self.ledger.ledger.gpus or 1
         return job, JobFigures(buckets, gpus, f.tensor, f.dram, f.memory_peak_bytes)
 
-    def advise(self, job: str | None, now: float, cached: bool = True) -> dict[str, Any]:
-        hit = self._cache.get(job)
+    def advise(
+        self, job: str | None, now: float, cached: bool = True, since: float | None = None
+    ) -> dict[str, Any]:
+        hit = self._cache.get((job, since))
         if cached and hit is not None and now - hit[0] < FRESH:
             return hit[1]
-        key, figures = self.job_figures(job, now)
+        key, figures = self.job_figures(job, now, since)
         here, notes = self.node()
         ranking = None
         if here is not None:
@@ -119,7 +121,7 @@ class AdviceComponent(HasRoutes, HasStatus):
                 figures, here, self.catalog, self.cfg.headroom, self.cfg.prices, clouds, price_here
             )
         out = words.advice(key, figures, here, ranking, self.catalog, notes, now)
-        self._cache[job] = (now, out)
+        self._cache[(job, since)] = (now, out)
         return out
 
     # --- faces --------------------------------------------------------------------------------------
@@ -133,4 +135,7 @@ class AdviceComponent(HasRoutes, HasStatus):
 
     async def _get(self, request: web.Request) -> web.Response:
         job = request.query.get("job") or None
-        return web.json_response(self.advise(job, time.time()))
+        since = float(request.query["since"]) if request.query.get("since") else None
+        if since is not None and not 0 < since <= self.keep:
+            raise ValueError(f"since must be between 0 and {self.keep:.0f} seconds")
+        return web.json_response(self.advise(job, time.time(), since=since))

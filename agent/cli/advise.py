@@ -12,11 +12,25 @@ from typing import Any
 from urllib.parse import urlencode
 
 from agent.cli.main import _add_config, control_socket_path, register
+from agent.config.types import parse_duration
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _add_advise(p: argparse.ArgumentParser) -> None:
     _add_config(p)
     p.add_argument("--job", default=None, help="a scheduler job id (default: the job with the most GPU time)")
+    p.add_argument(
+        "--since",
+        type=_duration,
+        default=None,
+        help='only the last period, e.g. "1h" (default: the whole run)',
+    )
     p.add_argument("--json", action="store_true", help="print the raw JSON")
 
 
@@ -50,7 +64,8 @@ def render(a: dict[str, Any]) -> str:
 def cmd_advise(args: argparse.Namespace) -> int:
     from agent.runtime.control import control_request
 
-    path = "/advice" + (f"?{urlencode({'job': args.job})}" if args.job else "")
+    query = {k: v for k, v in (("job", args.job), ("since", args.since and f"{args.since:g}")) if v}
+    path = "/advice" + (f"?{urlencode(query)}" if query else "")
     try:
         code, body = asyncio.run(control_request(control_socket_path(args), "GET", path, timeout=10))
     except ConnectionError as e:

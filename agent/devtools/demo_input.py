@@ -20,6 +20,10 @@ from agent.core.vocabulary import DataSubReason, Verdict
 from agent.devtools.demo_screen import DemoFailed, Pace, Screen, telemetry_line
 
 Status = Callable[[], Awaitable[dict[str, Any]]]
+# The demo's prices per instance-hour, written into its agent's config ([cost] for the node of four
+# fake H100s, [advice] prices for three Alibaba candidates): made up for the story, no cloud's price.
+DEMO_NODE_PRICE = 260.0
+DEMO_PRICES = {"ecs.gn7e-c16g1.16xlarge": 104.0, "ecs.gn8v-4x.12xlarge": 86.0, "ecs.gn8is-4x.16xlarge": 52.0}
 
 
 def classifier_config(pace: Pace) -> str:
@@ -28,6 +32,16 @@ def classifier_config(pace: Pace) -> str:
     return (
         f'[classifier]\nwindow = "{pace.window:g}s"\nevaluate_every = "1s"\nconfirmations = 2\n'
         'warmup = "2s"\nmin_window_fill = 0.5\n'
+    )
+
+
+def advice_config() -> str:
+    """The demo agent's [cost] and [advice]: its made-up prices, and ledger slots of a second so
+    that the advice can be asked about the last seconds (a phase) rather than the whole run."""
+    prices = ", ".join(f'"{k}" = {v}' for k, v in DEMO_PRICES.items())
+    return (
+        f'[goodput]\nresolution = "1s"\n[cost]\ninstance_hour_price = {DEMO_NODE_PRICE}\n'
+        f"[advice]\nprices = {{ {prices} }}\n"
     )
 
 
