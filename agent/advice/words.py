@@ -116,7 +116,8 @@ def _advised(r: Ranking, bind: str) -> list[Estimate]:
         return as_well[:1]
     best = fit[0]
     fastest = min(fit, key=lambda e: (e.step[1] if e.step else 0.0, e.instance.id))
-    return [best] if fastest is best else [best, fastest]
+    faster = fastest.step is not None and fastest.step[1] < 1.0
+    return [best, fastest] if faster and fastest is not best else [best]
 
 
 def advice(
@@ -161,6 +162,8 @@ def advice(
     picked = _advised(ranking, bind)
     for e in picked:
         lines.append(as_well_words(e) if bind != "gpu" else candidate_words(e, catalog))
+    if bind == "gpu" and not any(e.step and e.step[1] < 1.0 for e in ranking.estimates):
+        lines.append(f"no candidate is faster per step than this node's {here.card}")
     if not picked and ranking.estimates:
         lines.append("no candidate in the catalog would do as well: see the candidates' ranges")
     out["lines"] = lines
