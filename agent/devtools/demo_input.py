@@ -52,8 +52,11 @@ def tell_trainer(mode_file: Path, decode: bool) -> None:
     os.replace(tmp, mode_file)  # the trainer never reads half a word
 
 
-async def input_bound(screen: Screen, pace: Pace, status: Status, decode: Callable[[bool], None]) -> None:
-    """``decode(True)`` makes the trainer input-bound (and the GPUs starved), ``decode(False)`` undoes it."""
+async def input_bound(
+    screen: Screen, pace: Pace, status: Status, decode: Callable[[bool], None], advice: Status | None = None
+) -> None:
+    """``decode(True)`` makes the trainer input-bound (and the GPUs starved), ``decode(False)`` undoes it;
+    ``advice`` (the agent's over the last window) is shown in each phase."""
     s = screen
     await until(s, pace, status, Verdict.COMPUTE, "while it trains")
     s.say("demo", "now the job turns input-bound: the trainer decodes every batch itself (num_workers=0)")
@@ -68,11 +71,27 @@ async def input_bound(screen: Screen, pace: Pace, status: Status, decode: Callab
     for line in cl["lines"]:
         if not line.startswith("GPU health"):
             s.say("agent", line)
+    if advice is not None:
+        await show_advice(s, pace, advice, "input")
     await asyncio.sleep(pace.data_seconds)  # time to read it
     s.say("demo", "then the input is fixed (more workers, or cheaper decoding): batches are ready in time")
     decode(False)
     cl = await until(s, pace, status, Verdict.COMPUTE, "once the trainer is fed again")
     s.say("agent", cl["lines"][0])
+    if advice is not None:
+        await show_advice(s, pace, advice, "gpu")
+
+
+async def show_advice(s: Screen, pace: Pace, advice: Status, binds: str) -> None:
+    """The agent's instance advice once it sees what binds the phase (at most ``verdict_wait``; the
+    demo goes on without it: the advice is the ledger's, which lags the verdict by a window)."""
+    deadline = time.monotonic() + pace.verdict_wait
+    a = await advice()
+    while a.get("binds") != binds and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        a = await advice()
+    for line in a.get("lines") or []:
+        s.say("agent", f"advice: {line}")
 
 
 async def until(
