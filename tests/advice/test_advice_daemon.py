@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -90,3 +91,50 @@ def test_the_daemon_advises_in_status_the_cli_and_behind_the_status_auth(
     assert code == 200 and set(json.loads(body)) == KEYS
     code, body = agent.get("/api/v1/advice?job=nosuch", headers=basic("ops", PASSWORD))
     assert code == 200 and json.loads(body)["job"] == "nosuch" and json.loads(body)["binds"] == "unknown"
+
+
+def test_a_job_that_ends_keeps_its_advice_in_the_ledger_s_record(
+    agent_factory, fake_nvml: FakeNvml, nvml_env, tmp_path: Path
+) -> None:
+    # a trainer in Slurm job 4127 (its environment says so, as slurmstepd leaves it) on every GPU
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)"], env={**os.environ, "SLURM_JOB_ID": "4127"}
+    )
+    try:
+        for i in range(8):
+            fake_nvml.set(
+                i,
+                utilization_gpu=97,
+                power_mw=650_000,
+                sm_active=82.0,
+                tensor_active=45.0,
+                dram_active=35.0,
+                memory_used_bytes=30 * GIB,
+                processes=[{"pid": trainer.pid, "used_memory_bytes": 30 * GIB}],
+            )
+        agent = agent_factory({"jobs": {"scontrol": str(tmp_path / "no-scontrol")}}, env=nvml_env)
+        agent.wait_for(
+            lambda: (
+                agent.status().get("advice", {}).get("advice", {}).get("job") == "4127"
+                and agent.status()["advice"]["advice"]["binds"] == "gpu"
+            ),
+            timeout=60,
+            what="the advice of job 4127",
+        )
+        for i in range(8):  # the job ends: its process leaves the GPUs
+            fake_nvml.set(i, utilization_gpu=0, power_mw=70_000, sm_active=0.0, processes=[])
+    finally:
+        trainer.kill()
+        trainer.wait()
+
+    def job_record() -> dict | None:
+        done = run_cli("report", "--by", "job", "--json", "--config", str(agent.config_path))
+        jobs = json.loads(done.stdout)["jobs"] if done.returncode == 0 else []
+        return next((j for j in jobs if j["job_id"] == "4127" and j.get("advice")), None)
+
+    record = agent.wait_for(job_record, timeout=30, what="job 4127's advice in its ledger record")
+    assert record["advice"]["binds"] == "gpu"
+    assert record["advice"]["lines"][0].startswith("its GPUs compute")
+    assert "advice for an ended job" in agent.log()
+    text = run_cli("report", "--by", "job", "--config", str(agent.config_path)).stdout
+    assert "    advice: its GPUs compute" in text
