@@ -20,6 +20,7 @@ from agent.advice.figures import GpuFigures, add_snapshot
 from agent.advice.recognise import recognise
 from agent.context import Context
 from agent.core.component import HasRoutes, HasStatus, Route
+from agent.core.events import JobAdviceEvent
 from agent.ledger.assign import BUCKETS, NO_JOB
 from agent.ledger.component import LedgerComponent, job_keys
 from agent.snapshot import NodeSnapshot
@@ -37,6 +38,7 @@ class AdviceComponent(HasRoutes, HasStatus):
 
     def __init__(self, ctx: Context, ledger: LedgerComponent) -> None:
         self.cfg = ctx.cfg.advice
+        self.bus = ctx.bus
         self.keep = ctx.cfg.goodput.keep
         self.ledger = ledger
         self.catalog: Catalog = merged(shipped(), self.cfg.cards, self.cfg.instances)
@@ -74,6 +76,7 @@ class AdviceComponent(HasRoutes, HasStatus):
                 continue
             self.ledger.ledger.job_advice(job, {k: a[k] for k in ("binds", "lines", "made_at")})
             log.info("advice for an ended job", job=job, binds=a["binds"], lines=a["lines"])
+            self.bus.publish(JobAdviceEvent(job, a["binds"], tuple(a["lines"])))
             ended = [k for k in self.figures if k != NO_JOB and k not in self._running]
             for old in ended[:-KEEP_ENDED]:
                 del self.figures[old]

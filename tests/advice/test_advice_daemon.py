@@ -136,5 +136,10 @@ def test_a_job_that_ends_keeps_its_advice_in_the_ledger_s_record(
     assert record["advice"]["binds"] == "gpu"
     assert record["advice"]["lines"][0].startswith("its GPUs compute")
     assert "advice for an ended job" in agent.log()
+    # and on the bus, for the chat channels that take goodput messages (rendered: tests/alerts)
+    ended = [e for e in agent.status()["recent_events"] if e["type"] == "job_advice"]
+    assert [(e["job"], e["binds"]) for e in ended] == [("4127", "gpu")] and ended[0]["lines"] == record[
+        "advice"
+    ]["lines"]
     text = run_cli("report", "--by", "job", "--config", str(agent.config_path)).stdout
     assert "    advice: its GPUs compute" in text
