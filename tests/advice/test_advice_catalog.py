@@ -141,3 +141,14 @@ def test_a_card_added_in_the_config_is_recognised():
                                           memory_gb=180)}, {})  # fmt: skip
     node, _ = recognise(cat, None, "aws", ["NVIDIA B200"] * 8, 224, None)
     assert node is not None and node.card == "B200" and node.source == NVML
+
+
+def test_docs_list_every_catalog_source_and_note():
+    # docs/advice.md "Sources, as read" is the catalog's table: a row edited without it goes stale
+    from conftest import REPO
+
+    doc = (REPO / "docs" / "advice.md").read_text()
+    cat = shipped()
+    for name, row in [*cat.cards.items(), *cat.instances.items()]:
+        assert f"<{row.source}> ({row.read})" in doc, name
+        assert row.source_note in doc, name
