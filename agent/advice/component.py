@@ -29,7 +29,12 @@ from agent.sources.host.part import HostPart
 from agent.sources.jobs.part import JobPart
 
 log = structlog.get_logger("advice")
-FRESH = 10.0  # seconds an answer is reused: status and top ask every second, the ledger moves slower
+# seconds an answer is reused: status and top ask every second, and the whole run's buckets cost the
+# ledger a pass over its slots (45 ms for 8 days of 1-minute slots on a slow box): over a day of
+# slots the status's answer is kept longer
+FRESH = 5.0
+STATUS_FRESH = 30.0
+MANY_SLOTS = 1440
 KEEP_ENDED = 20  # figures of ended jobs kept for `advise --job`
 
 
@@ -109,10 +114,15 @@ class AdviceComponent(HasRoutes, HasStatus):
         return job, JobFigures(buckets, gpus, f.tensor, f.dram, f.memory_peak_bytes)
 
     def advise(
-        self, job: str | None, now: float, cached: bool = True, since: float | None = None
+        self,
+        job: str | None,
+        now: float,
+        cached: bool = True,
+        since: float | None = None,
+        fresh: float = FRESH,
     ) -> dict[str, Any]:
         hit = self._cache.get((job, since))
-        if cached and hit is not None and now - hit[0] < FRESH:
+        if cached and hit is not None and now - hit[0] < fresh:
             return hit[1]
         key, figures = self.job_figures(job, now, since)
         here, notes = self.node()
@@ -130,7 +140,8 @@ class AdviceComponent(HasRoutes, HasStatus):
     # --- faces --------------------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        a = self.advise(None, time.time())
+        many = len(self.ledger.ledger.book.slots) > MANY_SLOTS
+        a = self.advise(None, time.time(), fresh=STATUS_FRESH if many else FRESH)
         return {"advice": a, "lines": [words.status_line(a)]}
 
     def control_routes(self) -> list[Route]:
