@@ -40,9 +40,14 @@ def _span(v: list[float] | None, digits: int = 2) -> str:
 
 def render(a: dict[str, Any]) -> str:
     inst = a.get("instance")
-    where = (
-        f"{inst['id']} ({inst['gpus']}x {inst['card']}, from {inst['source']})" if inst else "not recognised"
-    )
+    where = "not recognised"
+    if inst:
+        shape = f"{inst['gpus']}x {inst['card']}"
+        where = (
+            f"{inst['id']} (from {inst['source']})"
+            if inst["id"] == shape
+            else f"{inst['id']} ({shape}, from {inst['source']})"
+        )
     out = [f"advice for {'job ' + a['job'] if a.get('job') else 'this node'} on {where}: {a['binds']} binds"]
     out += [f"  {line}" for line in a["lines"]]
     if a["candidates"]:
