@@ -18,6 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("classifier", "faults", "fleet", "scheduler", "preemption"),  # parts that import no other part
     ("ledger",),  # reads the classifier's published results (classifier/published.py)
     ("steps",),  # hands the trainers' step figures to the ledger
+    ("advice",),  # reads the ledger's buckets and the GPUs' figures: which instance to rent next time
     ("alerts", "checkpoint"),  # name clouds by their declarations (preemption/registry.py)
     ("report",),  # the run as a picture: the timeline it keeps and the page (pure) it makes
     ("exporter",),  # /metrics, the status face, TLS and auth
@@ -31,6 +32,10 @@ AGAINST_THE_ORDER: dict[tuple[str, str], str] = {
     ("agent.config.alerts", "agent.alerts.services"): (
         "a webhook's type is checked against the declared chat services when the config is read, so a"
         " typo is refused at load and at reload naming the types; the declarations live with the services"
+    ),
+    ("agent.config.advice", "agent.advice.catalog"): (
+        "[advice] cards and instances are checked against the shipped catalog when the config is read,"
+        " so a row naming an unknown card is refused at load and at reload, naming the row and field"
     ),
     ("agent.config.preemption", "agent.preemption.registry"): (
         "[preemption] provider is checked against the declared clouds when the config is read"

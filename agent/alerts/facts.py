@@ -15,6 +15,7 @@ from agent.core.events import (
     CollectorFailingEvent,
     GoodputDigestEvent,
     GpuFaultEvent,
+    JobAdviceEvent,
     PreemptionEvent,
     SchedulerEvent,
     VerdictEvent,
@@ -99,6 +100,13 @@ def scheduler(event: SchedulerEvent) -> Facts:
 
 def goodput(event: GoodputDigestEvent) -> Facts:
     return Facts(f"goodput/{event.until:%Y%m%dT%H%M%S}", AlertKind.GOODPUT, Severity.INFO, False, False)
+
+
+def job_advice(event: JobAdviceEvent) -> Facts:
+    # a job's summary at its end: the goodput family's, routed as its digest is
+    return Facts(
+        f"advice/{event.job}/{event.at:%Y%m%dT%H%M%S}", AlertKind.GOODPUT, Severity.INFO, False, False
+    )
 
 
 def agent(event: AgentLifecycleEvent) -> Facts:

@@ -116,6 +116,11 @@ TEXT: dict[str, tuple[str, str]] = {
     "t.test": ("Test alert from {host}", "{host} 测试告警"),
     "t.digest": ("{n} alerts on {host}", "{host} 告警汇总：共 {n} 条"),
     "t.goodput": ("Goodput {ratio} on {host} over {period}", "{host} 有效算力占比 {ratio}（{period}）"),
+    "t.job_advice": (
+        "Job {job} ended on {host}: what to rent next time",
+        "{host} 作业 {job} 已结束：下次租用建议",
+    ),
+    "binds": ("Binds", "瓶颈"),
     # the goodput digest
     "goodput": ("Goodput", "有效算力占比"),
     "gpu_hours": ("GPU-hours", "GPU 时"),

@@ -21,6 +21,7 @@ from agent.core.events import (
     Event,
     GoodputDigestEvent,
     GpuFaultEvent,
+    JobAdviceEvent,
     PreemptionEvent,
     SchedulerEvent,
     VerdictEvent,
@@ -40,6 +41,7 @@ KINDS: dict[type[Event], EventAlert] = {
     CollectorFailingEvent: EventAlert(fact.collector_failing, word.collector_failing),
     SchedulerEvent: EventAlert(fact.scheduler, word.scheduler),
     GoodputDigestEvent: EventAlert(fact.goodput, word.goodput),
+    JobAdviceEvent: EventAlert(fact.job_advice, word.job_advice),
     AgentLifecycleEvent: EventAlert(fact.agent, word.agent),
 }
 

@@ -15,6 +15,7 @@ from agent.core.events import (
     CollectorFailingEvent,
     GoodputDigestEvent,
     GpuFaultEvent,
+    JobAdviceEvent,
     PreemptionEvent,
     SchedulerEvent,
     VerdictEvent,
@@ -250,6 +251,30 @@ def goodput(
         hint=(t("hint", lang), event.remedy) if event.remedy else (),
         labels=labels(scene, f, goodput=ratio, top_waste=event.top_waste),
         starts_at=event.since,
+        **common,  # type: ignore[arg-type]
+    )
+
+
+def job_advice(
+    event: JobAdviceEvent,
+    f: Facts,
+    scene: Scene,
+    lang: str,
+    node_field: tuple[str, str],
+    common: dict[str, object],
+) -> Message:
+    # the advice's own lines are English (agent.advice.words): said as the agent wrote them
+    fields = [
+        node_field,
+        (t("gpus", lang), describe_gpus(scene.gpus, (), lang)),
+        (t("binds", lang), event.binds),
+    ]
+    return Message(
+        title=t("t.job_advice", lang, job=event.job, host=scene.node.hostname),
+        at=event.at,
+        fields=tuple(fields),
+        lines=event.lines,
+        labels=labels(scene, f, advised_job=event.job, binds=event.binds),
         **common,  # type: ignore[arg-type]
     )
 

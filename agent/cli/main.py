@@ -214,6 +214,7 @@ PLUGINS: dict[str, str] = {
     "health-check": "agent.cli.health",
     "test-alert": "agent.cli.alerts",
     "report": "agent.cli.report",
+    "advise": "agent.cli.advise",
     "hash-password": "agent.cli.webconfig",
     "top": "agent.cli.top",
     "demo": "agent.cli.demo",

@@ -1,6 +1,6 @@
 """Readable rendering of the status JSON for ``training-node-agent status``.
 
-Sections that later parts add (``classifier``, ``steps``, ``fleet``, ``goodput``, ``preemption``,
+Sections that later parts add (``classifier``, ``steps``, ``fleet``, ``goodput``, ``advice``, ``preemption``,
 ``checkpoint``, ``alerts``) are shown through their own ``lines`` key when present, and each source
 through its own ``status_lines``, so this module stays ignorant of their shapes.
 """
@@ -17,7 +17,8 @@ def render_status(st: dict[str, Any]) -> str:
     health = "healthy" if st.get("healthy") else f"STALLED ({st.get('health_reason')})"
     out.append(f"training-node-agent {st.get('version')}  up {st.get('uptime_seconds')}s  {health}")
     snap = st.get("snapshot", {})
-    for section in ("classifier", "steps", "fleet", "goodput", "preemption", "checkpoint", "alerts"):
+    sections = ("classifier", "steps", "fleet", "goodput", "advice", "preemption", "checkpoint", "alerts")
+    for section in sections:
         sec = st.get(section)
         if isinstance(sec, dict) and sec.get("lines"):
             out.append(f"\n[{section}]")

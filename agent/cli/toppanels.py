@@ -260,3 +260,12 @@ def goodput(g: Any) -> list[Text]:
         if not line.startswith(("goodput", "  "))
     ]
     return out
+
+
+def advice(a: Any) -> list[Text]:
+    """Which instance to rent next time (agent.advice): its one status line."""
+    if not isinstance(a, dict):
+        return []
+    if "error" in a:
+        return [Text(f"advice: {a['error']}", style="red")]
+    return [Text(line, style="dim") for line in (a.get("lines") or [])[:1]]

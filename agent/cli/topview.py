@@ -16,7 +16,7 @@ from agent.classifier.baselines import Baselines
 from agent.classifier.component import ago
 from agent.classifier.gpus import GpuClass, gpu_class, work_of
 from agent.classifier.samples import GpuSample
-from agent.cli.toppanels import History, goodput, inputs, preemption, trainer
+from agent.cli.toppanels import History, advice, goodput, inputs, preemption, trainer
 from agent.cli.topparts import View, bar, bytes_rate, fit, pct, section, side_by_side, throttle_names
 from agent.config.classifier import ClassifierSection
 from agent.core.vocabulary import Verdict
@@ -31,7 +31,9 @@ VERDICT_STYLE: dict[str, str] = {
     Verdict.MIXED: "bold magenta",
     Verdict.IDLE: "bold blue",
 }
-BOUND = frozenset({Verdict.COMPUTE, Verdict.DATA, Verdict.NETWORK, Verdict.HOST})  # shown as "<VERDICT>-BOUND"
+BOUND = frozenset(
+    {Verdict.COMPUTE, Verdict.DATA, Verdict.NETWORK, Verdict.HOST}
+)  # shown as "<VERDICT>-BOUND"
 
 
 # --- the screen ------------------------------------------------------------------------------------
@@ -60,13 +62,14 @@ def screen(st: dict[str, Any], hist: History, cfg: ClassifierSection, view: View
         (notices, len(notices)),  # a notice, its countdown and its checkpoint: all of it, always
         (trainer(st, view), 2),
         (goodput(st.get("goodput")), 1),
+        (advice(st.get("advice")), 1),
     ]
     if w < WIDE:
         # the countdown and the episode come before the inputs when the screen is short; under a
         # notice the trainer's side of the handshake (its handler, the request file) does too: a node
         # with many NICs would otherwise fill the screen with idle inputs at the moment that matters
         if _under_notice(st):
-            return fit([*top, right[0], right[1], *left, right[2]], view.height, w)
+            return fit([*top, right[0], right[1], *left, *right[2:]], view.height, w)
         return fit([*top, right[0], *left, *right[1:]], view.height, w)
     below = 6 if _under_notice(st) else 4  # the notice, its episode and the handshake's first lines
     upper = fit(top, None if view.height is None else max(1, view.height - below), w)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from agent.config.advice import AdviceSection
 from agent.config.alerts import AlertsSection
 from agent.config.classifier import ClassifierSection
 from agent.config.core import AgentSection, HttpSection
@@ -42,6 +43,7 @@ class Config(StrictModel):
     alerts: AlertsSection = Field(default_factory=AlertsSection)
     goodput: GoodputSection = Field(default_factory=GoodputSection)
     cost: CostSection = Field(default_factory=CostSection)
+    advice: AdviceSection = Field(default_factory=AdviceSection)
     jobs: JobsSection = Field(default_factory=JobsSection)
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
     fleet: FleetSection = Field(default_factory=FleetSection)

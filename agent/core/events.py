@@ -119,6 +119,18 @@ class GoodputDigestEvent(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class JobAdviceEvent(Event):
+    """A job ended: what bound it and which instance to rent for it next time (agent.advice), for the
+    channels that take ``goodput`` messages."""
+
+    kind_name: ClassVar[str] = "job_advice"
+    job: str
+    binds: str
+    lines: tuple[str, ...] = ()
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass(frozen=True, slots=True)
 class GpuFaultEvent(Event):
     """A GPU fault; ``cleared`` when a sustained state (throttling, a lost GPU) ends."""
 

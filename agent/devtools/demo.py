@@ -44,7 +44,7 @@ from agent.core.vocabulary import (
     HandlerState,
     NoticeKind,
 )
-from agent.devtools.demo_input import classifier_config, input_bound, tell_trainer
+from agent.devtools.demo_input import advice_config, classifier_config, input_bound, tell_trainer
 from agent.devtools.demo_screen import FAST, NORMAL, DemoFailed, Screen, telemetry_line
 from agent.devtools.report_run import fetch_page
 
@@ -113,7 +113,7 @@ resolution = "2s"
 [cost]
 instance_hour_price = {DEMO_PRICE}
 currency = "CNY"
-{classifier_config(self.pace)}"""
+{classifier_config(self.pace)}{advice_config()}"""
         path = self.tmp / "agent.toml"
         path.write_text(text)
         return path
@@ -238,6 +238,11 @@ currency = "CNY"
 
     async def _status(self) -> dict[str, Any]:
         code, body = await self._control("GET", "/status")
+        return body if code == 200 and isinstance(body, dict) else {}
+
+    async def _advice(self) -> dict[str, Any]:
+        """The agent's advice over the last classifier window: the phase on screen, not the run."""
+        code, body = await self._control("GET", f"/advice?since={self.pace.window:g}")
         return body if code == 200 and isinstance(body, dict) else {}
 
     async def _events(self) -> list[dict[str, Any]]:
@@ -372,7 +377,7 @@ currency = "CNY"
                 await self.start()
                 await self.watch_node()
                 if self.fake is not None:  # without GPUs there is nothing to starve
-                    await input_bound(self.screen, self.pace, self._status, self._decode)
+                    await input_bound(self.screen, self.pace, self._status, self._decode, self._advice)
                 report = await self.reclaim()
                 assert self.trainer is not None
                 await asyncio.wait_for(self.trainer.wait(), 15)

@@ -20,6 +20,10 @@ from agent.core.vocabulary import DataSubReason, Verdict
 from agent.devtools.demo_screen import DemoFailed, Pace, Screen, telemetry_line
 
 Status = Callable[[], Awaitable[dict[str, Any]]]
+# The demo's prices per instance-hour, written into its agent's config ([cost] for the node of four
+# fake H100s, [advice] prices for three Alibaba candidates): made up for the story, no cloud's price.
+DEMO_NODE_PRICE = 260.0
+DEMO_PRICES = {"ecs.gn7e-c16g1.16xlarge": 104.0, "ecs.gn8v-4x.12xlarge": 86.0, "ecs.gn8is-4x.16xlarge": 52.0}
 
 
 def classifier_config(pace: Pace) -> str:
@@ -31,6 +35,16 @@ def classifier_config(pace: Pace) -> str:
     )
 
 
+def advice_config() -> str:
+    """The demo agent's [cost] and [advice]: its made-up prices, and ledger slots of a second so
+    that the advice can be asked about the last seconds (a phase) rather than the whole run."""
+    prices = ", ".join(f'"{k}" = {v}' for k, v in DEMO_PRICES.items())
+    return (
+        f'[goodput]\nresolution = "1s"\n[cost]\ninstance_hour_price = {DEMO_NODE_PRICE}\n'
+        f"[advice]\nprices = {{ {prices} }}\n"
+    )
+
+
 def tell_trainer(mode_file: Path, decode: bool) -> None:
     """The demo trainer's --mode-file: it decodes every batch itself while the file says so."""
     tmp = mode_file.with_suffix(".tmp")
@@ -38,8 +52,11 @@ def tell_trainer(mode_file: Path, decode: bool) -> None:
     os.replace(tmp, mode_file)  # the trainer never reads half a word
 
 
-async def input_bound(screen: Screen, pace: Pace, status: Status, decode: Callable[[bool], None]) -> None:
-    """``decode(True)`` makes the trainer input-bound (and the GPUs starved), ``decode(False)`` undoes it."""
+async def input_bound(
+    screen: Screen, pace: Pace, status: Status, decode: Callable[[bool], None], advice: Status | None = None
+) -> None:
+    """``decode(True)`` makes the trainer input-bound (and the GPUs starved), ``decode(False)`` undoes it;
+    ``advice`` (the agent's over the last window) is shown in each phase."""
     s = screen
     await until(s, pace, status, Verdict.COMPUTE, "while it trains")
     s.say("demo", "now the job turns input-bound: the trainer decodes every batch itself (num_workers=0)")
@@ -54,11 +71,27 @@ async def input_bound(screen: Screen, pace: Pace, status: Status, decode: Callab
     for line in cl["lines"]:
         if not line.startswith("GPU health"):
             s.say("agent", line)
+    if advice is not None:
+        await show_advice(s, pace, advice, "input")
     await asyncio.sleep(pace.data_seconds)  # time to read it
     s.say("demo", "then the input is fixed (more workers, or cheaper decoding): batches are ready in time")
     decode(False)
     cl = await until(s, pace, status, Verdict.COMPUTE, "once the trainer is fed again")
     s.say("agent", cl["lines"][0])
+    if advice is not None:
+        await show_advice(s, pace, advice, "gpu")
+
+
+async def show_advice(s: Screen, pace: Pace, advice: Status, binds: str) -> None:
+    """The agent's instance advice once it sees what binds the phase (at most ``verdict_wait``; the
+    demo goes on without it: the advice is the ledger's, which lags the verdict by a window)."""
+    deadline = time.monotonic() + pace.verdict_wait
+    a = await advice()
+    while a.get("binds") != binds and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        a = await advice()
+    for line in a.get("lines") or []:
+        s.say("agent", f"advice: {line}")
 
 
 async def until(

@@ -35,6 +35,8 @@ missing), 503 with the reason otherwise</li>
 STATUS_ITEM = (
     '<li><a href="/api/v1/status">/api/v1/status</a> verdict, notices, collectors and the snapshot '
     "(the network view; the control socket has the full one)</li>\n"
+    '<li><a href="/api/v1/advice">/api/v1/advice</a> which instance to rent next time, from what the job '
+    "did (<code>?job=ID</code> for one job)</li>\n"
 )
 REPORT_ITEM = (
     '<li><a href="/report">/report</a> where the GPU time and money went, as a page (<code>?since=</code>'
@@ -57,6 +59,7 @@ class Access:
 
 
 Unauthorized = Callable[[web.Request, AuthDecision], None]
+Advise = Callable[[str | None], dict[str, Any] | None]  # a job (None: the busiest) -> its advice, None: off
 
 
 def accepts_gzip(header: str) -> bool:
@@ -129,6 +132,7 @@ def make_app(
     client_max_size: int = 64 * 1024,
     degraded: Callable[[], str | None] = lambda: None,
     report: ReportPage | None = None,
+    advice: Advise | None = None,
 ) -> web.Application:
     exposition = Exposition(registry)
 
@@ -163,6 +167,13 @@ def make_app(
         except ValueError as e:
             return web.Response(status=400, text=f"{e}\n")
         return web.Response(text=html, content_type="text/html")
+
+    async def api_advice(request: web.Request) -> web.Response:
+        assert advice is not None
+        body = advice(request.query.get("job") or None)
+        if body is None:
+            return web.json_response({"error": "advice is off ([advice] enabled = false)"}, status=404)
+        return web.json_response(body, dumps=_dumps)
 
     async def landing(_: web.Request) -> web.Response:
         items = (STATUS_ITEM if status else "") + (REPORT_ITEM if report else "")
@@ -199,6 +210,8 @@ def make_app(
     app.router.add_get("/healthz", healthz)
     if status is not None:
         app.router.add_get("/api/v1/status", api_status)
+        if advice is not None:  # served where the status is, behind the same rules
+            app.router.add_get("/api/v1/advice", api_advice)
     if report is not None:
         app.router.add_get("/report", report_page)
     app.router.add_get("/", landing)

@@ -29,7 +29,7 @@ from agent.config.types import split_listen
 from agent.exporter.auth import AuthDecision, AuthOutcome, BasicAuth, LogThrottle, request_limit
 from agent.exporter.guard import Closed, ConnectionTable, Guard, Limits, Tls
 from agent.exporter.handshake import HandshakeGate
-from agent.exporter.http import EXPOSITION, Access, Exposition, ReportPage, make_app
+from agent.exporter.http import EXPOSITION, Access, Advise, Exposition, ReportPage, make_app
 from agent.exporter.tls import SwitchableContext, TlsError, allowed_san, build_context
 
 if TYPE_CHECKING:
@@ -101,10 +101,12 @@ class HttpFace:
         version: str,
         degraded: Callable[[], str | None] = lambda: None,
         report: ReportPage | None = None,
+        advice: Advise | None = None,
     ) -> None:
         self.http = http
         self._degraded = degraded
         self._report = report
+        self._advice = advice
         self.limits = Limits(
             http.max_connections, http.header_timeout, http.idle_timeout, http.max_header_bytes
         )
@@ -148,6 +150,7 @@ class HttpFace:
             on_unauthorized=self._log_unauthorized,
             degraded=self._degraded,
             report=self._report,
+            advice=self._advice,
         )
         self._runner = web.AppRunner(
             app,

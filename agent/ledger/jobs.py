@@ -37,6 +37,7 @@ def by_job(
             "ratio": round(seconds[_PRODUCTIVE] / total, 6),
             "buckets": {str(b): round(s, 3) for b, s in zip(BUCKETS, seconds, strict=True)},
             "cost": None,
+            "advice": known.get("advice"),  # what to rent next time, once the job ended (agent.advice)
         }
         if currency is not None:
             entry["cost"] = cost_summary(currency, list(cost))
@@ -74,6 +75,8 @@ def lines(entries: list[dict[str, Any]]) -> list[str]:
             if sec > 0
         ]
         out.append("    " + ", ".join(parts))
+        advice = e.get("advice") or {}
+        out.extend(f"    advice: {line}" for line in advice.get("lines", []))
     return out
 
 

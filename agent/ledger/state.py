@@ -222,6 +222,12 @@ class Ledger:
         while len(self.job_names) > KEEP_JOBS:
             del self.job_names[next(iter(self.job_names))]
 
+    def job_advice(self, key: str, advice: dict[str, Any]) -> None:
+        """What to rent next time, for a job that ended (agent.advice): kept in its record, shown by
+        ``report --by job``."""
+        if key in self.job_names:
+            self.job_names[key]["advice"] = advice
+
     def _productive_between(self, t0: float, t1: float) -> float:
         res = self.book.resolution
         i = INDEX[Bucket.PRODUCTIVE]

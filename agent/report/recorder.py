@@ -41,7 +41,7 @@ FRESH = 5.0  # seconds a page made is served again to the same question
 # the classifier's verdict now, as words ("data/cpu"), or None before its first; handed in by the daemon
 VerdictView = Callable[[], str | None]
 # the instance advice (agent/advice/'s JSON shape) for the page's last section, where there is one
-AdviceView = Callable[[], dict[str, Any] | None]
+AdviceView = Callable[[str | None], dict[str, Any] | None]  # for the job asked about (None: the node)
 
 
 def point(snap: NodeSnapshot, seconds: float, verdict: str | None) -> Point:
@@ -189,7 +189,7 @@ class ReportRecorder(HasRoutes):
             data = page_data(
                 self.ledger, self.timeline, time.time(), window, self.node, __version__, job, network
             )
-            advice = self.advice() if self.advice is not None else None
+            advice = self.advice(job) if self.advice is not None else None
             html = await asyncio.to_thread(build_page, data, advice)
             self._pages = {key: (time.monotonic(), html)}
             return html

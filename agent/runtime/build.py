@@ -6,9 +6,11 @@ other module builds parts, so this and the daemon are the only places that wire 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from agent.advice.component import AdviceComponent
 from agent.checkpoint.component import CheckpointComponent
 from agent.classifier.component import ClassifierComponent
 from agent.config import Config
@@ -77,11 +79,19 @@ def build_components(ctx: Context) -> list[Component]:
         # after the classifier: each snapshot is booked with the pressures of the window it closes
         ledger = LedgerComponent(ctx, classifier.published if classifier else None)
         components.append(ledger)
+        advice = None
+        if ctx.cfg.advice.enabled:
+            # the job's buckets are the ledger's: no ledger, no advice
+            advice = AdviceComponent(ctx, ledger)
+            components.append(advice)
         # after the classifier and the ledger: a tick's point carries the verdict it closed with
         engine = classifier.engine if classifier else None
         components.append(
             ReportRecorder(
-                ctx, ledger, (lambda: engine.current.label if engine.current else None) if engine else None
+                ctx,
+                ledger,
+                (lambda: engine.current.label if engine.current else None) if engine else None,
+                (lambda job: advice.advise(job, time.time())) if advice else None,
             )
         )
     components.append(PreemptionWatcher(ctx))

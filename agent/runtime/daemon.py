@@ -185,6 +185,15 @@ class Daemon:
                 return await comp.page(since, job, network=True)
         raise ValueError("no report: [goodput] is disabled")
 
+    def advice(self, job: str | None) -> dict[str, Any] | None:
+        """/api/v1/advice: the advice part's answer (agent.advice), None while it is off."""
+        for comp in self.components:
+            advise = getattr(comp, "advise", None)
+            if comp.name == "advice" and advise is not None:
+                out: dict[str, Any] = advise(job, time.time())
+                return out
+        return None
+
     async def _bind(self) -> None:
         tcp_status = (
             (lambda: tcp_view(self.status())) if self.cfg.http.tcp_status == TcpStatus.REDACTED else None
@@ -198,6 +207,7 @@ class Daemon:
             degraded=self.degraded,
             # the same exposure as the status: off with [http] tcp_status off, behind the same auth
             report=self.report_page if tcp_status is not None else None,
+            advice=self.advice if tcp_status is not None else None,
         )
         try:
             await self.http.start()

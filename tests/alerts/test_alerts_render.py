@@ -20,6 +20,7 @@ from agent.core.events import (
     CollectorFailingEvent,
     GpuFaultEvent,
     InstanceIdentityEvent,
+    JobAdviceEvent,
     PreemptionEvent,
     VerdictEvent,
 )
@@ -84,6 +85,12 @@ EVENTS = {
     ),
     "collector": CollectorFailingEvent("gpu", "NVML_ERROR_UNKNOWN", 65.0),
     "collector-cleared": CollectorFailingEvent("gpu", "", 0.0, cleared=True),
+    "job-advice": JobAdviceEvent(
+        "4127",
+        "input",
+        ("fix the input first: on any card the data wait stays 62% of each step",),
+        at=NOW,
+    ),
     "agent-started": AgentLifecycleEvent("started", "0.1.0"),
     "agent-stopping": AgentLifecycleEvent("stopping", "0.1.0"),
 }
@@ -110,6 +117,18 @@ def test_every_alert_names_the_node_and_gpus_in_its_language(name: str, lang: st
         assert not CJK.search(words), msg.title
     assert msg.resolved == f.resolved
     assert Message.from_dict(msg.to_dict()) == msg
+
+
+def test_a_job_s_advice_at_its_end_is_a_goodput_message_with_its_lines() -> None:
+    event = EVENTS["job-advice"]
+    f = facts(event)
+    assert f is not None and f.kind == "goodput" and f.fingerprint == "advice/4127/" + f"{NOW:%Y%m%dT%H%M%S}"
+    msg = render(event, f, scene(), "en")
+    assert msg.title == "Job 4127 ended on gpu-node-17: what to rent next time"
+    assert dict(msg.fields)["Binds"] == "input" and msg.lines == event.lines
+    assert ("advised_job", "4127") in msg.labels
+    zh = render(event, f, scene(), "zh-CN")
+    assert zh.title == "gpu-node-17 作业 4127 已结束：下次租用建议" and dict(zh.fields)["瓶颈"] == "input"
 
 
 def test_spot_notice_counts_down_in_both_languages() -> None:

@@ -80,6 +80,29 @@ def test_demo_runs_to_completion(tmp_path):
     assert re.search(r"│ hint: Input is CPU-bound", said), said
     assert re.search(r"│ scores: compute 0\.\d\d  data (0\.[5-9]\d|1\.00) .*votes data/cpu", said), said
 
+    # the instance advice of each phase (agent.advice, over the last window): input-bound, fix the
+    # input first and a cheaper card that would do as well; computing, a slower card only with how
+    # much longer each step would take
+    fed = out.index("demo    │ then the input is fixed")
+    assert re.search(
+        r"agent +│ advice: fix the input first: on any card the data wait stays \d+% of each step", said
+    )
+    cheaper = (
+        r"advice: `(\S+)` 4x (\S+) would do about as well: at most ~\d\.\d\d× the step time, at ~0\.\d+×"
+    )
+    m = re.search(cheaper, said)
+    assert m and m.group(2) != "H100-SXM" and out.index(m.group(0)) < fed, said
+    computing = out[
+        out.index("agent   │ verdict: COMPUTE", fed) : out.index("cloud   │ Alibaba Cloud will reclaim")
+    ]
+    assert re.search(r"agent +│ advice: its GPUs compute \d+% of the time at 67 GB of 80 GB", computing), (
+        computing
+    )
+    named = re.findall(r"advice: (`\S+` .*)", computing)
+    assert named and all(re.search(r"~\d+\.\d–\d+\.\d× (longer|faster) per step", n) for n in named), (
+        computing
+    )
+
     # the trainer is a user's script on tna_client, finding the demo's agent the documented way
     assert re.search(
         rf"trainer +│ requests are read from {re.escape(tmp)}/\S+ \(via \$TNA_CHECKPOINT_REQUEST_FILE\)", out

@@ -173,6 +173,10 @@ def status(seed: int, notice: bool = True, drill: bool = False, goodput: bool = 
                 "cadence: checkpoint every 10 min",
             ],
         }
+        st_["advice"] = {  # the shape agent.advice's status has: its one line
+            "advice": {"binds": "input", "lines": ["fix the input first"]},
+            "lines": ["advice: fix the input first: on any card the data wait stays 40% of each step"],
+        }
     return st_
 
 
@@ -230,6 +234,7 @@ def test_a_pipe_frame_has_everything() -> None:
     )
     assert "cost 12.50 USD, wasted 1.59" in out and "cadence: checkpoint every 10 min" in out
     assert "87.3% over" not in out  # the ledger's own ratio line is not said twice
+    assert "advice: fix the input first: on any card the data wait stays 40% of each step" in out
 
 
 def test_the_countdown_is_the_deadline_minus_now() -> None:
