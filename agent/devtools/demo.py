@@ -49,7 +49,6 @@ from agent.devtools.demo_screen import FAST, NORMAL, DemoFailed, Screen, telemet
 from agent.devtools.report_run import fetch_page
 
 GIB = 1024**3
-DEMO_PRICE = 9.6  # the demo's [cost] instance_hour_price: a figure for the report page's money, no quote
 
 
 class Demo:
@@ -108,11 +107,6 @@ poll_interval = "{self.pace.poll}"
 discover = [{discover}]
 signal = "SIGUSR1"
 discovery_file = "{self.tmp / "run" / "agent.json"}"
-[goodput]
-resolution = "2s"
-[cost]
-instance_hour_price = {DEMO_PRICE}
-currency = "CNY"
 {classifier_config(self.pace)}{advice_config()}"""
         path = self.tmp / "agent.toml"
         path.write_text(text)

@@ -12,7 +12,7 @@ from pathlib import Path
 from browser import Elements, chromium, largest
 from conftest import REPO
 
-from agent.devtools.demo import DEMO_PRICE
+from agent.devtools.demo_input import DEMO_NODE_PRICE as DEMO_PRICE
 from agent.devtools.demo_screen import FAST
 
 ARTEFACT = REPO / "bench" / "out" / "report-demo.png"
