@@ -86,6 +86,16 @@ class TrainerCgroup:
         text = f"{self.device} rbps={read_bps}" if self._v2 else f"{self.device} {read_bps}"
         _write(self._throttle, text)
 
+    def set_write_bps(self, write_bps: int) -> None:
+        """The trainer's writes to the device at most ``write_bps`` (0: unthrottled). v1 blk-throttle
+        sees the direct writes a process issues itself (O_DIRECT, its own fsync's), not the page
+        cache's writeback, so the lab's slow volume is written with O_DIRECT."""
+        assert self._throttle is not None
+        if self._v2:
+            _write(self._throttle, f"{self.device} wbps={write_bps or 'max'}")
+        else:
+            _write(self._throttle.with_name("blkio.throttle.write_bps_device"), f"{self.device} {write_bps}")
+
     def set_cpus(self, cores: int) -> str:
         """The cpuset holds ``cores`` CPUs, the highest-numbered ones (CPU 0 takes most of the box's
         interrupts); on v2 without the cpuset controller it is a ``cpu.max`` quota instead."""

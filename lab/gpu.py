@@ -6,6 +6,8 @@ power, as on Ampere and older. The phases:
 - ``compute``: busy, high power, high SM activity;
 - ``starved``: waiting for data or writing a checkpoint: idle;
 - ``spin``: waiting in a collective: utilization ~100% at low power and low SM activity, as NCCL;
+- ``small``: small kernels one after another from a host that cannot launch them faster: a kernel
+  resident most of the time, little work in each (utilization ~70%, SM activity ~8%);
 - ``idle``: no job at all (no compute process on the GPUs).
 """
 
@@ -43,6 +45,13 @@ PHASES: dict[str, dict[str, Any]] = {
         "sm_active": 3.0,
         "tensor_active": 0.0,
     },
+}
+PHASES["small"] = {
+    "utilization_gpu": 72,
+    "utilization_memory": 6,
+    "power_mw": 160_000,
+    "sm_active": 8.0,
+    "tensor_active": 1.0,
 }
 PHASES["idle"] = dict(PHASES["starved"], power_mw=72_000)
 GPM_KEYS = ("sm_active", "tensor_active", "dram_active")
@@ -97,6 +106,8 @@ class LabGpus:
         # run: the trainers inherit it), for the instant-mode figures beside the averaged ones
         self.averaged = os.environ.get("TNA_LAB_GPUS_AVERAGED") != "0" if averaged is None else averaged
         self.current: str | None = None
+        self._pid: int | None = None
+        self.pcie_rx = 0  # bytes each GPU has received over PCIe (NVML's counter), cumulative
         self._history: list[list[dict[str, float]]] = [[] for _ in range(gpus)]
         self._last: list[dict[str, float]] = [{} for _ in range(gpus)]
         if self.averaged:
@@ -142,7 +153,7 @@ class LabGpus:
         out = []
         now = time.monotonic()
         for i in range(self.gpus):
-            fields = dict(PHASES[phases[i]])
+            fields = dict(PHASES[phases[i]], pcie_rx_bytes=self.pcie_rx)
             if i % 2 == 1 and self.gpm == "even":  # no GPM on the odd GPUs: null = not supported
                 fields.update(dict.fromkeys(GPM_KEYS))
             if self.readings:
@@ -173,7 +184,14 @@ class LabGpus:
         # whose I/O the agent is measuring, and must not become disk I/O of its own
         devices = self.devices([phase] * self.gpus, [pid] * self.gpus, extra)
         write_atomic(self.path, json.dumps(state(devices)).encode(), durable=False)
-        self.current = phase
+        self.current, self._pid = phase, pid
+
+    def received(self, nbytes: int) -> None:
+        """Each GPU received ``nbytes`` more over PCIe (a host-to-device copy): the counter NVML's
+        field values report, shown in the phase the GPUs are in."""
+        self.pcie_rx += nbytes
+        if self.current is not None:
+            self.phase(self.current, self._pid)
 
 
 class PhaseLog:

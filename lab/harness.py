@@ -63,6 +63,7 @@ class Scenario:
     cpuset: int | None = None  # confine the job to this many cores; None: no cpuset
     link_mbit: int = 80  # the peer link's tc rate, where the job uses the network
     read_bps: int = READ_BPS
+    write_bps: int = 0  # the job's writes to the dataset's disk at most this (0: unthrottled)
     noise: str | None = None  # "disk" | "cpu": background load beside the job
     family: str = ""  # for the time-to-first-verdict table; the name by default
     torch: str | None = None  # a real PyTorch job (lab.torchlab.JOBS) instead of the synthetic trainer
@@ -230,6 +231,7 @@ class Lab:
             time.sleep(sc.idle_seconds)
         else:
             self.cgroup.set_read_bps(sc.read_bps)
+            self.cgroup.set_write_bps(sc.write_bps)
             if sc.cpuset is not None:
                 self.cgroup.set_cpus(sc.cpuset)
             if sc.regimes & STREAM_REGIMES:

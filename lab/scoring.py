@@ -30,8 +30,23 @@ TRUTH = {
     "sync-wait": "sync-wait",
     "checkpoint": "compute",  # write bursts and checkpoints must not flip a compute-bound job
     "idle": "idle",
+    # the host side (issue 48, lab/hostdraws.py): a synchronous save that holds the GPUs a third of the time
+    "launch": "host/launch",
+    "pageable-copy": "host/pageable-copy",
+    "checkpoint-stall": "host/checkpoint",
 }
-ROWS = ("compute", "data/storage", "data/cpu", "data/network-input", "network", "sync-wait", "idle")
+ROWS = (
+    "compute",
+    "data/storage",
+    "data/cpu",
+    "data/network-input",
+    "network",
+    "sync-wait",
+    "host/launch",
+    "host/pageable-copy",
+    "host/checkpoint",
+    "idle",
+)
 COLUMNS = (*ROWS, "mixed", "none")
 CARRIED = ("warming up", "filling window")  # holds that keep the verdict from before the job
 

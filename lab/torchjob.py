@@ -23,11 +23,20 @@ into ``--checkpoint-dir``, fsynced, while the GPUs idle. ``--decode-seconds`` si
 pool) from the measured CPU time of one image, so a batch costs that much on any box. The job ends
 by itself after ``--seconds`` (in ``dist``, rank 0 decides and the stop rides on the last
 all-reduce, so both ranks make the same number of calls).
+
+The host-side shapes (issue 48), each a single process launched with no rank count: ``launch``
+dispatches ``--ops`` tiny ops a step one by one from the main thread, its GPUs showing small kernels
+(``small``: a kernel resident most of the time, little work in each); ``copy`` copies ``--copy-bytes``
+of pageable host memory a step (in eight chunks, each GPU's PCIe receive counter advancing by each),
+its GPUs starved meanwhile, then computes for as long as makes the copies ``--copy-share`` of the
+step on this box; ``compute`` with ``--save-direct`` writes each save with O_DIRECT to that path, so
+every byte crosses the lab's write throttle (a synchronous save to a slow volume).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import mmap
 import os
 import random
@@ -131,6 +140,67 @@ def save(folder: Path, size: int) -> None:
         os.fsync(f.fileno())
 
 
+ALIGN = 4096
+
+
+def save_direct(path: Path, state: dict, wrap: int) -> int:
+    """``torch.save`` of ``state`` to a buffer, then written with O_DIRECT to ``path`` (a file, or the
+    lab's loop device, cycling within its first ``wrap`` bytes) and synced: every byte crosses the
+    cgroup's write throttle, as a save to a slow volume does. Returns the bytes written."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    data = buf.getbuffer()
+    block = mmap.mmap(-1, 1 << 20)  # page-aligned, as O_DIRECT wants
+    flags = os.O_WRONLY | os.O_DIRECT | (0 if path.is_block_device() else os.O_CREAT)
+    fd = os.open(path, flags, 0o644)
+    try:
+        off = 0
+        while off < len(data):
+            n = min(len(block), len(data) - off)
+            block[:n] = data[off : off + n]
+            aligned = -(-n // ALIGN) * ALIGN
+            os.pwrite(fd, memoryview(block)[:aligned], off % max(wrap - len(block), ALIGN))
+            off += n
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return len(data)
+
+
+def launch_bound(args: argparse.Namespace, phase, end: float) -> None:
+    """Thousands of tiny ops a step, each its own dispatch from the main thread: on a GPU each would
+    be a kernel of microseconds that the host cannot launch faster (no process group, no peer)."""
+    x = torch.ones(256)
+    while time.monotonic() < end:
+        phase("small")
+        for _ in range(jittered(args.ops)):
+            x = x * 1.0001 + 1e-4
+        x = x / x.norm()
+        phase("compute")  # the optimizer step: a few larger kernels
+        time.sleep(args.gpu_seconds * random.uniform(0.6, 1.4))
+
+
+def pageable_copies(args: argparse.Namespace, gpus: LabGpus, phase, end: float) -> None:
+    """Each step copies ``--copy-bytes`` of pageable host memory to the "device" (a tensor standing
+    for it) while the GPUs wait, then computes: the compute is sized on this box so the copies hold
+    ``--copy-share`` of the step."""
+    src = torch.rand(args.copy_bytes // 4)  # pageable: never pinned
+    dst = torch.empty_like(src)
+    chunks = 8
+    n = src.numel() // chunks
+    start = time.monotonic()
+    dst.copy_(src)
+    per_copy = time.monotonic() - start
+    compute = per_copy * (1.0 - args.copy_share) / args.copy_share
+    while time.monotonic() < end:
+        phase("starved")
+        for k in range(chunks):
+            dst[k * n : (k + 1) * n].copy_(src[k * n : (k + 1) * n])
+            gpus.received(n * 4)
+        phase("compute")
+        time.sleep(compute * random.uniform(0.6, 1.4))
+
+
 def batch_for(args: argparse.Namespace) -> int:
     """``--batch``, or as many images as ``--decode-seconds`` of CPU decode (measured here, on a few)."""
     if not args.decode_seconds:
@@ -192,7 +262,11 @@ def batches(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="a real PyTorch job for the classifier lab")
-    ap.add_argument("--mode", choices=("jpeg", "pool", "direct", "stream", "dist", "compute"), required=True)
+    ap.add_argument(
+        "--mode",
+        choices=("jpeg", "pool", "direct", "stream", "dist", "compute", "launch", "copy"),
+        required=True,
+    )
     ap.add_argument("--regime", required=True, help="what the lab says limits this job (the truth)")
     ap.add_argument("--gpu-state", required=True)
     ap.add_argument("--gpus", type=int, default=2)
@@ -218,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save-every", type=float, default=0.0, help="seconds between saves (compute)")
     ap.add_argument("--save-bytes", type=int, default=64 << 20, help="bytes of state each save writes")
     ap.add_argument("--checkpoint-dir", help="where the saves go (compute)")
+    ap.add_argument("--save-direct", help="write each save with O_DIRECT to this file or device (compute)")
+    ap.add_argument("--ops", type=int, default=5000, help="tiny ops dispatched a step (launch)")
+    ap.add_argument("--copy-bytes", type=int, default=256 << 20, help="pageable bytes copied a step (copy)")
+    ap.add_argument("--copy-share", type=float, default=0.5, help="of a step, the copies' share (copy)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)  # the "GPU" work is simulated; keep the CPU for the input pipeline
     args.batch = batch_for(args)
@@ -256,11 +334,24 @@ def main(argv: list[str] | None = None) -> int:
     # torch's first autograd step costs a second here: on a GPU node that is the CUDA/cuDNN warm-up
     # before the job shows on the GPUs; the lab's job starts when it does
     step(torch.zeros(args.batch, 3, 32, 32, dtype=torch.uint8))
-    it = batches(args)
+    state = {"weights": torch.randn(args.save_bytes // 4)} if args.save_direct else {}
     log.write(regime=args.regime, seconds=args.seconds, batch=args.batch)
     end = time.monotonic() + args.seconds
     saved_at = time.monotonic()
     finished = False
+    if args.mode in ("launch", "copy"):
+        try:
+            if args.mode == "launch":
+                launch_bound(args, phase, end)
+            else:
+                pageable_copies(args, gpus, phase, end)
+            finished = True
+        finally:
+            gpus.phase("idle", None)
+            log.write(phase="idle", regime="end", finished=finished)
+            log.close()
+        return 0
+    it = batches(args)
     try:
         while True:
             phase("starved")
@@ -279,7 +370,12 @@ def main(argv: list[str] | None = None) -> int:
                 break
             if args.save_every and time.monotonic() - saved_at >= args.save_every:
                 phase("starved")  # a synchronous save: the GPUs idle until the state is on disk
-                save(Path(args.checkpoint_dir), args.save_bytes)
+                log.write(save="begin")
+                if args.save_direct:
+                    save_direct(Path(args.save_direct), state, args.data_size)
+                else:
+                    save(Path(args.checkpoint_dir), args.save_bytes)
+                log.write(save="end")
                 saved_at = time.monotonic()
         finished = True
     finally:

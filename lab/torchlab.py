@@ -171,6 +171,11 @@ def _args(sc: Scenario, lab: Lab, state: Path, log: Path) -> list[str]:
     ]
     out += ["--images", str(make_images(lab.workdir / "images")), "--data", str(lab.data.path)]
     out += ["--data-size", str(lab.data.size), "--checkpoint-dir", str(lab.workdir / "checkpoints")]
+    if sc.write_bps:  # a slow volume: the saves cross the write throttle of the dataset's disk
+        out += [
+            "--save-direct",
+            str(lab.data.path if lab.data.loop else lab.workdir / "checkpoints" / "slow.ckpt"),
+        ]
     if lab.net is not None and sc.torch == "stream":
         out += ["--server", f"{lab.net.peer_ip}:{lab.net.port}"]
     for k, v in sc.args.items():

@@ -19,11 +19,13 @@ from agent.classifier.cause import cause
 from agent.classifier.engine import Engine, Evaluation
 from agent.classifier.features import Features
 from agent.classifier.published import Published, published
+from agent.classifier.shapes.checkpoint import save_lines
+from agent.classifier.shapes.shape import SaveView
 from agent.context import Context
 from agent.core.aio import next_within
 from agent.core.component import HasMetrics, HasRoutes, HasStatus, HasVerdictLine, Route
 from agent.core.events import CheckpointEvent
-from agent.core.vocabulary import Verdict, VerdictReason
+from agent.core.vocabulary import HostSubReason, Verdict, VerdictReason
 from agent.snapshot import NodeSnapshot
 
 log = structlog.get_logger("classifier")
@@ -42,9 +44,12 @@ def ago(seconds: float) -> str:
 class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
     name = "classifier"
 
-    def __init__(self, ctx: Context, peer: Callable[[], str | None] | None = None) -> None:
+    def __init__(
+        self, ctx: Context, peer: Callable[[], str | None] | None = None, saves: SaveView | None = None
+    ) -> None:
         self.cfg = ctx.cfg.classifier
         self.peer = peer  # the fleet's word on who sets the job's pace ([fleet], agent/fleet/peer.py)
+        self.saves = saves  # the ledger's price and cadence for a save the classifier measured
         self.state_dir = ctx.state_dir
         self.bus = ctx.bus
         self.engine = Engine(self.cfg, store.load(ctx.state_dir))
@@ -122,6 +127,8 @@ class ClassifierComponent(HasMetrics, HasRoutes, HasStatus, HasVerdictLine):
         note = self.peer() if self.peer is not None and cur.verdict == Verdict.SYNC_WAIT else None
         if note:
             out.insert(2, note)
+        if self.saves is not None and cur.sub_reason == HostSubReason.CHECKPOINT:
+            out += save_lines(cur.features.host, self.saves)
         return out
 
     def verdict_line(self) -> str:

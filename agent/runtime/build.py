@@ -20,6 +20,7 @@ from agent.exporter import malformed as malformed_metrics
 from agent.faults.gpu import GpuHealth
 from agent.fleet.peer import FleetPeer
 from agent.ledger.component import LedgerComponent
+from agent.ledger.savecost import save_view
 from agent.preemption.watcher import PreemptionWatcher
 from agent.report.recorder import ReportRecorder
 from agent.scheduler.component import SchedulerComponent
@@ -79,6 +80,8 @@ def build_components(ctx: Context) -> list[Component]:
         # after the classifier: each snapshot is booked with the pressures of the window it closes
         ledger = LedgerComponent(ctx, classifier.published if classifier else None)
         components.append(ledger)
+        if classifier is not None:
+            classifier.saves = save_view(ledger)  # what a save it measures costs, and how often to make it
         advice = None
         if ctx.cfg.advice.enabled:
             # the job's buckets are the ledger's: no ledger, no advice

@@ -16,6 +16,7 @@ from agent.config.classifier import ClassifierSection
 from agent.snapshot import NodeSnapshot
 from agent.snapshot.rates import NodeRates
 from agent.sources.gpu.part import GpuPart, GpuProcess, GpuStats
+from agent.sources.gpu.rates import GpuRates
 from agent.sources.host.part import CpuTimes, HostPart
 from agent.sources.host.rates import HostRates
 from agent.sources.network.part import NetworkPart, NicStat, RdmaPort
@@ -32,6 +33,9 @@ PHASES = {
     "work": (0.97, 330.0, 0.8),
     "spin": (1.0, 85.0, 0.04),  # NCCL waiting: busy by utilization, near-idle power and SMs
     "starved": (0.0, 62.0, 0.0),
+    # small kernels launched one after another by a host that cannot go faster: busy by utilization,
+    # a little work in each (HTA's kernel wait; DCGM's graphics active with SM active low)
+    "small": (0.72, 140.0, 0.08),
 }
 BASE_WALL = 1_700_000_000.0
 
@@ -69,6 +73,10 @@ class Regime:
     slow: tuple[int, ...] = ()  # GPUs that work while the others spin (the ones they wait for)
     slow_throttle: int = 0  # the clocks event reasons those GPUs run under
     slow_clock: float = 1.98e9  # their SM clock, Hz (the others run at the max, 1980 MHz)
+    world_size: int | None = None  # the trainer's launcher rank count (None: its environment unread)
+    write_starved: float = 0.0  # bytes/s its tree writes while the GPUs starve (a synchronous save)
+    pcie_starved: float = 0.0  # bytes/s each GPU receives over PCIe while starved (host-to-device copies)
+    pcie_other: float = 0.0  # ... otherwise
 
 
 def gpu_stats(
@@ -132,8 +140,11 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
             process_cpu_cores={r.pid: r.cores} if r.trainer else {},
             process_member_busy=_member_busy(r, waiting),
             process_read={r.pid: r.trainer_read} if r.trainer and r.trainer_read is not None else {},
-            process_write={r.pid: r.trainer_write} if r.trainer else {},
+            process_write={r.pid: r.trainer_write + (r.write_starved if starved else 0.0)}
+            if r.trainer
+            else {},
         ),
+        GpuRates(gpu_pcie_rx=dict.fromkeys(range(r.gpus), r.pcie_starved if starved else r.pcie_other)),
         interval_seconds=1.0,
     )
     return NodeSnapshot(
@@ -155,7 +166,19 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
 def stat_of(r: Regime, t: float, starved: bool) -> ProcessStat:
     blocked = int(r.blocked and starved)
     cpu = t * r.cores
-    return ProcessStat(r.pid, 1000, "python", cpu, None, None, r.allowed, 8, r.workers, blocked=blocked)
+    return ProcessStat(
+        r.pid,
+        1000,
+        "python",
+        cpu,
+        None,
+        None,
+        r.allowed,
+        8,
+        r.workers,
+        blocked=blocked,
+        world_size=r.world_size,
+    )
 
 
 def _member_busy(r: Regime, waiting: bool) -> dict[int, tuple[float, ...]]:

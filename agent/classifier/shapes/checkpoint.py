@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.classifier.shapes.shape import Shape, declare
+from agent.classifier.shapes.shape import SaveView, Shape, declare
 from agent.core.vocabulary import Bucket, HostSubReason, VerdictReason
 
 if TYPE_CHECKING:
     from agent.classifier.features import Features
+    from agent.classifier.host import HostFeatures
     from agent.config.classifier import ClassifierSection
 
 RECUR = 2  # saves in the window for the full pressure: one stall could be anything that wrote
@@ -31,7 +32,7 @@ def reasons(f: Features) -> list[str]:
     h = f.host
     every = f", one every ~{h.save_period:.0f} s" if h.save_period else ""
     return [
-        f"checkpoint saves held the GPUs {h.save_share * 100:.0f}% of the time: {h.stalls} in the last "
+        f"checkpoint saves held the GPUs {h.save_share * 100:.0f}% of the time: {h.saves} began in the last "
         f"{f.span_seconds:.0f} s, each ~{h.save_seconds:.1f} s ({_mb(h.save_bytes)} written){every}",
         f"the training process ({f.trainer_label}) wrote {(h.write_starved or 0) / 1e6:.1f} MB/s while the "
         f"GPUs starved; it read {(f.trainer_read or 0) / 1e6:.1f} MB/s",
@@ -47,6 +48,24 @@ def hint(f: Features) -> str:
         "NVMe and upload after, or save less often (the ledger's advised cadence: training-node-agent "
         "report)."
     )
+
+
+def save_lines(h: HostFeatures, saves: SaveView) -> list[str]:
+    """What the saves cost an hour at the configured price, and the interval the reclaim risk asks
+    for a save that long, in the ledger's figures."""
+    if not h.stalls or h.save_seconds <= 0:
+        return []
+    said = saves(h.save_seconds, h.save_share, h.save_period)
+    out = []
+    if said.per_hour is not None:
+        out.append(f"the saves cost ~{said.per_hour:.2f} {said.currency} an hour of this node's price")
+    if said.interval is not None and said.mtbi is not None:
+        now = f" (now every ~{h.save_period:.0f} s)" if h.save_period else ""
+        out.append(
+            f"at one reclaim every ~{said.mtbi / 3600:.1f} h ({said.mtbi_source}) a "
+            f"{h.save_seconds:.1f} s save is best made every ~{said.interval / 60:.0f} min (Young/Daly){now}"
+        )
+    return out
 
 
 SHAPE = declare(

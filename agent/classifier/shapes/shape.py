@@ -33,6 +33,21 @@ class Shape(NamedTuple):
     what: str  # what it means, in a few words (docs, the report's legend)
 
 
+class SaveCost(NamedTuple):
+    """What the ledger says of a synchronous save the classifier measured (``host/checkpoint``)."""
+
+    per_hour: float | None  # money an hour the saves hold the GPUs, at the configured price
+    currency: str
+    interval: float | None  # the advised interval for a save that long (Young/Daly, the reclaim risk)
+    mtbi: float | None  # the mean time between interruptions it rests on
+    mtbi_source: str  # "config" | "node history" | "lower bound"
+
+
+# (one save's seconds, the saves' share of the time, their period) -> what the ledger says of them;
+# handed to the classifier part by the daemon, as the fleet's word on the pace is
+SaveView = Callable[[float, float, "float | None"], SaveCost]
+
+
 SHAPES: dict[HostSubReason, Shape] = {}
 
 
