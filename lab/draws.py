@@ -40,6 +40,11 @@ MIB = 1 << 20
 LONG_TUNE_SEEDS = tuple(range(300, 340))
 LONG_HELD_OUT_SEEDS = tuple(range(9700, 9800))
 CYCLE_SECONDS = (0.1, 2.0)
+# Issue 48: the GPUs work 30-70% of each 0.1-2 s cycle and lose the rest to one cause, which must be
+# named, never "mixed" (``duty_draw``), from seeds of their own; make lab runs TNA_LAB_DUTY_DRAWS
+DUTY_FAMILIES = ("storage", "cpu", "network-input", "network")
+DUTY_TUNE_SEEDS = tuple(range(600, 640))
+DUTY_HELD_OUT_SEEDS = tuple(range(9900, 10000))
 LONG_SECONDS = 45.0  # the default 20 s warm-up, a verdict within 30 s of the start, and then some
 UTILIZATION_PERIODS = (1 / 6, 1.0)  # seconds
 BUFFER_DEPTHS = (20, 120)  # samples: >= 3 s at the shortest period, so a 1 s drain never loses one
@@ -166,6 +171,37 @@ def long_step_draw(seed: int, cpus: int) -> Draw:
         return Draw(seed, family, LONG_SECONDS, args, link_mbit=mbit, noise=noise)
     mbit = rnd.choice((50, 80, 200))
     args = {"gpus": gpus, "straggle": wait, "sync-bytes": rnd.randint(4, 64) << 10, "compute-step": compute}
+    return Draw(seed, family, LONG_SECONDS, args, link_mbit=mbit, noise=noise)
+
+
+def duty_draw(seed: int, cpus: int) -> Draw:
+    """A draw of ``DUTY_FAMILIES`` whose GPUs compute 30-70% of each 0.1-2 s cycle and lose the rest
+    to the family's cause: a read, a decode in the training process or an exchange before each step
+    (the rest of the cycle), or input streamed by one worker that runs ahead (its transfer is the
+    cycle)."""
+    rnd = random.Random(f"duty-{seed}")
+    family = DUTY_FAMILIES[seed % len(DUTY_FAMILIES)]
+    gpus = rnd.choice((1, 2, 2, 4, 8))
+    noise = rnd.choice((None, None, "disk", "cpu"))
+    cycle = rnd.uniform(*CYCLE_SECONDS)
+    compute = cycle * rnd.uniform(0.3, 0.7)
+    wait = cycle - compute
+    if family == "storage":
+        read_bps = rnd.choice((4, 6, 8, 12)) * MIB
+        args = {"gpus": gpus, "batch-bytes": max(64 << 10, int(wait * read_bps)), "compute-step": compute}
+        return Draw(seed, family, LONG_SECONDS, args, read_bps=read_bps, noise=noise)
+    if family == "cpu":
+        args = {"gpus": gpus, "workers": 0, "decode-seconds": wait, "compute-step": compute}
+        return Draw(seed, "cpu-inline", LONG_SECONDS, args, noise=noise)
+    if family == "network-input":
+        mbit = rnd.choice((20, 30, 50, 80))
+        obj = 256 << 10
+        objects = max(1, round(cycle * mbit * 1e6 / 8 / obj))
+        compute = objects * obj * 8 / (mbit * 1e6) * (compute / cycle)
+        args = {"gpus": gpus, "workers": 1, "objects": objects, "object-bytes": obj, "compute-step": compute}
+        return Draw(seed, family, LONG_SECONDS, args, link_mbit=mbit, noise=noise)
+    mbit = rnd.choice((20, 30, 50, 80, 120))
+    args = {"gpus": gpus, "grad-bytes": max(64 << 10, int(wait * mbit * 1e6 / 8)), "compute-step": compute}
     return Draw(seed, family, LONG_SECONDS, args, link_mbit=mbit, noise=noise)
 
 

@@ -13,6 +13,7 @@ from agent.classifier.features import Features
 from agent.classifier.gpus import GpuClass, GpuReading, Shares, gpu_class, gpu_shares
 from agent.classifier.hints import HINTS
 from agent.classifier.shapes import SHAPES
+from agent.classifier.shapes.shape import SaveCost, SaveView
 from agent.config.classifier import ClassifierSection
 from agent.core.vocabulary import Bucket, HostSubReason
 
@@ -24,6 +25,8 @@ __all__ = [
     "GpuReading",
     "Pressures",
     "Published",
+    "SaveCost",
+    "SaveView",
     "Shares",
     "published",
     "unclassified",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.classifier.shapes.shape import SaveCost, SaveView
+from agent.classifier.published import SaveCost, SaveView
 from agent.ledger.cadence import advise
 
 if TYPE_CHECKING:

@@ -37,8 +37,10 @@ class Column:
 
 
 def columns(data: PageData) -> list[Column]:
-    """The ledger's slots merged into at most ``MAX_COLUMNS``, each clipped to the period: their
-    seconds add up to the time the ledger covers in it."""
+    """The ledger's slots merged into at most ``MAX_COLUMNS``, each clipped to the period. A tick
+    books the time since the tick before it into its own slot, so a slot no tick fell in (the agent
+    stalled longer than a slot) is booked in the next one: each column reaches back to where the
+    one before it ended, and their seconds add up to the time the ledger covers, without a gap."""
     span = data.until - data.since
     res = data.resolution
     width = max(res, math.ceil(span / MAX_COLUMNS / res) * res) if span > 0 else res
@@ -49,12 +51,15 @@ def columns(data: PageData) -> list[Column]:
         if hi <= lo:
             continue
         key = math.floor((start - data.since) / width)
-        c = merged.setdefault(key, [lo, 0.0, [0.0] * n])
-        c[0] = min(c[0], lo)
-        c[1] += hi - lo
+        c = merged.setdefault(key, [lo, hi, [0.0] * n])
+        c[0], c[1] = min(c[0], lo), max(c[1], hi)
         for i, x in enumerate(secs):
             c[2][i] += x
-    return [Column(c[0], c[1], tuple(c[2])) for _, c in sorted(merged.items())]
+    out: list[Column] = []
+    for _, (lo, hi, secs) in sorted(merged.items()):
+        start = out[-1].start + out[-1].seconds if out else lo
+        out.append(Column(start, hi - start, tuple(secs)))
+    return out
 
 
 def build_page(data: PageData, advice: dict[str, Any] | None = None) -> str:

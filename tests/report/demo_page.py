@@ -33,7 +33,10 @@ def check_demo_page(html: Path, phases: list[tuple[float, str]], tmp: Path) -> N
     svg = dom.svg("timeline")
     period = float(svg["data-until"]) - float(svg["data-since"])
     columns = dom.columns()
-    assert sum(float(c["data-seconds"]) for c, _ in columns) == approx(period, 0.01)
+    assert sum(float(c["data-seconds"]) for c, _ in columns) == approx(period, 0.01), (
+        period,
+        [(c["data-start"], c["data-seconds"]) for c, _ in columns],
+    )
     assert sum(float(c["data-width"]) for c, _ in columns) == approx(float(svg["data-plot-width"]), 0.05)
     banded = sum(float(b["data-gpu-seconds"]) for _, bands in columns for b in bands)
     (total,) = dom.of("total")

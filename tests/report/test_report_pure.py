@@ -4,6 +4,7 @@ from whatever the data names, the instance advice last and only where given, not
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 from pathlib import Path
@@ -201,3 +202,17 @@ async def test_a_page_asked_again_at_once_is_made_once(tmp_path: Path):
     assert await rec.page(3600.0, network=True) is not first  # another question, another page
     with pytest.raises(ValueError, match="since must be between"):
         await rec.page(float("nan"))
+
+
+def test_a_slot_no_tick_fell_in_leaves_no_gap_in_the_timeline():
+    """An agent stalled past a 1 s slot books the stall in the next tick's slot: the column reaches
+    back to the one before it (a loaded box's demo page had columns 1 s short of its period)."""
+    starts = [0.0, 1.0, 2.0, 4.0, 5.0, 8.0, 9.0]  # no tick in 3-4 s and 6-8 s
+    covers = {4.0: 2.0, 8.0: 3.0}  # the tick after a stall books the stall too
+    slots = [(s, [4.0 * covers.get(s, 1.0), 0.0]) for s in starts]
+    data = PageData("n", 0.0, 10.0, "t", 0.0, ["a", "b"], 1.0, slots, {})
+    cols = columns(data)
+    assert sum(c.seconds for c in cols) == 10.0
+    assert all(a.start + a.seconds == b.start for a, b in itertools.pairwise(cols))
+    # the GPU-seconds of a column against its seconds: the 4 GPUs of the node, every column
+    assert [sum(c.gpu_seconds) / c.seconds for c in cols] == [4.0] * len(starts)
