@@ -182,23 +182,21 @@ def launch_bound(args: argparse.Namespace, phase, end: float) -> None:
 
 def pageable_copies(args: argparse.Namespace, gpus: LabGpus, phase, end: float) -> None:
     """Each step copies ``--copy-bytes`` of pageable host memory to the "device" (a tensor standing
-    for it) while the GPUs wait, then computes: the compute is sized on this box so the copies hold
-    ``--copy-share`` of the step."""
+    for it) while the GPUs wait, then computes for as long as makes that step's copies
+    ``--copy-share`` of it (sized on the copy just made: a box's copies run at its own speed)."""
     src = torch.rand(args.copy_bytes // 4)  # pageable: never pinned
-    dst = torch.empty_like(src)
+    dst = torch.zeros_like(src)  # touched: the first copy must not pay the page faults alone
     chunks = 8
     n = src.numel() // chunks
-    start = time.monotonic()
-    dst.copy_(src)
-    per_copy = time.monotonic() - start
-    compute = per_copy * (1.0 - args.copy_share) / args.copy_share
     while time.monotonic() < end:
         phase("starved")
+        began = time.monotonic()
         for k in range(chunks):
             dst[k * n : (k + 1) * n].copy_(src[k * n : (k + 1) * n])
             gpus.received(n * 4)
+        copied = time.monotonic() - began
         phase("compute")
-        time.sleep(compute * random.uniform(0.6, 1.4))
+        time.sleep(copied * (1.0 - args.copy_share) / args.copy_share * random.uniform(0.6, 1.4))
 
 
 def batch_for(args: argparse.Namespace) -> int:

@@ -58,11 +58,12 @@ def measure_host(window: Sequence[Sample], tallies: Sequence[GpuTally]) -> HostF
     runs: list[list[float]] = []  # [start time, starved seconds, bytes written] of each stall
     in_run = False
     prev_t = window[0].t
+    edge = 0.0  # the starved seconds of the sample before a stall: a save rarely starts on a tick
     for i, (s, g) in enumerate(zip(window, tallies, strict=True)):
         dt = s.t - prev_t if i else 0.0
         prev_t = s.t
         if not g.n:
-            in_run = False
+            in_run, edge = False, 0.0
             continue
         starve, work = g.starve, g.work
         starved_sum += starve
@@ -78,13 +79,17 @@ def measure_host(window: Sequence[Sample], tallies: Sequence[GpuTally]) -> HostF
             pcie_working += work * s.pcie_rx
         if i and starve >= STARVED_RUN:
             if not in_run:
-                runs.append([s.t - dt, 0.0, 0.0])
+                runs.append([s.t - dt, edge, 0.0])
                 in_run = True
             r = runs[-1]
             r[1] += starve * dt
             r[2] += (wrote or 0.0) * dt
         else:
+            if in_run:  # nor ends on one: the sample after it holds the save's last part
+                runs[-1][1] += starve * dt
+                runs[-1][2] += (wrote or 0.0) * dt
             in_run = False
+            edge = starve * dt
     saves = [r for r in runs if r[2] >= SAVE_BYTES]
     # a stall still going on at the window's start began before it: its time counts, not as a save begun
     begun = [r for r in saves if r[0] > window[0].t]

@@ -123,9 +123,10 @@ def decide(scores: Scores, current: str | None, cfg: ClassifierSection) -> str:
     ranked = sorted(eligible.items(), key=lambda kv: kv[1], reverse=True)
     best, top = ranked[0]
     second = ranked[1][1]
-    # compute in force yields to one cause only a margin above the floor: a cause near the floor
-    # neither enters nor leaves from window to window
-    cause = dominant_cause(scores, cfg, cfg.margin if current == Verdict.COMPUTE else 0.0)
+    # one cause holding a share worth naming outvotes compute in force as it outvotes a new job's
+    # first window: the confirmations are the hysteresis (a save every 10-20 s first seen once in a
+    # job's first window, then held compute in force at 35% of the time, 2026-12-06)
+    cause = dominant_cause(scores, cfg)
     if current in eligible and cause in (None, current):
         held = scores.working if current == Verdict.COMPUTE else eligible[current]
         if held >= cfg.exit_score and top - held < cfg.margin:
@@ -140,16 +141,15 @@ def decide(scores: Scores, current: str | None, cfg: ClassifierSection) -> str:
 CAUSES = (Verdict.DATA, Verdict.NETWORK, Verdict.SYNC_WAIT, Verdict.HOST)  # what GPU time is lost to
 
 
-def dominant_cause(scores: Scores, cfg: ClassifierSection, above: float = 0.0) -> str | None:
+def dominant_cause(scores: Scores, cfg: ClassifierSection) -> str | None:
     """One cause that holds at least ``cause_floor`` of the time, ahead of every other cause and the
     unexplained wait by ``margin``: the GPUs work the rest, and work is no cause to compete with.
     A job half working and half reading from a slow device is storage-bound; ``mixed`` is for
-    causes that compete (until 2026-12-06 it read "mixed: data 0.47, compute 0.29"). ``above``
-    raises the floor (against compute in force)."""
+    causes that compete (until 2026-12-06 it read "mixed: data 0.47, compute 0.29")."""
     by = scores.by_class
     best = max(CAUSES, key=by.__getitem__)
     top = by[best]
-    if top < cfg.cause_floor + above:
+    if top < cfg.cause_floor:
         return None
     rest = max([by[c] for c in CAUSES if c != best] + [by[Verdict.IDLE]])
     return best if top - rest >= cfg.margin else None

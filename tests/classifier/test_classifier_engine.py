@@ -27,15 +27,16 @@ def test_a_new_verdict_needs_k_consecutive_wins() -> None:
 
 
 def test_a_short_blip_does_not_flip_the_verdict() -> None:
-    """Six seconds of starvation inside a compute run: the window votes data at most twice."""
+    """Two seconds of starvation inside a compute run, a fifth of the window: seen, never the verdict.
+    (Six seconds of a 10 s window are a cause worth naming: one cause holding cause_floor of the time
+    is the verdict, work or not.)"""
     r = run(
         like(COMPUTE, seconds=20),
-        like(STORAGE, phases=("starved",), seconds=6),
+        like(STORAGE, phases=("starved",), seconds=2),
         like(COMPUTE, seconds=20),
         cfg=fast_cfg(confirmations=3),
     )
-    votes = [e.vote.label for e in r.evaluations]
-    assert "data/storage" in votes  # the blip was seen ...
+    assert max(e.vote.scores["data"] for e in r.evaluations) >= 0.15  # the blip was seen ...
     labels = r.verdicts()
     assert set(labels[labels.index("compute") :]) == {"compute"}  # ... but never became the verdict
     assert r.engine.changes_total == 0

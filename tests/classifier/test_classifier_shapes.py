@@ -13,6 +13,7 @@ from agent.config.classifier import ClassifierSection
 from agent.core.vocabulary import Bucket, HostSubReason, VerdictReason
 from agent.ledger.assign import WAITING
 from agent.ledger.summary import REMEDIES
+from lab.hostdraws import TRUTH as LAB_JOBS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,6 +41,8 @@ def shape_gaps(shape: Shape) -> list[str]:
     readme = (REPO / "README.md").read_text()
     if f"`{shape.cause}`" not in readme or f"`{shape.bucket}`" not in readme:
         gaps.append(f"README: its cause word `{shape.cause}` or bucket `{shape.bucket}` is not listed")
+    if f"host/{shape.sub_reason}" not in LAB_JOBS.values():
+        gaps.append(f"lab: no PyTorch job of host/{shape.sub_reason} in lab/hostdraws.py")
     nothing = Features(samples=0, span_seconds=0.0, gpus=0)
     if shape.pressure(nothing, ClassifierSection()) != 0.0:
         gaps.append("pressure: not 0 on an empty window")
@@ -67,6 +70,7 @@ def test_a_shape_lacking_its_pieces_is_told_which() -> None:
         "Bucket member 'host-toy'",
         "docs/classifier.md",
         "README",
+        "lab/hostdraws.py",
     ):
         assert any(piece in g for g in gaps), (piece, gaps)
     wrong = shape_gaps(base._replace(remedy="something else"))
