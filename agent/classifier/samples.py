@@ -124,7 +124,9 @@ class Trainers(NamedTuple):
     # 1.0 where a training process or worker was in uninterruptible sleep (waiting on a read, mostly)
     # at this sample, else 0.0: over a window, the share of time one was blocked
     blocked: float | None = None
-    write: float | None = None  # bytes/s write() took from the trees (wchar): a save, logs
+    # bytes/s the trees sent to storage (write_bytes: files, block devices; not the pipes to a pool's
+    # workers nor sockets, which wchar counts too): a save
+    write: float | None = None
     # the job's rank count as its launcher set it (the largest of the trees'), 1 where none is set;
     # None where no environment could be read. Several trees on the node are several ranks too
     world_size: int | None = None
@@ -232,7 +234,7 @@ def _trainers(snap: NodeSnapshot) -> Trainers | None:
         # the host's idle cores, as far as they are ones the trainers may use
         host_idle = host.cpu_count * (1.0 - cpu_busy)
         idle_cores = max(0.0, min(host_idle, total_allowed - total_cores))
-    writes = [pr.process_write[p.pid] for p in procs if p.pid in pr.process_write]
+    writes = [pr.process_storage_write[p.pid] for p in procs if p.pid in pr.process_storage_write]
     sizes = [p.world_size for p in procs if p.world_size is not None]
     return Trainers(
         keys=frozenset(keys),

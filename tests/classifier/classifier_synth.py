@@ -77,6 +77,7 @@ class Regime:
     write_starved: float = 0.0  # bytes/s its tree writes while the GPUs starve (a synchronous save)
     pcie_starved: float = 0.0  # bytes/s each GPU receives over PCIe while starved (host-to-device copies)
     pcie_other: float = 0.0  # ... otherwise
+    pipe_write: float = 0.0  # of its writes, bytes/s into pipes and sockets (wchar, not write_bytes)
 
 
 def gpu_stats(
@@ -141,6 +142,12 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
             process_member_busy=_member_busy(r, waiting),
             process_read={r.pid: r.trainer_read} if r.trainer and r.trainer_read is not None else {},
             process_write={r.pid: r.trainer_write + (r.write_starved if starved else 0.0)}
+            if r.trainer
+            else {},
+            # a save reaches storage; the pipes to a pool's workers and sockets count in wchar only
+            process_storage_write={
+                r.pid: r.trainer_write + (r.write_starved if starved else 0.0) - r.pipe_write
+            }
             if r.trainer
             else {},
         ),

@@ -165,3 +165,13 @@ def test_a_save_is_priced_and_given_the_interval_its_reclaim_risk_asks_for() -> 
     # without a price or a known interruption rate, nothing is made up
     bare = save_lines(h, lambda s, sh, p: save_cost(None, "CNY", (None, ""), 4.0, s, sh, p))
     assert bare == []
+
+
+def test_bytes_through_pipes_and_sockets_are_no_save() -> None:
+    """A pool's worker returns each batch through a pipe (wchar, not write_bytes) while the training
+    process waits for it: the input pipeline, not a checkpoint (the lab's synchronous-map job read
+    host/checkpoint when saves were told by wchar)."""
+    pool = like(SAVE, phases=("work", "starved", "starved"), pipe_write=100e6, cores=2.0, busy=(1.0, 1.0))
+    v = last(run(like(pool, seconds=150), cfg=minute()))
+    assert v.label == "data/cpu", (v.label, v.reasons)
+    assert v.features.host.stalls == 0

@@ -311,3 +311,40 @@ def test_real_cgroup_cpu_quota(tree):
                 break
             except OSError:
                 time.sleep(0.05)
+
+
+def test_storage_writes_are_told_from_pipe_writes(tmp_path: Path) -> None:
+    """write_bytes counts what reached a file (a save); wchar counts a pipe to a worker too."""
+    code = (
+        "import os, sys\n"
+        "r, w = os.pipe()\n"
+        "os.set_blocking(w, False)\n"
+        "print('ready', flush=True); sys.stdin.readline()\n"
+        "with open(sys.argv[1], 'wb') as f:\n"
+        "    f.write(b'x' * (8 << 20)); f.flush(); os.fsync(f.fileno())\n"
+        "os.write(w, b'y' * 60000)\n"
+        "print('done', flush=True); sys.stdin.read()\n"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "ckpt")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        c = ProcessCollector("/proc", "/sys", lambda: [p.pid])
+        (before,) = c.collect().processes
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "done"
+        (after,) = c.collect().processes
+        c.close()
+    finally:
+        p.communicate("")
+    assert before.write_bytes is not None and after.write_bytes is not None
+    assert before.wchar is not None and after.wchar is not None
+    stored, written = after.write_bytes - before.write_bytes, after.wchar - before.wchar
+    assert 8 << 20 <= stored < (8 << 20) + 65536, stored  # the file, not the pipe
+    assert written - stored >= 60000 - 4096, (written, stored)  # the pipe is in wchar

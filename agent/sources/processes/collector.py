@@ -298,6 +298,7 @@ class ProcessCollector:
         read_bytes: int | None = None
         rchar: int | None = None
         wchar: int | None = None
+        write_bytes: int | None = None
         cpu_ticks = threads = blocked = 0
         members = []
         for st in tree:  # one pass: this runs for every data-loader worker every tick
@@ -316,13 +317,17 @@ class ProcessCollector:
                 rchar = (rchar or 0) + v
             if (v := io.get("wchar")) is not None:
                 wchar = (wchar or 0) + v
+            if (v := io.get("write_bytes")) is not None:
+                write_bytes = (write_bytes or 0) + v
         denied = self._denied
         problem = (
             next((why for m in tree if (why := denied.get((m.pid, m.start_time)))), None) if denied else None
         )
         cgroup = None
         if problem is not None:
-            read_bytes = rchar = wchar = None  # a sum over part of the tree would look like a slowdown
+            read_bytes = rchar = wchar = write_bytes = (
+                None  # a sum over part of the tree looks like a slowdown
+            )
             cgroup = self._cgroups.read(root.pid)
             self._say_once(root, problem, cgroup)
         return ProcessStat(
@@ -341,6 +346,7 @@ class ProcessCollector:
             members=tuple(members),
             blocked=blocked,
             wchar=wchar,
+            write_bytes=write_bytes,
             world_size=self._tree_world_size(tree),
         )
 

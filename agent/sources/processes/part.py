@@ -37,6 +37,8 @@ class ProcessStat:
     # fsync): a read that outlasts a window completes no bytes in it, but its reader is seen waiting
     blocked: int = 0
     wchar: int | None = None  # /proc/<pid>/io wchar (bytes write() took), summed over the tree
+    # /proc/<pid>/io write_bytes (bytes sent to storage: files and block devices, not pipes or sockets)
+    write_bytes: int | None = None
     # the job's rank count from the tree's environment (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE): 1
     # where readable and unset (one process, no process group, no collective to wait in); None where
     # no member's environment could be read (another user's process and the agent not root)

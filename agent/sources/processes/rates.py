@@ -21,6 +21,8 @@ class ProcessRates:
     # pid -> bytes/s fetched from storage (read_bytes, tree): counts mmap'd datasets that rchar misses
     process_storage_read: dict[int, float] = field(default_factory=dict)
     process_write: dict[int, float] = field(default_factory=dict)  # pid -> bytes/s (wchar, tree)
+    # pid -> bytes/s sent to storage (write_bytes, tree): a save, not a pipe to a worker or a socket
+    process_storage_write: dict[int, float] = field(default_factory=dict)
     # pid -> cores each member of its tree ran or waited to run, per member present in both ticks
     process_member_busy: dict[int, tuple[float, ...]] = field(default_factory=dict)
 
@@ -32,6 +34,7 @@ def process_rates(prev: ProcessPart, cur: ProcessPart, dt: float) -> ProcessRate
     read = rates(procs, attrgetter("rchar"), dt)
     storage = rates(procs, attrgetter("read_bytes"), dt)
     write = rates(procs, attrgetter("wchar"), dt)
+    storage_write = rates(procs, attrgetter("write_bytes"), dt)
     busy: dict[int, tuple[float, ...]] = {}
     if dt > 0:
         for (pid, _), a, b in procs:
@@ -49,4 +52,5 @@ def process_rates(prev: ProcessPart, cur: ProcessPart, dt: float) -> ProcessRate
         process_read={pid: r for (pid, _), r in read.items()},
         process_storage_read={pid: r for (pid, _), r in storage.items()},
         process_write={pid: r for (pid, _), r in write.items()},
+        process_storage_write={pid: r for (pid, _), r in storage_write.items()},
     )
