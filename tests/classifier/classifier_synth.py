@@ -144,12 +144,7 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
             process_write={r.pid: r.trainer_write + (r.write_starved if starved else 0.0)}
             if r.trainer
             else {},
-            # a save reaches storage; the pipes to a pool's workers and sockets count in wchar only
-            process_storage_write={
-                r.pid: r.trainer_write + (r.write_starved if starved else 0.0) - r.pipe_write
-            }
-            if r.trainer
-            else {},
+            **_storage_write(r, starved),
         ),
         GpuRates(gpu_pcie_rx=dict.fromkeys(range(r.gpus), r.pcie_starved if starved else r.pcie_other)),
         interval_seconds=1.0,
@@ -173,19 +168,20 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
 def stat_of(r: Regime, t: float, starved: bool) -> ProcessStat:
     blocked = int(r.blocked and starved)
     cpu = t * r.cores
+    # fields a tree before issue 48 lacks are set only where a regime uses them, so that
+    # bench/classifier_digest.py can run an older classifier on the same streams
+    since_48 = {"world_size": r.world_size} if r.world_size is not None else {}
     return ProcessStat(
-        r.pid,
-        1000,
-        "python",
-        cpu,
-        None,
-        None,
-        r.allowed,
-        8,
-        r.workers,
-        blocked=blocked,
-        world_size=r.world_size,
+        r.pid, 1000, "python", cpu, None, None, r.allowed, 8, r.workers, blocked=blocked, **since_48
     )
+
+
+def _storage_write(r: Regime, starved: bool) -> dict[str, dict[int, float]]:
+    """A save reaches storage (write_bytes); a pool's pipes and sockets count in wchar only."""
+    if not r.trainer or not (r.trainer_write or r.write_starved):
+        return {}
+    wrote = r.trainer_write + (r.write_starved if starved else 0.0) - r.pipe_write
+    return {"process_storage_write": {r.pid: wrote}}
 
 
 def _member_busy(r: Regime, waiting: bool) -> dict[int, tuple[float, ...]]:
