@@ -16,6 +16,8 @@ Three ways a GPU waits on its own host rather than on its input or a peer, each 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
+from operator import attrgetter, is_not, mul, sub
 from typing import NamedTuple
 
 from agent.classifier.samples import Sample
@@ -53,51 +55,36 @@ def measure_host(window: Sequence[Sample], tallies: Sequence[GpuTally]) -> HostF
         collective = None
     else:
         collective = False
-    starved_sum = work_sum = write_starved = pcie_starved = pcie_working = 0.0
-    pcie_seen = write_seen = False
-    runs: list[list[float]] = []  # [start time, starved seconds, bytes written] of each stall
-    in_run = False
-    prev_t = window[0].t
-    edge = 0.0  # the starved seconds of the sample before a stall: a save rarely starts on a tick
-    for i, (s, g) in enumerate(zip(window, tallies, strict=True)):
-        dt = s.t - prev_t if i else 0.0
-        prev_t = s.t
-        if not g.n:
-            in_run, edge = False, 0.0
-            continue
-        starve, work = g.starve, g.work
-        starved_sum += starve
-        work_sum += work
-        tr = s.trainers
-        wrote = tr.write if tr is not None else None
-        if wrote is not None:
-            write_seen = True
-            write_starved += starve * wrote
-        if s.pcie_rx is not None:
-            pcie_seen = True
-            pcie_starved += starve * s.pcie_rx
-            pcie_working += work * s.pcie_rx
-        if i and starve >= STARVED_RUN:
-            if not in_run:
-                runs.append([s.t - dt, edge, 0.0])
-                in_run = True
-            r = runs[-1]
-            r[1] += starve * dt
-            r[2] += (wrote or 0.0) * dt
-        else:
-            if in_run:  # nor ends on one: the sample after it holds the save's last part
-                runs[-1][1] += starve * dt
-                runs[-1][2] += (wrote or 0.0) * dt
-            in_run = False
-            edge = starve * dt
-    saves = [r for r in runs if r[2] >= SAVE_BYTES]
+    # column passes: an evaluation reads 60 samples of a large node every 5 s (bench/classifier_cost.py)
+    told = [t.write for t in map(_TRAINERS, window) if t is not None]
+    write_seen = any(map(_NOT_NONE, told))
+    pcies = list(map(_PCIE, window))
+    pcie_seen = any(map(_NOT_NONE, pcies))
+    if not (pcie_seen or any(told)):  # nothing written, no copies counted: only the collective to say
+        return HostFeatures(
+            collective=collective, world_size=world, ranks=ranks, write_starved=0.0 if write_seen else None
+        )
+    starves = list(map(_STARVE, tallies))
+    starved_sum = sum(starves)
+    writes = [0.0 if t is None or t.write is None else t.write for t in map(_TRAINERS, window)]
+    pcie_starved = pcie_working = None
+    if pcie_seen and starved_sum:
+        rx = [p or 0.0 for p in pcies]
+        pcie_starved = sum(map(mul, starves, rx)) / starved_sum
+        work_sum = sum(map(_WORK, tallies))
+        pcie_working = sum(map(mul, map(_WORK, tallies), rx)) / work_sum if work_sum else None
+    times = list(map(_T, window))
+    dts = [0.0, *map(sub, times[1:], times[:-1])]
+    stalls: list[list[float]] = []
+    if sum(map(mul, writes, dts)) >= SAVE_BYTES:  # no save can be in a window that wrote less
+        stalls = _stalls(times, dts, starves, writes, [g.n for g in tallies])
+    saves = [r for r in stalls if r[2] >= SAVE_BYTES]
     # a stall still going on at the window's start began before it: its time counts, not as a save begun
     begun = [r for r in saves if r[0] > window[0].t]
     span = window[-1].t - window[0].t
     period = None
     if len(begun) >= 2:
         period = (begun[-1][0] - begun[0][0]) / (len(begun) - 1)
-    gpu_seconds = span if span > 0 else 0.0
     return HostFeatures(
         collective=collective,
         world_size=world,
@@ -106,9 +93,46 @@ def measure_host(window: Sequence[Sample], tallies: Sequence[GpuTally]) -> HostF
         saves=len(begun),
         save_seconds=sum(r[1] for r in saves) / len(saves) if saves else 0.0,
         save_period=period,
-        save_share=min(1.0, sum(r[1] for r in saves) / gpu_seconds) if gpu_seconds else 0.0,
+        save_share=min(1.0, sum(r[1] for r in saves) / span) if saves and span > 0 else 0.0,
         save_bytes=sum(r[2] for r in saves) / len(saves) if saves else 0.0,
-        write_starved=write_starved / starved_sum if write_seen and starved_sum else None,
-        pcie_starved=pcie_starved / starved_sum if pcie_seen and starved_sum else None,
-        pcie_working=pcie_working / work_sum if pcie_seen and work_sum else None,
+        write_starved=sum(map(mul, starves, writes)) / starved_sum if write_seen and starved_sum else None,
+        pcie_starved=pcie_starved,
+        pcie_working=pcie_working,
     )
+
+
+def _stalls(
+    times: list[float], dts: list[float], starves: list[float], writes: list[float], gpus: list[int]
+) -> list[list[float]]:
+    """[start time, starved seconds, bytes written] of each run of samples starved at least
+    ``STARVED_RUN``, with the starved parts of the samples either side of it (a save rarely starts
+    or ends on a tick)."""
+    runs: list[list[float]] = []
+    in_run = False
+    edge = 0.0
+    for i, (t, dt, starve, wrote, n) in enumerate(zip(times, dts, starves, writes, gpus, strict=True)):
+        if not n:
+            in_run, edge = False, 0.0
+            continue
+        if i and starve >= STARVED_RUN:
+            if not in_run:
+                runs.append([t - dt, edge, 0.0])
+                in_run = True
+            r = runs[-1]
+            r[1] += starve * dt
+            r[2] += wrote * dt
+        else:
+            if in_run:
+                runs[-1][1] += starve * dt
+                runs[-1][2] += wrote * dt
+            in_run = False
+            edge = starve * dt
+    return runs
+
+
+_STARVE = attrgetter("starve")
+_WORK = attrgetter("work")
+_TRAINERS = attrgetter("trainers")
+_PCIE = attrgetter("pcie_rx")
+_T = attrgetter("t")
+_NOT_NONE = partial(is_not, None)
