@@ -348,11 +348,16 @@ class Lab:
             cmd += [f"--{k}", str(v)]
         err = open(log.with_suffix(".err"), "wb")  # noqa: SIM115 - handed to the child
         cgroup, cpuset = self.cgroup, sc.cpuset is not None
+        env = self.trainer_env()
+        if sc.regimes & NETWORK_REGIMES:
+            # one rank of a job of two, its peer the lab's: launched as a launcher would, with its rank
+            # count (a single process has no collective to wait in, and its spin is host/launch)
+            env["WORLD_SIZE"] = "2"
         try:
             return subprocess.Popen(
                 cmd,
                 cwd=REPO,
-                env=self.trainer_env(),
+                env=env,
                 stdout=err,
                 stderr=err,
                 preexec_fn=lambda: cgroup.join(cpuset=cpuset),

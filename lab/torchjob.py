@@ -294,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", type=int, default=5000, help="tiny ops dispatched a step (launch)")
     ap.add_argument("--copy-bytes", type=int, default=256 << 20, help="pageable bytes copied a step (copy)")
     ap.add_argument("--copy-share", type=float, default=0.5, help="of a step, the copies' share (copy)")
+    ap.add_argument(
+        "--save-share",
+        type=float,
+        default=0.0,
+        help="compute between saves for as long as makes each save this share of the time (compute)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(1)  # the "GPU" work is simulated; keep the CPU for the input pipeline
     args.batch = batch_for(args)
@@ -368,12 +374,16 @@ def main(argv: list[str] | None = None) -> int:
                 break
             if args.save_every and time.monotonic() - saved_at >= args.save_every:
                 phase("starved")  # a synchronous save: the GPUs idle until the state is on disk
+                began = time.monotonic()
                 log.write(save="begin")
                 if args.save_direct:
                     save_direct(Path(args.save_direct), state, args.data_size)
                 else:
                     save(Path(args.checkpoint_dir), args.save_bytes)
                 log.write(save="end")
+                took = time.monotonic() - began
+                if args.save_share:  # a volume's real speed: the next interval keeps the drawn share
+                    args.save_every = max(1.0, took * (1.0 - args.save_share) / args.save_share)
                 saved_at = time.monotonic()
         finished = True
     finally:

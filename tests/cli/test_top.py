@@ -57,7 +57,15 @@ class Scenario:
             "--print-every",
             "100000",
         ]
-        self.trainer = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        # a rank of a job of two: its GPUs' spin is a collective waiting (one process launched with no
+        # rank count has no peer, and its spin is launch overhead: host/launch)
+        self.trainer = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "WORLD_SIZE": "2"},
+        )
         self.nvml = FakeNvml(
             tmp / "nvml.json", gpus=[compute(i, self.trainer.pid if i == 0 else None) for i in range(GPUS)]
         )

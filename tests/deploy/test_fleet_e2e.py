@@ -8,6 +8,7 @@ The transcript goes to bench/out/fleet_e2e.txt (and to stdout with ``pytest -s``
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -78,7 +79,9 @@ def fleet(
             d.mkdir()
             procs = []
             if trains:
-                trainers.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(900)"]))
+                # a rank of the fleet's job: its spin is a collective waiting (WORLD_SIZE: not one process)
+                sleeper = [sys.executable, "-c", "import time; time.sleep(900)"]
+                trainers.append(subprocess.Popen(sleeper, env={**os.environ, "WORLD_SIZE": str(len(NODES))}))
                 procs = [{"pid": trainers[-1].pid}]
             nvml = FakeNvml(
                 d / "nvml.json",

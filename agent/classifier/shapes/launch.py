@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.classifier.ramp import ramp
 from agent.classifier.shapes.shape import Shape, declare
 from agent.core.vocabulary import Bucket, HostSubReason, VerdictReason
+
+PEGGED = 0.6  # a process this busy (of a core, ran or waited to run) launches as fast as it can
 
 if TYPE_CHECKING:
     from agent.classifier.features import Features
@@ -17,10 +18,9 @@ if TYPE_CHECKING:
 
 def pressure(f: Features, cfg: ClassifierSection) -> float:
     # a spin needs a peer: one process launched with no rank count cannot be waiting in a collective,
-    # and a host thread pegged at its core is what cannot launch faster
-    if f.host.collective is not False:
-        return 0.0
-    return ramp(f.cpu_busiest, cfg.cpu_pegged)
+    # so its GPUs are busy with kernels too small to fill them, launched as fast as the host can (a
+    # lab job beside a busy core, its host 75% pegged, read "mixed" while this scaled by the pegging)
+    return 1.0 if f.host.collective is False else 0.0
 
 
 def reasons(f: Features) -> list[str]:
@@ -34,9 +34,14 @@ def reasons(f: Features) -> list[str]:
         + ("launched with no rank count (WORLD_SIZE unset)" if world in (None, 1) else f"WORLD_SIZE {world}"),
     ]
     busy = f.cpu_busiest or 0.0
-    lines.append(
-        f"its busiest process busy {busy * 100:.0f}% of a core: the host launches kernels as fast as it can"
-    )
+    if busy >= PEGGED:
+        lines.append(
+            f"its busiest process busy {busy * 100:.0f}% of a core: the host launches as fast as it can"
+        )
+    else:
+        lines.append(
+            f"its busiest process busy {busy * 100:.0f}% of a core: kernels too small to fill the GPUs"
+        )
     return lines
 
 
