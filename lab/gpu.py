@@ -70,6 +70,9 @@ HISTORY_SECONDS = 3.0  # integrals kept in the file: more than a 1 s average or 
 # each GPU's readings where the sources leave them open (lab.draws.gpu_readings), as JSON: every
 # writer of one lab run (the harness, the trainers it starts) shows the same GPUs
 READINGS_ENV = "TNA_LAB_GPU_READINGS"
+# the fields a GPU shows while it computes, over PHASES["compute"], as JSON (a drawn tensor:DRAM mix
+# for the advice's lab, lab.advicedraws): the other phases keep theirs
+WORK_ENV = "TNA_LAB_GPU_WORK"
 
 
 def readings_from_env() -> tuple[dict[str, Any], ...]:
@@ -81,6 +84,17 @@ def readings_from_env() -> tuple[dict[str, Any], ...]:
     if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
         raise ValueError(f"{READINGS_ENV} must be a JSON list of objects, one per GPU: {text!r}")
     return tuple(found)
+
+
+def work_from_env() -> dict[str, Any]:
+    """The run's fields for the compute phase (none: PHASES["compute"] as it is)."""
+    text = os.environ.get(WORK_ENV)
+    if not text:
+        return {}
+    found = json.loads(text)
+    if not isinstance(found, dict):
+        raise ValueError(f"{WORK_ENV} must be a JSON object of the fake's state keys: {text!r}")
+    return found
 
 
 class LabGpus:
@@ -101,6 +115,7 @@ class LabGpus:
         self.gpus = gpus
         # GPU i keeps its readings as readings[i % len] (utilization period, buffer depth and clock)
         self.readings = tuple(readings) if readings is not None else readings_from_env()
+        self.work = work_from_env()  # over the compute phase's fields
         self.gpm = gpm  # "even": GPM on the even GPUs only (an H100 beside a GA100); "all": an HGX board
         # averaged, as every real GPU reports, unless TNA_LAB_GPUS_AVERAGED=0 (every writer of a lab
         # run: the trainers inherit it), for the instant-mode figures beside the averaged ones
@@ -154,6 +169,8 @@ class LabGpus:
         now = time.monotonic()
         for i in range(self.gpus):
             fields = dict(PHASES[phases[i]], pcie_rx_bytes=self.pcie_rx)
+            if phases[i] == "compute":
+                fields.update(self.work)
             if i % 2 == 1 and self.gpm == "even":  # no GPM on the odd GPUs: null = not supported
                 fields.update(dict.fromkeys(GPM_KEYS))
             if self.readings:
