@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.core.statefile import write_atomic
-from agent.devtools.fake_nvml import GIB, device, state
+from agent.devtools.fake_nvml import GIB, PRODUCTS, device, state
 
 PHASES: dict[str, dict[str, Any]] = {
     "compute": {
@@ -171,10 +171,13 @@ class LabGpus:
             fields = dict(PHASES[phases[i]], pcie_rx_bytes=self.pcie_rx)
             if phases[i] == "compute":
                 fields.update(self.work)
-            if i % 2 == 1 and self.gpm == "even":  # no GPM on the odd GPUs: null = not supported
-                fields.update(dict.fromkeys(GPM_KEYS))
-            if self.readings:
-                fields.update(self.readings[i % len(self.readings)])
+            else:  # every phase carries the work's keys: the averaged readings' integrals keep one shape
+                fields.update((k, fields.get(k, 0.0)) for k in self.work)
+            reading = self.readings[i % len(self.readings)] if self.readings else {}
+            product = reading.get("product")  # a node of one product: its GPUs all have GPM or none
+            if (i % 2 == 1 and self.gpm == "even") if product is None else not PRODUCTS[product].gpm:
+                fields.update(dict.fromkeys(GPM_KEYS))  # no GPM: null = not supported
+            fields.update(reading)
             fields.update((extra or {}).get(i, {}))
             if self.averaged:
                 fields.update(self._integrals(i, fields, now))

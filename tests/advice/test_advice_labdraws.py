@@ -59,7 +59,22 @@ def test_the_work_fields_show_while_computing_only(tmp_path: Path, monkeypatch) 
     assert (compute[0]["tensor_active"], compute[0]["dram_active"]) == (33.0, 44.0)
     assert compute[1]["dram_active"] is None  # the GPU without GPM keeps none
     starved = gpus.devices(["starved", "spin"], [1, 1])
-    assert starved[0]["tensor_active"] == 0.0 and starved[0]["dram_active"] != 44.0
+    assert starved[0]["tensor_active"] == 0.0 and starved[0]["dram_active"] == 0.0
+    # averaged: the integrals keep the DRAM key through the other phases (a key that comes and goes
+    # restarted them at every phase change, and the fake then answered DRAM from the instant)
+    avg = LabGpus(tmp_path / "u.json", gpus=2, averaged=True)
+    for phase in ("compute", "spin", "compute", "starved"):
+        dev = avg.devices([phase, phase], [1, 1])[0]
+    assert len(dev["integrals"]) == 5 and all("dram_active" in x for x in dev["integrals"])
     monkeypatch.setenv(WORK_ENV, "[1]")
     with pytest.raises(ValueError, match=WORK_ENV):
         LabGpus(tmp_path / "t.json", gpus=2, averaged=False)
+
+
+def test_a_named_product_decides_gpm_for_every_gpu(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(WORK_ENV, raising=False)
+    for product, has in (("H20", True), ("L20", False)):
+        gpus = LabGpus(tmp_path / f"{product}.json", gpus=2, averaged=False, readings=[{"product": product}])
+        devs = gpus.devices(["compute", "compute"], [1, 1])
+        assert [d["name"] for d in devs] == [f"NVIDIA {product}"] * 2
+        assert [d["sm_active"] is not None for d in devs] == [has, has]
