@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.core.statefile import write_atomic
-from agent.devtools.fake_nvml import GIB, device, state
+from agent.devtools.fake_nvml import GIB, PRODUCTS, device, state
 
 PHASES: dict[str, dict[str, Any]] = {
     "compute": {
@@ -70,6 +70,9 @@ HISTORY_SECONDS = 3.0  # integrals kept in the file: more than a 1 s average or 
 # each GPU's readings where the sources leave them open (lab.draws.gpu_readings), as JSON: every
 # writer of one lab run (the harness, the trainers it starts) shows the same GPUs
 READINGS_ENV = "TNA_LAB_GPU_READINGS"
+# the fields a GPU shows while it computes, over PHASES["compute"], as JSON (a drawn tensor:DRAM mix
+# for the advice's lab, lab.advicedraws): the other phases keep theirs
+WORK_ENV = "TNA_LAB_GPU_WORK"
 
 
 def readings_from_env() -> tuple[dict[str, Any], ...]:
@@ -81,6 +84,17 @@ def readings_from_env() -> tuple[dict[str, Any], ...]:
     if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
         raise ValueError(f"{READINGS_ENV} must be a JSON list of objects, one per GPU: {text!r}")
     return tuple(found)
+
+
+def work_from_env() -> dict[str, Any]:
+    """The run's fields for the compute phase (none: PHASES["compute"] as it is)."""
+    text = os.environ.get(WORK_ENV)
+    if not text:
+        return {}
+    found = json.loads(text)
+    if not isinstance(found, dict):
+        raise ValueError(f"{WORK_ENV} must be a JSON object of the fake's state keys: {text!r}")
+    return found
 
 
 class LabGpus:
@@ -101,6 +115,7 @@ class LabGpus:
         self.gpus = gpus
         # GPU i keeps its readings as readings[i % len] (utilization period, buffer depth and clock)
         self.readings = tuple(readings) if readings is not None else readings_from_env()
+        self.work = work_from_env()  # over the compute phase's fields
         self.gpm = gpm  # "even": GPM on the even GPUs only (an H100 beside a GA100); "all": an HGX board
         # averaged, as every real GPU reports, unless TNA_LAB_GPUS_AVERAGED=0 (every writer of a lab
         # run: the trainers inherit it), for the instant-mode figures beside the averaged ones
@@ -154,10 +169,15 @@ class LabGpus:
         now = time.monotonic()
         for i in range(self.gpus):
             fields = dict(PHASES[phases[i]], pcie_rx_bytes=self.pcie_rx)
-            if i % 2 == 1 and self.gpm == "even":  # no GPM on the odd GPUs: null = not supported
-                fields.update(dict.fromkeys(GPM_KEYS))
-            if self.readings:
-                fields.update(self.readings[i % len(self.readings)])
+            if phases[i] == "compute":
+                fields.update(self.work)
+            else:  # every phase carries the work's keys: the averaged readings' integrals keep one shape
+                fields.update((k, fields.get(k, 0.0)) for k in self.work)
+            reading = self.readings[i % len(self.readings)] if self.readings else {}
+            product = reading.get("product")  # a node of one product: its GPUs all have GPM or none
+            if (i % 2 == 1 and self.gpm == "even") if product is None else not PRODUCTS[product].gpm:
+                fields.update(dict.fromkeys(GPM_KEYS))  # no GPM: null = not supported
+            fields.update(reading)
             fields.update((extra or {}).get(i, {}))
             if self.averaged:
                 fields.update(self._integrals(i, fields, now))

@@ -27,7 +27,7 @@ from agent.config.classifier import ClassifierSection
 from lab.blockdev import DataSource, make_data
 from lab.cgroups import TrainerCgroup
 from lab.draws import HELD_OUT_SEEDS, TUNE_SEEDS, Draw, gpu_readings
-from lab.gpu import READINGS_ENV, LabGpus, default_state_path
+from lab.gpu import READINGS_ENV, WORK_ENV, LabGpus, default_state_path
 from lab.netns import REPO, PeerNetwork
 from lab.scoring import Result, score, segments_from_log
 
@@ -139,6 +139,7 @@ class Lab:
         self.runs = 0  # every run, failed ones too: a failed job's log must not become the next one's
         self.code_warm = False  # the PyTorch jobs' code is in the page cache (lab.torchlab.warm_code)
         self.classifier = ClassifierSection(**LAB_CONFIG["classifier"])  # what the agent runs on
+        self.gpu_work: dict[str, Any] = {}  # the jobs' GPUs show these while computing (lab.gpu.WORK_ENV)
 
     # --- environment -------------------------------------------------------------------------------
 
@@ -320,6 +321,7 @@ class Lab:
             "PYTHONPATH": str(REPO),
             "TNA_CHECKPOINT_REQUEST_FILE": str(self.runtime_dir / "checkpoint" / "request.json"),
             READINGS_ENV: json.dumps(self.readings),
+            **({WORK_ENV: json.dumps(self.gpu_work)} if self.gpu_work else {}),
         }
 
     def _trainer(self, sc: Scenario, log: Path) -> subprocess.Popen[bytes]:

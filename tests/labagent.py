@@ -131,8 +131,11 @@ def close_shared_lab() -> None:
 
 
 @contextlib.contextmanager
-def lab_agent(work: Path, config: dict[str, Any] | None = None) -> Iterator[LabAgent]:
-    """The lab set up under ``work`` and the agent running on its config (updated with ``config``)."""
+def lab_agent(
+    work: Path, config: dict[str, Any] | None = None, prepare: Callable[[Lab], None] | None = None
+) -> Iterator[LabAgent]:
+    """The lab set up under ``work`` and the agent running on its config (updated with ``config``);
+    ``prepare`` readies the lab before the agent's first look (the GPUs' product, say)."""
     need_root("the lab's cgroups, network namespaces and tc shaping")
     need_binary("ip", "iproute2")
     need_binary("tc", "iproute2")
@@ -140,6 +143,8 @@ def lab_agent(work: Path, config: dict[str, Any] | None = None) -> Iterator[LabA
     lab = Lab(work / "lab")
     try:
         lab.setup()
+        if prepare is not None:
+            prepare(lab)
         agent_dir = work / "agent"
         agent_dir.mkdir()
         cfg = lab.agent_config(agent_dir / "run", config)

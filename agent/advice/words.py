@@ -31,7 +31,10 @@ RDMA_WORDS = {
 BASE_ASSUMPTIONS = (
     "the GPUs' work scales between the cards' dense tensor-TFLOPS ratio and their memory-bandwidth ratio"
     " (datasheet peaks, not measured speeds: a real job's ratio can fall outside)",
-    "the input wait is the same on any card; a CPU decode at most follows the vCPUs per GPU",
+    "the input wait is the same on any card (a loader that prefetches may hide some of it behind a slower"
+    " card's longer work); a CPU decode at most follows the vCPUs per GPU",
+    "the GPUs' work may hold up to 40% more of the step than the ledger booked (its samples span work"
+    " and waits): the range allows for that",
     "the job keeps its GPU count and batch; prices are per GPU-hour",
 )
 
