@@ -40,7 +40,9 @@ def columns(data: PageData) -> list[Column]:
     """The ledger's slots merged into at most ``MAX_COLUMNS``, each clipped to the period. A tick
     books the time since the tick before it into its own slot, so a slot no tick fell in (the agent
     stalled longer than a slot) is booked in the next one: each column reaches back to where the
-    one before it ended, and their seconds add up to the time the ledger covers, without a gap."""
+    one before it ended, and their seconds add up to the time the ledger covers, without a gap. The
+    last reaches on to the period's end, "now": the time since the last tick is the open slot's, which
+    the next tick books."""
     span = data.until - data.since
     res = data.resolution
     width = max(res, math.ceil(span / MAX_COLUMNS / res) * res) if span > 0 else res
@@ -59,6 +61,10 @@ def columns(data: PageData) -> list[Column]:
     for _, (lo, hi, secs) in sorted(merged.items()):
         start = out[-1].start + out[-1].seconds if out else lo
         out.append(Column(start, hi - start, tuple(secs)))
+    if out and out[-1].start + out[-1].seconds < data.until:
+        # 1 s slots and a page made 0.16 s after the last one ended left the demo's columns short
+        last = out[-1]
+        out[-1] = Column(last.start, data.until - last.start, last.gpu_seconds)
     return out
 
 

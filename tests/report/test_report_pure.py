@@ -216,3 +216,6 @@ def test_a_slot_no_tick_fell_in_leaves_no_gap_in_the_timeline():
     assert all(a.start + a.seconds == b.start for a, b in itertools.pairwise(cols))
     # the GPU-seconds of a column against its seconds: the 4 GPUs of the node, every column
     assert [sum(c.gpu_seconds) / c.seconds for c in cols] == [4.0] * len(starts)
+    # a page made 0.16 s after the last slot ended: its last column reaches on to the period's end
+    later = columns(PageData("n", 0.0, 10.16, "t", 0.0, ["a", "b"], 1.0, slots, {}))
+    assert sum(c.seconds for c in later) == pytest.approx(10.16) and later[-1].seconds == pytest.approx(1.16)
