@@ -347,4 +347,5 @@ def test_storage_writes_are_told_from_pipe_writes(tmp_path: Path) -> None:
     assert before.wchar is not None and after.wchar is not None
     stored, written = after.write_bytes - before.write_bytes, after.wchar - before.wchar
     assert 8 << 20 <= stored < (8 << 20) + 65536, stored  # the file, not the pipe
-    assert written - stored >= 60000 - 4096, (written, stored)  # the pipe is in wchar
+    # the pipe is in wchar; write_bytes counts the file's pages, a page or two over its bytes
+    assert written - (8 << 20) >= 60000, (written, stored)
