@@ -22,7 +22,8 @@ from agent.context import Context
 from agent.core.component import HasRoutes, HasStatus, Route
 from agent.core.events import JobAdviceEvent
 from agent.ledger.assign import BUCKETS, NO_JOB
-from agent.ledger.component import LedgerComponent, job_keys
+from agent.ledger.component import LedgerComponent
+from agent.ledger.reads import job_keys
 from agent.snapshot import NodeSnapshot
 from agent.sources.gpu.part import GpuPart
 from agent.sources.host.part import HostPart

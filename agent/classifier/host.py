@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from itertools import pairwise
 from operator import attrgetter, is_not, mul, sub
 from typing import NamedTuple
 
@@ -40,11 +41,76 @@ class HostFeatures(NamedTuple):
     write_starved: float | None = None  # bytes/s the trainers wrote while the GPUs starved
     pcie_starved: float | None = None  # bytes/s per GPU over PCIe into the GPUs while they starved
     pcie_working: float | None = None  # ... while they worked
+    from_trainer: bool = False  # the saves are the trainer's own word (tna_client), not told from outside
+    eval_share: float = 0.0  # of the window, inside the trainer's evaluation loop (tna_client)
+    evals: int = 0  # evaluations that began inside the window
+    eval_seconds: float = 0.0  # mean seconds one evaluation held the training
+    eval_period: float | None = None
+    data_share: float | None = None  # of the window, the trainer waiting for its next batch (tna_client)
 
 
 def measure_host(window: Sequence[Sample], tallies: Sequence[GpuTally]) -> HostFeatures:
     if not window:
         return HostFeatures()
+    outside = _measure_outside(window, tallies)
+    if window[-1].told is None:
+        return outside
+    return _with_told(outside, window)
+
+
+def _episodes(window: Sequence[Sample], share: list[float]) -> tuple[float, int, float, float | None]:
+    """The window's share inside runs of samples with a share of a span, the runs that began in it,
+    the mean seconds of a run (those going on at the window's start included) and their period."""
+    times = list(map(_T, window))
+    runs: list[list[float]] = []  # [start, seconds, begun inside the window]
+    total = 0.0
+    for i in range(1, len(window)):
+        dt = times[i] - times[i - 1]
+        x = share[i] * dt
+        total += x
+        if share[i] > 0:
+            if share[i - 1] > 0 and runs:
+                runs[-1][1] += x
+            else:
+                runs.append([times[i] - x, x, float(i > 1 or share[0] == 0)])
+    span = times[-1] - times[0]
+    begun = [r for r in runs if r[2]]
+    period = (begun[-1][0] - begun[0][0]) / (len(begun) - 1) if len(begun) >= 2 else None
+    # a run cut by the window's edges is shorter than it was: the whole ones say how long one lasts
+    whole = [r for r in begun if r is not runs[-1] or share[-1] == 0] or runs
+    mean = sum(r[1] for r in whole) / len(whole) if whole else 0.0
+    return (min(1.0, total / span) if span > 0 else 0.0), len(begun), mean, period
+
+
+def _with_told(h: HostFeatures, window: Sequence[Sample]) -> HostFeatures:
+    told = [s.told for s in window]
+    saving = [t.saving if t is not None else 0.0 for t in told]
+    evaluating = [t.evaluating if t is not None else 0.0 for t in told]
+    save_share, saves, save_seconds, save_period = _episodes(window, saving)
+    eval_share, evals, eval_seconds, eval_period = _episodes(window, evaluating)
+    stalls = sum(1 for a, b in pairwise(saving) if b > 0 and not a > 0) + (saving[0] > 0)
+    marks = [(t.data_seconds, t.data_at) for t in told if t is not None and t.data_at is not None]
+    data_share = None
+    if len(marks) >= 2 and marks[-1][1] - marks[0][1] >= 5.0:  # two step reports at least
+        (s0, t0), (s1, t1) = marks[0], marks[-1]
+        data_share = min(1.0, max(0.0, ((s1 or 0.0) - (s0 or 0.0)) / (t1 - t0)))
+    return h._replace(
+        from_trainer=True,
+        stalls=stalls,
+        saves=saves,
+        save_seconds=save_seconds,
+        save_period=save_period,
+        save_share=save_share,
+        save_bytes=h.save_bytes if h.stalls else 0.0,
+        eval_share=eval_share,
+        evals=evals,
+        eval_seconds=eval_seconds,
+        eval_period=eval_period,
+        data_share=data_share,
+    )
+
+
+def _measure_outside(window: Sequence[Sample], tallies: Sequence[GpuTally]) -> HostFeatures:
     last = window[-1].trainers
     ranks = last.ranks if last is not None else 0
     world = last.world_size if last is not None else None

@@ -77,8 +77,8 @@ def pressures(f: Features | None) -> Pressures:
     spin: list[tuple[Bucket, float]] = []
     starved: list[tuple[Bucket, float]] = []
     for k, p in f.host_pressures:
-        if p > 0:
-            sh = SHAPES[HostSubReason(k)]
+        sh = SHAPES[HostSubReason(k)]
+        if p > 0 and sh.by_pressure(f):  # the others the ledger books from the trainer's spans
             (spin if sh.explains == "spinning" else starved).append((sh.bucket, p))
     if f.trainers == 0:
         spin, starved = [], []  # no training process: nothing of its own holds the GPUs (as scores.score)

@@ -124,11 +124,16 @@ def explain(
             out.append(f"starved {pct(f.starved_share)}, spinning {pct(f.spin_share)} of the time")
         if second is not None:
             out.append(f"{second.label} still costs {pct(second.share)} of the time:")
-            out += ["  " + x for x in explain(f, s, second.verdict, second.sub_reason)[2:4]]
+            # past the GPU line (and a data or network verdict's line of shares): what decided it
+            skip = 1 if second.verdict == Verdict.HOST else 2
+            out += ["  " + x for x in explain(f, s, second.verdict, second.sub_reason)[skip : skip + 2]]
     elif verdict == Verdict.HOST and sub_reason in SHAPES:
         out += SHAPES[HostSubReason(sub_reason)].reasons(f)
     elif verdict == Verdict.DATA:
         out.append(f"GPUs starved (low utilization, no real work) {pct(f.starved_share)} of the time")
+        if f.host.data_share is not None:
+            told = pct(f.host.data_share)
+            out.append(f"the training loop waited for its next batch {told} of the time (from the trainer)")
         if sub_reason == DataSubReason.CPU:
             out += _cpu_text(f)
         elif sub_reason == DataSubReason.NETWORK_INPUT:

@@ -22,6 +22,7 @@ from agent.sources.network.rates import NetworkRates
 from agent.sources.processes.part import ProcessPart
 from agent.sources.processes.rates import ProcessRates
 from agent.sources.storage.rates import StorageRates
+from agent.sources.trainer.rates import TrainerRates
 
 _KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
 MAX_BUSY = 16  # the busiest processes kept per sample: enough to count the pegged workers
@@ -153,6 +154,9 @@ class Sample(NamedTuple):
     # bytes/s the GPUs received over PCIe, mean per GPU that reports it (host-to-device copies); None
     # where none does
     pcie_rx: float | None = None
+    # what tna_client in the training process said of this interval (its saves, evaluations, input
+    # waits); None where no trainer tells its spans
+    told: TrainerRates | None = None
 
     def nfs_rtt(self) -> dict[str, float]:
         """Mean READ RTT per mount over this interval, for mounts that did READs."""
@@ -323,4 +327,5 @@ def sample_from_snapshot(snap: NodeSnapshot) -> Sample:
         rdma_cnp=series({port_name(k): v for k, v in net.rdma_cnp.items()}),
         rdma_xmit_wait=series({port_name(k): v for k, v in net.rdma_xmit_wait.items()}),
         pcie_rx=sum(pcie.values()) / len(pcie) if pcie else None,
+        told=told if (told := rates.of(TrainerRates)).reporting else None,
     )

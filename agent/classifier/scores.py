@@ -11,9 +11,11 @@
               x network pressure while waiting
 - sync-wait = share spinning x (1 - network pressure while spinning)
 - host      = the strongest host-side shape (agent/classifier/shapes): the share it explains (spinning
-              for launch overhead, starved for saves and pageable copies) x its pressure. Spinning
-              with no collective to wait in is the host's, not a peer's: network and sync-wait take
-              only the spin the host shapes leave, and the pipeline's scores only the starvation
+              for launch overhead, starved for saves and pageable copies, the whole time for the
+              trainer's evaluation, by which every other class's share is scaled down) x its
+              pressure. Spinning with no collective to wait in is the host's, not a peer's: network
+              and sync-wait take only the spin the host shapes leave, and the pipeline's scores only
+              the starvation
 - idle      = share starved, less what any pressure explains; with no training process at all it is
               the only waiting class that can score
 
@@ -60,8 +62,13 @@ def score(f: Features) -> Scores:
         if f.samples and f.trainers == 0:
             zero[Verdict.IDLE] = 1.0
         return Scores(zero, 0.0, 0.0, compute_vetoed=True)
-    starved = f.starved_share
-    spin = f.spin_share
+    pressures = dict(f.host_pressures) if f.trainers != 0 else {}
+    # a shape of the whole time (the trainer's evaluation) takes its share of whatever the GPUs did
+    whole = max((pressures.get(k, 0.0) for k, sh in SHAPES.items() if sh.explains == "time"), default=0.0)
+    rest = 1.0 - min(1.0, whole)
+    starved = f.starved_share * rest
+    spin = f.spin_share * rest
+    working = f.working_share * rest
     pipeline = max(f.storage_pressure, f.cpu_pressure, f.input_pressure)
     host_shapes: dict[str, float] = {}
     if f.trainers == 0:
@@ -69,11 +76,11 @@ def score(f: Features) -> Scores:
         storage = cpu = streamed = network = sync = host = 0.0
         idle = starved
     else:
-        pressures = dict(f.host_pressures)
-        claim = {"spinning": 0.0, "starved": 0.0}
+        claim = {"spinning": 0.0, "starved": 0.0, "time": 0.0}
+        share = {"spinning": spin, "starved": starved, "time": 1.0}
         for k, sh in SHAPES.items():
             p = pressures.get(k, 0.0)
-            host_shapes[k] = (spin if sh.explains == "spinning" else starved) * p
+            host_shapes[k] = share[sh.explains] * p
             claim[sh.explains] = max(claim[sh.explains], p)
         # what the host explains is no longer the pipeline's or a peer's to explain
         fed = 1.0 - claim["starved"]
@@ -89,9 +96,7 @@ def score(f: Features) -> Scores:
         (v for k, v in host_shapes.items() if SHAPES[HostSubReason(k)].explains == "starved"), default=0.0
     )
     by_class = {
-        Verdict.COMPUTE: max(
-            0.0, f.working_share - EXPLAINED_WEIGHT * max(storage, cpu, streamed, host_starved)
-        ),
+        Verdict.COMPUTE: max(0.0, working - EXPLAINED_WEIGHT * max(storage, cpu, streamed, host_starved)),
         Verdict.DATA: max(storage, cpu, streamed),
         Verdict.NETWORK: network,
         Verdict.SYNC_WAIT: sync,
@@ -104,7 +109,7 @@ def score(f: Features) -> Scores:
         cpu,
         compute_vetoed=f.spin_share > f.working_share,
         data_network=streamed,
-        working=f.working_share,
+        working=working,
         host_sub=max(host_shapes, key=host_shapes.__getitem__) if host > 0 else None,
         host_shapes=host_shapes,
     )

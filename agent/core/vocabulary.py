@@ -162,6 +162,15 @@ class HostSubReason(StrEnum):
     LAUNCH = "launch"  # the host cannot launch kernels fast enough (no collective to wait in)
     CHECKPOINT = "checkpoint"  # a synchronous save holds the GPUs
     PAGEABLE_COPY = "pageable-copy"  # host-to-device copies from pageable memory
+    EVALUATION = "evaluation"  # the trainer's evaluation loop (told by tna_client)
+
+
+class TrainerSpan(StrEnum):
+    """A pause the training process tells the agent of (``tna_client.spans``)."""
+
+    CHECKPOINT = "checkpoint"
+    EVALUATION = "evaluation"
+    DATA = "data"  # the wait for the next batch between steps
 
 
 class VerdictReason(StrEnum):
@@ -181,6 +190,7 @@ class VerdictReason(StrEnum):
     LAUNCH = "launch"  # host: kernels too small or launched too slowly, one process, no collective
     CHECKPOINT_SAVE = "checkpoint-save"  # host: the GPUs idle while the trainer saves
     PAGEABLE_COPY = "pageable-copy"  # host: the GPUs idle while pageable memory is copied to them
+    EVALUATION = "evaluation"  # host: the trainer's evaluation loop holds the training
     UNCLEAR = "unclear"  # mixed: no class clearly won
 
 
@@ -343,6 +353,7 @@ class Bucket(StrEnum):
     CHECKPOINT = "checkpoint"  # the agent's checkpoints and the trainer's own synchronous saves
     HOST_LAUNCH = "host-launch"  # the host could not launch kernels fast enough
     HOST_COPY = "host-copy"  # copies from pageable host memory held the GPUs
+    EVALUATION = "evaluation"  # the trainer's evaluation loop, as tna_client told it
     LOST = "lost-to-preemption"
     STARTUP = "startup"
 

@@ -19,6 +19,9 @@ storage, CPU or network-input pressure explains it, the network's as far as the 
 GPUs spin, and ``sync-wait`` otherwise. Before either, the host shapes take what they explain
 (``agent.classifier.shapes``): a save's starved seconds are ``checkpoint``, pageable copies'
 ``host-copy``, and a single process's spin with no collective to wait in ``host-launch``.
+Where ``tna_client`` tells the trainer's saves and evaluations (``agent.sources.trainer``), the share
+of the tick inside them is ``checkpoint`` and ``evaluation`` first, whatever the GPUs did in it, and
+the rest of the tick divides as above.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ N = len(BUCKETS)
 _NO_JOB, _CHECKPOINT, _PRODUCTIVE, _STARTUP, _IDLE = (
     INDEX[b] for b in (Bucket.NO_JOB, Bucket.CHECKPOINT, Bucket.PRODUCTIVE, Bucket.STARTUP, Bucket.IDLE)
 )
+_EVALUATION = INDEX[Bucket.EVALUATION]
 _NETWORK, _SYNC_WAIT, _DATA_STORAGE, _DATA_CPU, _DATA_NETWORK = (
     INDEX[b]
     for b in (Bucket.NETWORK, Bucket.SYNC_WAIT, Bucket.DATA_STORAGE, Bucket.DATA_CPU, Bucket.DATA_NETWORK)
@@ -114,6 +118,8 @@ class Tick:
     startup: bool = False  # a job appeared and has not done productive work yet
     # the scheduler job on each GPU (its key, ``NO_JOB`` where none), one per ``gpus``; empty: none
     jobs: tuple[str, ...] = ()
+    saving: float = 0.0  # share of the tick the trainer said it spent in a save (tna_client)
+    evaluating: float = 0.0  # ... in its evaluation loop
 
 
 _STATE = {
@@ -212,6 +218,9 @@ def _assign(tick: Tick, states: Sequence[GpuTime], vector: Callable[[int, bool],
         return
     per_gpu = any(g.busy for g in tick.gpus)
     job, checkpointing, startup, p = tick.job, tick.checkpointing, tick.startup, tick.pressures
+    saving = min(1.0, max(0.0, tick.saving))
+    evaluating = min(1.0 - saving, max(0.0, tick.evaluating))
+    told = s * (saving + evaluating)
     for i, (g, state) in enumerate(zip(tick.gpus, states, strict=True)):
         unused = not (g.busy if per_gpu else job)
         out = vector(i, unused)
@@ -221,27 +230,37 @@ def _assign(tick: Tick, states: Sequence[GpuTime], vector: Callable[[int, bool],
         if checkpointing:
             out[_CHECKPOINT] += s
             continue
-        split = _split(state)
-        if split is None:
-            out[_STARTUP if startup else _IDLE] += s
-            continue
-        working = min(1.0, max(0.0, split.working))
-        out[_PRODUCTIVE] += s * working
-        if startup:
-            out[_STARTUP] += s * (1.0 - working)
-            continue
-        # spinning and starved share what is not work, in their own proportion
-        waits = max(0.0, split.spinning) + max(0.0, split.starved)
-        rest = s * (1.0 - working)
-        if waits <= 0.0:
-            if rest > 0.0:
-                _starved(p, out, rest)
-            continue
-        spin = rest * max(0.0, split.spinning) / waits
-        if spin > 0.0:
-            _spinning(p, out, spin)
-        if rest - spin > 0.0:
-            _starved(p, out, rest - spin)
+        if told > 0.0:  # what the trainer said it did, whatever its GPUs did meanwhile
+            out[_CHECKPOINT] += s * saving
+            out[_EVALUATION] += s * evaluating
+        _divide(s - told, state, startup, p, out)
+
+
+def _divide(s: float, state: GpuTime, startup: bool, p: Pressures, out: list[float]) -> None:
+    """One GPU's ``s`` seconds by its split: work, then the waits by their causes."""
+    if s <= 0.0:
+        return
+    split = _split(state)
+    if split is None:
+        out[_STARTUP if startup else _IDLE] += s
+        return
+    working = min(1.0, max(0.0, split.working))
+    out[_PRODUCTIVE] += s * working
+    if startup:
+        out[_STARTUP] += s * (1.0 - working)
+        return
+    # spinning and starved share what is not work, in their own proportion
+    waits = max(0.0, split.spinning) + max(0.0, split.starved)
+    rest = s * (1.0 - working)
+    if waits <= 0.0:
+        if rest > 0.0:
+            _starved(p, out, rest)
+        return
+    spin = rest * max(0.0, split.spinning) / waits
+    if spin > 0.0:
+        _spinning(p, out, spin)
+    if rest - spin > 0.0:
+        _starved(p, out, rest - spin)
 
 
 def started(states: Sequence[GpuTime]) -> bool:

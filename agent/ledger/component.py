@@ -33,14 +33,13 @@ from agent.core.zones import zone
 from agent.ledger import cadence, saved, store
 from agent.ledger import jobs as by_jobs
 from agent.ledger import metrics as ledger_metrics
-from agent.ledger.assign import BUCKETS, NO_JOB, LedgerReading, gpu_time
+from agent.ledger.assign import BUCKETS, NO_JOB, gpu_time
 from agent.ledger.book import Book
 from agent.ledger.cadence import Advice
+from agent.ledger.reads import job_keys, readings, told
 from agent.ledger.summary import lines, summarize
 from agent.snapshot import NodeSnapshot
-from agent.sources.gpu.part import GpuPart, kernel_share
-from agent.sources.jobs.gpus import gpu_jobs
-from agent.sources.jobs.part import JobIdentity, JobPart
+from agent.sources.jobs.part import JobIdentity
 from agent.sources.processes.part import ProcessPart
 
 log = structlog.get_logger("ledger")
@@ -49,34 +48,6 @@ log = structlog.get_logger("ledger")
 ClassifierView = Callable[[], Published]
 RECLAIM_KINDS = (NoticeKind.MAINTENANCE_TERMINATE, NoticeKind.MAINTENANCE_STOP)
 DUE = Event()  # put on the ledger's own queue when its periodic work is due (``_due``)
-
-
-def readings(snap: NodeSnapshot) -> tuple[LedgerReading, ...]:
-    gpu = snap.part(GpuPart)
-    if gpu is None:
-        return ()
-    return tuple(
-        LedgerReading(
-            g.uuid,
-            g.up,
-            kernel_share(g),
-            g.sm_active if g.sm_active is not None else g.tensor_active,
-            g.power_watts,
-            g.power_limit_watts,
-            bool(g.processes),
-            g.activity_windows,
-        )
-        for g in gpu.gpus
-    )
-
-
-def job_keys(snap: NodeSnapshot) -> tuple[tuple[str, ...], tuple[JobIdentity, ...]]:
-    """The job key on each GPU, in ``readings`` order (``no-job`` where none), and the jobs."""
-    gpu, part = snap.part(GpuPart), snap.part(JobPart)
-    if gpu is None or part is None or not part.jobs:
-        return (), ()
-    on = gpu_jobs(gpu, part)
-    return tuple(on[g.index].key if g.index in on else NO_JOB for g in gpu.gpus), part.jobs
 
 
 def next_digest(now: float, at: str, timezone: str) -> float:
@@ -161,7 +132,9 @@ class LedgerComponent(HasMetrics, HasRoutes, HasStatus):
         if jobs != self._jobs_seen:
             self._jobs_seen = jobs
             self.ledger.name_jobs([j.as_dict() for j in jobs])
-        self.ledger.tick(snap.timestamp, seconds, gpus, states, job, view.pressures, gpu_price, keys)
+        self.ledger.tick(
+            snap.timestamp, seconds, gpus, states, job, view.pressures, gpu_price, keys, told(snap)
+        )
         if hourly and on_demand and self.market == Market.SPOT and gpus:
             self.ledger.saving += max(0.0, on_demand - hourly) * seconds / 3600.0
 

@@ -17,13 +17,12 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import structlog
 
 from agent.core.fsread import read_trainer_file
+from agent.core.rfc3339 import parse_time
 from agent.core.statefile import load_state
 
 log = structlog.get_logger("ledger")
@@ -41,19 +40,6 @@ class Saved:
     step: int | None
     path: str | None
     pid: int
-
-
-def parse_time(value: Any) -> float:
-    """An RFC 3339 time with an explicit offset (``Z`` or ``+00:00``) -> unix seconds."""
-    if not isinstance(value, str) or len(value) > 64:
-        raise ValueError("time must be an RFC 3339 string like 2025-03-14T06:11:00Z")
-    try:
-        dt = datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"time is not RFC 3339: {value!r}") from None
-    if dt.tzinfo is None:
-        raise ValueError(f"time has no UTC offset: {value!r}")
-    return dt.astimezone(UTC).timestamp()
 
 
 def parse_saved(raw: bytes, now: float) -> Saved:

@@ -110,9 +110,11 @@ class Ledger:
         pressures: Pressures,
         gpu_price: float | None,
         jobs: Sequence[str] = (),
+        told: tuple[float, float] = (0.0, 0.0),
     ) -> list[float]:
         """One snapshot's interval, ``jobs`` the job key on each GPU (empty: no job on any). Returns
-        the seconds per bucket it was booked as."""
+        the seconds per bucket it was booked as. ``told``: the shares of it the trainer said it spent
+        saving and evaluating (``tna_client``)."""
         job = job or any(g.busy for g in gpus)
         if self.open_requests:
             self.open_requests = {k: until for k, until in self.open_requests.items() if until > wall}
@@ -137,6 +139,8 @@ class Ledger:
             checkpointing=bool(self.open_requests),
             startup=self.startup,
             jobs=tuple(jobs),
+            saving=told[0],
+            evaluating=told[1],
         )
         booked, by_job = assign_jobs(t, states)
         if self.startup and started(states):

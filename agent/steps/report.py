@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.core.fsread import read_trainer_file
-from agent.ledger.saved import parse_time
+from agent.core.rfc3339 import parse_time
 
 PATTERN = re.compile(r"^steps-(\d{1,10})\.json$")
 MAX_BYTES = 4096

@@ -12,7 +12,10 @@ right after the step and stops; in ``on_save`` every rank waits at a barrier, th
 checkpoint directory to disk, runs ``on_durable(path)`` if given (an upload), and acks.
 ``train(resume_from_checkpoint=...)`` resumes at the acked ``global_step``. Each step's end is a
 step boundary for the agent's step figures (:meth:`~tna_client.PreemptionGuard.step`). Every other save
-(``save_steps``) is reported to the agent as it happens.
+(``save_steps``) is reported to the agent as it happens. The pauses are told to the agent as they
+happen (:mod:`tna_client.spans`): an evaluation from the step's end to ``on_evaluate``, a save from
+then (or the step's end) to ``on_save``, and the time from one step's end to the next one's start,
+less those, as the wait for ``data``.
 
 **JIT checkpoint mode** (``TrainingArguments(enable_jit_checkpoint=True)``, agent ``signal =
 "SIGTERM"``): the Trainer's own SIGTERM handler saves through ``Trainer._save_checkpoint`` from its
@@ -63,6 +66,7 @@ class AgentCheckpointCallback(TrainerCallback):
         self.last_path: str | None = None
         self._saving = False
         self._step_end = time.monotonic()
+        self._input_from: float | None = None  # since when the loop waits for its next batch
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -77,19 +81,39 @@ class AgentCheckpointCallback(TrainerCallback):
         if self.guard is None:
             return
         self.guard.step()  # the step figures for the agent: a clock read, a report every few seconds
+        self._input_from = self._step_end
         if args.enable_jit_checkpoint:
             self._after_jit(args, state, control)
-            return
-        if any_rank(self.guard.checkpoint_requested):
+        elif any_rank(self.guard.checkpoint_requested):
             self._saving = True
             control.should_save = True  # the Trainer saves right after this step, on every rank
             control.should_training_stop = True
+        # the flow callback ran before us: what the Trainer does next (evaluate, then save) is known
+        if control.should_evaluate:
+            self.guard.begin("evaluation")
+            self._input_from = None
+        elif control.should_save:
+            self.guard.begin("checkpoint")
+            self._input_from = None
+
+    def on_evaluate(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        if self.guard is None:
+            return
+        self.guard.end("evaluation")
+        self._input_from = time.monotonic()
+        if control.should_save:  # the Trainer saves right after evaluating
+            self.guard.begin("checkpoint")
+            self._input_from = None
 
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
         if self.guard is None:
             return
+        self.guard.end("checkpoint")
+        self._input_from = time.monotonic()
         path = _checkpoint_dir(args, state)
         seconds = time.monotonic() - self._step_end
         if not self._saving:
@@ -104,6 +128,9 @@ class AgentCheckpointCallback(TrainerCallback):
     def on_step_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
+        if self.guard is not None and self._input_from is not None:
+            self.guard.waited("data", time.monotonic() - self._input_from)
+        self._input_from = None
         self._after_jit(args, state, control)
 
     def on_pre_optimizer_step(

@@ -13,7 +13,10 @@ shard, otherwise rank 0 writes), waits at a barrier; rank 0 flushes the file to 
 ``on_durable(path)`` if given (an upload), acks, and the run stops. ``fit(ckpt_path=...)`` resumes at
 the acked ``global_step``. Each batch's end is a step boundary for the agent's step figures
 (:meth:`~tna_client.PreemptionGuard.step`). Routine saves by ``ModelCheckpoint`` are reported to the
-agent as they happen (:meth:`~tna_client.PreemptionGuard.saved`).
+agent as they happen (:meth:`~tna_client.PreemptionGuard.saved`). The pauses it sees are told to the
+agent as they happen (:mod:`tna_client.spans`): every ``trainer.save_checkpoint`` (ModelCheckpoint's
+included) as ``checkpoint``, the validation loop as ``evaluation``, and the time from one batch's end
+to the next one's start, less those, as ``data``.
 
 Agent config: ``signal = "SIGUSR1"``. Under Slurm, Lightning's ``SLURMEnvironment`` also traps SIGUSR1
 for auto-requeue: pass ``plugins=[SLURMEnvironment(auto_requeue=False)]`` or use ``signal = "SIGUSR2"``
@@ -59,17 +62,58 @@ class AgentCheckpoint(Callback):
         self.acked: bool | None = None  # whether the agent was told about the last checkpoint
         self.last_path: str | None = None
         self._reported: dict[int, tuple[str, str]] = {}
+        self._batch_end: float | None = None  # monotonic end of the last batch, while waiting for input
+        self._wrapped: Any = None  # the Trainer whose save_checkpoint we timed
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         # every rank's process runs this in its main thread, where a handler can be installed
         if self.guard is None:
             self.guard = PreemptionGuard(signal=self.signal, rank=trainer.global_rank, **self.guard_args)
+        if self._wrapped is None:
+            self._time_saves(trainer)
+
+    def _time_saves(self, trainer: L.Trainer) -> None:
+        """Every save through the Trainer (ModelCheckpoint's, ours, the user's) is a checkpoint span:
+        every rank calls it and waits in it, whichever rank writes."""
+        save = trainer.save_checkpoint
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            guard = self.guard
+            if guard is None:
+                return save(*args, **kwargs)
+            self._batch_end = None
+            try:
+                with guard.span("checkpoint"):
+                    return save(*args, **kwargs)
+            finally:
+                self._batch_end = time.monotonic()
+
+        trainer.save_checkpoint = timed  # type: ignore[method-assign]
+        self._wrapped = trainer
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.guard is not None:
+            self._batch_end = None
+            self.guard.begin("evaluation")
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.guard is not None:
+            self.guard.end("evaluation")
+            self._batch_end = time.monotonic()
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if self.guard is not None and self._batch_end is not None:
+            self.guard.waited("data", time.monotonic() - self._batch_end)
+        self._batch_end = None
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         assert self.guard is not None
         self.guard.step()  # the step figures for the agent: a clock read, a report every few seconds
+        self._batch_end = time.monotonic()
         self._report_routine(trainer)
         if not trainer.strategy.reduce_boolean_decision(self.guard.checkpoint_requested, all=False):
             return
@@ -100,6 +144,9 @@ class AgentCheckpoint(Callback):
                 self.guard.saved(step, cb.last_model_path or cb.best_model_path, None)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self._wrapped is trainer:
+            del trainer.save_checkpoint  # the class's method again
+            self._wrapped = None
         if self.guard is not None:
             self.guard.uninstall()
             self.guard = None

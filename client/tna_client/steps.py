@@ -9,7 +9,13 @@ figures are cumulative, so a report lost in a crash loses nothing the next one d
 
     {"kind": "steps", "pid": 4242, "rank": 3, "local_rank": 3, "world_size": 16, "job": "8812",
      "count": 1200, "sum": 611.5, "period": {"count": 10, "sum": 5.1, "p50": 0.5, "p90": 0.52,
-     "p99": 0.61, "max": 0.61}, "time": "2025-03-14T06:11:00.000Z"}
+     "p99": 0.61, "max": 0.61}, "time": "2025-03-14T06:11:00.000Z",
+     "spans": {"checkpoint": {"count": 3, "seconds": 14.2}, "evaluation": {"count": 1, "seconds": 6.0},
+               "data": {"count": 1199, "seconds": 40.3}},
+     "recent": [["checkpoint", 1741932600.5, 1741932605.2], ["evaluation", 1741932655.0, null]]}
+
+``spans`` and ``recent`` are what the trainer says of its own pauses (:mod:`tna_client.spans`); a
+checkpoint or evaluation span rewrites the report as it begins and ends, whatever the period.
 
 The job is what the trainer's environment says: ``$TNA_JOB``, else ``$SLURM_JOB_ID``, else
 torchrun's rendezvous id ``$TORCHELASTIC_RUN_ID`` (the same on every node of a job).
@@ -24,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tna_client.files import rfc3339, write_json_atomic
+from tna_client.spans import SpanRecorder
 
 ENV_STEP_REPORT = "TNA_STEP_REPORT"
 ENV_JOB = "TNA_JOB"
@@ -83,7 +90,7 @@ def period_from(record: Mapping[str, Any] | None, environ: Mapping[str, str] | N
     return DEFAULT_STEP_REPORT
 
 
-class StepReporter:
+class StepReporter(SpanRecorder):
     """The step counter behind :meth:`PreemptionGuard.step`; the guard inherits it."""
 
     _step_last: float | None
@@ -104,6 +111,8 @@ class StepReporter:
         self.step_period = period_from(record)
         self._step_due = time.monotonic() + self.step_period
         self.step_error = None  # why the last report could not be written
+        self._step_period_figures: dict[str, float] | None = None  # the last period's, for a span's report
+        self._init_spans()
         env = os.environ
         self._step_identity = {
             "local_rank": _int_env(env, "LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"),
@@ -140,17 +149,23 @@ class StepReporter:
     def _step_rank(self) -> int:
         raise NotImplementedError
 
-    def _step_report(self, now: float) -> None:
+    def _step_report(self, now: float, force: bool = False) -> None:
         self._step_due = now + self.step_period
         gaps, self._step_gaps = self._step_gaps, []
-        if not gaps:
+        if gaps:
+            period = summarize(gaps)
+            extra, self._step_extra = self._step_extra, (0, 0.0)
+            period["count"] += extra[0]
+            period["sum"] += extra[1]
+            self._step_count += int(period["count"])
+            self._step_sum += period["sum"]
+            self._step_period_figures = period
+        elif not force:
             return
-        period = summarize(gaps)
-        extra, self._step_extra = self._step_extra, (0, 0.0)
-        period["count"] += extra[0]
-        period["sum"] += extra[1]
-        self._step_count += int(period["count"])
-        self._step_sum += period["sum"]
+        else:  # a span began or ended between two periods: the last period's figures again
+            period = self._step_period_figures or dict.fromkeys(
+                ("count", "sum", "p50", "p90", "p99", "max"), 0.0
+            )
         directory = self._step_dir()
         if directory is None:
             return  # no agent found (yet): the counts go on, the next report carries them
@@ -164,6 +179,7 @@ class StepReporter:
             "sum": round(self._step_sum, 6),
             "period": {k: round(v, 6) for k, v in period.items()},
             "time": rfc3339(time.time()),
+            **self._span_body(),
         }
         try:
             write_json_atomic(directory, f"steps-{pid}.json", body, durable=False)
@@ -172,6 +188,10 @@ class StepReporter:
             if self.step_error is None:
                 log.debug("cannot leave the step report in %s: %s", directory, e)
             self.step_error = str(e)
+
+    def _report_spans(self) -> None:
+        """A checkpoint or evaluation span began or ended: the agent learns it now, not a period later."""
+        self._step_report(time.monotonic(), force=True)
 
     def _step_forget(self) -> None:
         """Take back the report (the process is done with the guard)."""

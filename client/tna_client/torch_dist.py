@@ -114,9 +114,21 @@ class DistributedCheckpoint:
         """Save (``save()`` returns the path; on rank 0 only unless ``all_ranks``), wait for every
         rank, flush, ack. Returns the path on rank 0. :attr:`acked` says whether the agent was told."""
         t0 = time.monotonic()
-        path = save() if all_ranks or self.guard.should_save else None
-        barrier()  # nobody moves on before the checkpoint is written
+        with self.guard.span("checkpoint"):  # the GPUs wait for it: the agent books it as checkpoint
+            path = save() if all_ranks or self.guard.should_save else None
+            barrier()  # nobody moves on before the checkpoint is written
         self.acked = self.guard.confirm(step, path, self.on_durable, time.monotonic() - t0)
+        return path
+
+    def routine(self, step: int, save: Callable[[], str | None], all_ranks: bool = False) -> str | None:
+        """A save the loop makes on its own schedule (``save()`` on rank 0 unless ``all_ranks``), every
+        rank waiting for it: the agent is told how long it held the loop and where it went."""
+        t0 = time.monotonic()
+        with self.guard.span("checkpoint"):
+            path = save() if all_ranks or self.guard.rank == 0 else None
+            barrier()
+        if path is not None:
+            self.periodic(step, path, time.monotonic() - t0)
         return path
 
     def periodic(self, step: int, path: str, seconds: float | None = None) -> None:

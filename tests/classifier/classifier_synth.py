@@ -78,6 +78,10 @@ class Regime:
     pcie_starved: float = 0.0  # bytes/s each GPU receives over PCIe while starved (host-to-device copies)
     pcie_other: float = 0.0  # ... otherwise
     pipe_write: float = 0.0  # of its writes, bytes/s into pipes and sockets (wchar, not write_bytes)
+    # what tna_client in the trainer says of each sample, cycled with ``phases``: "" (nothing),
+    # "checkpoint" or "evaluation" (inside such a span), "data" (waiting for its next batch);
+    # None: no trainer tells its spans
+    told: tuple[str, ...] | None = None
 
 
 def gpu_stats(
@@ -147,6 +151,7 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
             **_storage_write(r, starved),
         ),
         GpuRates(gpu_pcie_rx=dict.fromkeys(range(r.gpus), r.pcie_starved if starved else r.pcie_other)),
+        *_told(r, seq, t),
         interval_seconds=1.0,
     )
     return NodeSnapshot(
@@ -162,6 +167,26 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
         ),
         processes=procs,
         rates=rates,
+    )
+
+
+def _told(r: Regime, seq: int, t: float) -> tuple:
+    """The trainer source's rates for this sample (imported here: bench/classifier_digest.py runs
+    classifiers older than it on the same streams)."""
+    if r.told is None:
+        return ()
+    from agent.sources.trainer.rates import TrainerRates
+
+    said = r.told[seq % len(r.told)]
+    waited = sum(1 for i in range(seq + 1) if r.told[i % len(r.told)] == "data")  # 1 s samples
+    return (
+        TrainerRates(
+            saving=float(said == "checkpoint"),
+            evaluating=float(said == "evaluation"),
+            data_seconds=float(waited),
+            data_at=BASE_WALL + t,
+            reporting=1,
+        ),
     )
 
 

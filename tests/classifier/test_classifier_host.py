@@ -177,3 +177,62 @@ def test_bytes_through_pipes_and_sockets_are_no_save() -> None:
     v = last(run(like(pool, seconds=150), cfg=minute()))
     assert v.label == "data/cpu", (v.label, v.reasons)
     assert v.features.host.stalls == 0
+
+
+# what tna_client in the trainer says (agent.sources.trainer): evaluation every 10 s, 4 s of it, on
+# GPUs that look the same throughout (forward passes read as work from outside)
+EVALUATING = Regime(("work",) * 10, cores=1.0, busy=(1.0,), told=("",) * 6 + ("evaluation",) * 4)
+
+
+def test_an_evaluation_the_trainer_tells_is_named_and_booked_as_evaluation_not_as_work() -> None:
+    r = run(like(EVALUATING, seconds=150), cfg=minute())
+    labels = settled(r)
+    assert set(labels) == {"host/evaluation"}, labels
+    v = last(r)
+    assert cause(v) == VerdictReason.EVALUATION
+    text = " ".join(v.reasons)
+    held = re.search(r"evaluation held the training (\d+)% of the time \(from the trainer\)", text)
+    assert held and 38 <= int(held[1]) <= 42, v.reasons
+    assert re.search(r"each ~4\.0 s, one every ~10 s", text), v.reasons
+    assert "val_check_interval" in v.hint and "eval_steps" in v.hint
+    # the same GPUs with no client in the trainer: compute, healthy (nothing outside tells evaluation)
+    blind = last(run(like(EVALUATING, told=None, seconds=150), cfg=minute()))
+    assert blind.label == "compute" and blind.hint.startswith("Healthy"), blind.reasons
+    # an evaluation of 1.5 s in 12 s is compute's second cause, with its remedy
+    short = like(EVALUATING, phases=("work",) * 24, told=("",) * 21 + ("evaluation",) * 3, seconds=150)
+    s = last(run(short, cfg=minute()))
+    assert s.label == "compute", s.reasons
+    cost = next(x for x in s.reasons if "host/evaluation still costs" in x)
+    assert 10 <= int(re.search(r"costs (\d+)%", cost)[1]) <= 16, s.reasons
+    assert any("evaluation held the training" in x and "(from the trainer)" in x for x in s.reasons), (
+        s.reasons
+    )
+    assert "val_check_interval" in s.hint
+
+
+def test_the_trainers_saves_replace_the_ones_told_from_outside() -> None:
+    # the SAVE job, with the trainer telling its saves: one tick more each (its span includes the
+    # serialization before the first byte is written), and the reasons say where they come from
+    told = like(SAVE, seconds=150, told=("",) * 6 + ("checkpoint",) * 4)
+    v = last(run(told, cfg=minute()))
+    assert v.label == "host/checkpoint", (v.label, v.reasons)
+    text = " ".join(v.reasons)
+    held = re.search(r"checkpoint saves held the training (\d+)% of the time \(from the trainer\)", text)
+    assert held and 38 <= int(held[1]) <= 42, v.reasons
+    assert "async_save" in v.hint
+
+
+def test_the_ledger_books_what_the_trainer_told_first_and_the_seconds_add_up() -> None:
+    gpu = LedgerReading("GPU-0", True, 0.9, 0.8, 300.0, 400.0, True)
+    r = run(like(EVALUATING, seconds=150), cfg=minute())
+    p = pressures(r.evaluations[-1].vote.features)
+    # evaluation is booked from the trainer's spans tick by tick, not from the window's pressure
+    assert Bucket.EVALUATION not in dict(p.host_starved) | dict(p.host_spin)
+    for saving, evaluating in ((0.0, 0.4), (0.3, 0.0), (0.25, 0.5), (0.0, 0.0), (0.9, 0.9)):
+        tick = Tick(seconds=2.0, gpus=(gpu, gpu), job=True, pressures=p, saving=saving, evaluating=evaluating)
+        booked = dict(zip(BUCKETS, assign(tick, [Split(0.8, 0.0, 0.2)] * 2), strict=True))
+        assert sum(booked.values()) == pytest.approx(4.0)
+        assert booked[Bucket.CHECKPOINT] == pytest.approx(4.0 * saving)
+        assert booked[Bucket.EVALUATION] == pytest.approx(4.0 * min(evaluating, 1.0 - saving))
+        left = 4.0 * (1.0 - saving - min(evaluating, 1.0 - saving))
+        assert booked[Bucket.PRODUCTIVE] == pytest.approx(0.8 * left)

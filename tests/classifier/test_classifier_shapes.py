@@ -16,6 +16,8 @@ from agent.ledger.summary import REMEDIES
 from lab.hostdraws import TRUTH as LAB_JOBS
 
 REPO = Path(__file__).resolve().parents[2]
+# shapes no outside reading tells, with the test whose real framework job has tna_client tell them
+TOLD_BY_TRAINER = {"host/evaluation": "tests/checkpoint/test_client_spans.py"}
 
 
 def shape_gaps(shape: Shape) -> list[str]:
@@ -30,18 +32,24 @@ def shape_gaps(shape: Shape) -> list[str]:
         )
     if shape.bucket not in set(Bucket):
         gaps.append(f"vocabulary: no Bucket member {shape.bucket!r} (the ledger's)")
-    elif shape.bucket not in WAITING and shape.bucket != Bucket.CHECKPOINT:
+    elif shape.bucket not in WAITING and shape.bucket != Bucket.CHECKPOINT and shape.explains != "time":
+        # a wait the trainer's reported save overlapped becomes checkpoint; a shape of the whole time
+        # (the trainer's evaluation) is no wait, and a save reported after it must not take it
         gaps.append(f"ledger: {shape.bucket} is not among the waiting buckets a trainer's save moves")
     if REMEDIES.get(shape.bucket) != shape.remedy:
         gaps.append(f"ledger: REMEDIES has not the shape's remedy for {shape.bucket}")
-    if shape.explains not in ("spinning", "starved"):
-        gaps.append(f"scores: it explains {shape.explains!r}, neither spinning nor starved")
+    if shape.explains not in ("spinning", "starved", "time"):
+        gaps.append(f"scores: it explains {shape.explains!r}, neither spinning, starved nor the time")
     if label not in (REPO / "docs" / "classifier.md").read_text():
         gaps.append(f"docs/classifier.md: no row {label} in the verdict table")
     readme = (REPO / "README.md").read_text()
     if f"`{shape.cause}`" not in readme or f"`{shape.bucket}`" not in readme:
         gaps.append(f"README: its cause word `{shape.cause}` or bucket `{shape.bucket}` is not listed")
-    if f"host/{shape.sub_reason}" not in LAB_JOBS.values():
+    told = TOLD_BY_TRAINER.get(f"host/{shape.sub_reason}")
+    if told is not None:  # only the trainer can tell it: its test runs a real framework job
+        if not (REPO / told).exists():
+            gaps.append(f"lab: {told}, the real framework job that tells host/{shape.sub_reason}, is missing")
+    elif f"host/{shape.sub_reason}" not in LAB_JOBS.values():
         gaps.append(f"lab: no PyTorch job of host/{shape.sub_reason} in lab/hostdraws.py")
     nothing = Features(samples=0, span_seconds=0.0, gpus=0)
     if shape.pressure(nothing, ClassifierSection()) != 0.0:

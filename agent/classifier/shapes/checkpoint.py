@@ -1,6 +1,8 @@
 """host/checkpoint: the GPUs starve while the training process writes, in stalls that recur (a
 synchronous ``torch.save``/``trainer.save_checkpoint`` to a slow volume). Google's goodput
-measurement books this as UNPRODUCTIVE_CHECKPOINT_SAVE_TIME, apart from data loading."""
+measurement books this as UNPRODUCTIVE_CHECKPOINT_SAVE_TIME, apart from data loading. Where
+``tna_client`` tells the trainer's saves, they are the evidence ("from the trainer"), and the ledger
+books them tick by tick from the trainer's spans."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ RECUR = 2  # saves in the window for the full pressure: one stall could be anyth
 
 
 def pressure(f: Features, cfg: ClassifierSection) -> float:
+    if f.host.from_trainer:  # the trainer's word: no need to see the saves recur
+        return min(1.0, f.host.save_share / f.starved_share) if f.starved_share > 0 else 0.0
     if f.starved_share <= 0 or not f.host.stalls:
         return 0.0
     # the share of the starvation spent inside saves, as sure as the saves recur
@@ -31,6 +35,13 @@ def _mb(v: float) -> str:
 def reasons(f: Features) -> list[str]:
     h = f.host
     every = f", one every ~{h.save_period:.0f} s" if h.save_period else ""
+    if h.from_trainer:
+        return [
+            f"checkpoint saves held the training {h.save_share * 100:.0f}% of the time (from the trainer): "
+            f"{h.saves} began in the last {f.span_seconds:.0f} s, each ~{h.save_seconds:.1f} s{every}",
+            f"the GPUs starved {f.starved_share * 100:.0f}% of the time; the training process "
+            f"({f.trainer_label}) wrote {(h.write_starved or 0) / 1e6:.1f} MB/s while they did",
+        ]
     return [
         f"checkpoint saves held the GPUs {h.save_share * 100:.0f}% of the time: {h.saves} began in the last "
         f"{f.span_seconds:.0f} s, each ~{h.save_seconds:.1f} s ({_mb(h.save_bytes)} written){every}",
@@ -83,5 +94,6 @@ SHAPE = declare(
             "cadence rather than more often."
         ),
         what="the GPUs idle while the training process writes a checkpoint, recurring",
+        by_pressure=lambda f: not f.host.from_trainer,
     )
 )

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from agent.classifier.features import Features
     from agent.config.classifier import ClassifierSection
 
-Share = Literal["spinning", "starved"]
+# which of the GPUs' time a shape can take: their spinning or starved share, or "time": a share of
+# the whole window, whatever the GPUs did in it (an evaluation loop runs kernels that are no training)
+Share = Literal["spinning", "starved", "time"]
 
 
 class Shape(NamedTuple):
@@ -31,6 +33,9 @@ class Shape(NamedTuple):
     hint: Callable[[Features], str]
     remedy: str  # the ledger's remedy line for its bucket
     what: str  # what it means, in a few words (docs, the report's legend)
+    # whether the ledger books it from the window's pressure (False: from the trainer's own spans,
+    # tick by tick, ``agent.ledger.assign``)
+    by_pressure: Callable[[Features], bool] = lambda _f: True
 
 
 class SaveCost(NamedTuple):
