@@ -138,16 +138,34 @@ def _decoders(rnd: random.Random, cpus: int, noise: str | None) -> tuple[int, in
     return workers, cpuset, min(max(workers, 1), cores)
 
 
-def long_step_draw(seed: int, cpus: int) -> Draw:
-    """A draw of ``FAMILIES`` whose step cycle is 0.1-2 s: the GPUs compute for 10-30% of it (all of
-    it, for compute) and wait for the rest, on input or on the exchange, so the family is still what
-    limits the job."""
-    rnd = random.Random(f"long-{seed}")
-    family = FAMILIES[seed % len(FAMILIES)]
+@dataclass(frozen=True)
+class CycleDraws:
+    """One kind of draw whose step is a cycle of 0.1-2 s (``cycle_draw``): what sets it apart is
+    data, so every kind draws its families' cycles the same way."""
+
+    stream: str  # a seed's random stream is ``f"{stream}-{seed}"``: each kind's seeds draw their own
+    families: tuple[str, ...]  # the seed picks one, round robin
+    compute_share: tuple[float, float]  # the GPUs compute this share of each cycle, the rest waits
+
+
+# every family of FAMILIES, the GPUs computing 10-30% of the cycle (all of it, for compute)
+LONG_STEP = CycleDraws("long", FAMILIES, (0.1, 0.3))
+# DUTY_FAMILIES, the GPUs computing 30-70% of it; the cpu family decodes in the training process
+DUTY = CycleDraws("duty", tuple("cpu-inline" if f == "cpu" else f for f in DUTY_FAMILIES), (0.3, 0.7))
+
+
+def cycle_draw(seed: int, cpus: int, kind: CycleDraws) -> Draw:
+    """A draw of one of ``kind``'s families whose GPUs compute ``kind.compute_share`` of a 0.1-2 s
+    cycle and lose the rest to the family's cause: a read, a decode (by the workers, or in the
+    training process for cpu-inline) or an exchange before each step (the rest of the cycle), a
+    straggler at the sync, or input streamed by one worker that runs ahead (its transfer is the
+    cycle), so the family is still what limits the job."""
+    rnd = random.Random(f"{kind.stream}-{seed}")
+    family = kind.families[seed % len(kind.families)]
     gpus = rnd.choice((1, 2, 2, 4, 8))
     noise = rnd.choice((None, None, "disk", "cpu"))
     cycle = rnd.uniform(*CYCLE_SECONDS)
-    compute = cycle * rnd.uniform(0.1, 0.3)
+    compute = cycle * rnd.uniform(*kind.compute_share)
     wait = cycle - compute
     if family == "compute":
         return Draw(seed, family, LONG_SECONDS, {"gpus": gpus, "step": cycle}, noise=noise)
@@ -161,6 +179,16 @@ def long_step_draw(seed: int, cpus: int) -> Draw:
         decode = wait if workers == 0 else cycle * parallel
         args = {"gpus": gpus, "workers": workers, "decode-seconds": decode, "compute-step": compute}
         return Draw(seed, family, LONG_SECONDS, args, cpuset=cpuset, noise=noise)
+    if family == "cpu-inline":
+        args = {"gpus": gpus, "workers": 0, "decode-seconds": wait, "compute-step": compute}
+        return Draw(seed, family, LONG_SECONDS, args, noise=noise)
+    if family == "network-input":
+        mbit = rnd.choice((20, 30, 50, 80))
+        obj = 256 << 10
+        objects = max(1, round(cycle * mbit * 1e6 / 8 / obj))
+        compute = objects * obj * 8 / (mbit * 1e6) * (compute / cycle)
+        args = {"gpus": gpus, "workers": 1, "objects": objects, "object-bytes": obj, "compute-step": compute}
+        return Draw(seed, family, LONG_SECONDS, args, link_mbit=mbit, noise=noise)
     if family == "network":
         mbit = rnd.choice((20, 30, 50, 80, 120))
         args = {
@@ -169,40 +197,28 @@ def long_step_draw(seed: int, cpus: int) -> Draw:
             "compute-step": compute,
         }
         return Draw(seed, family, LONG_SECONDS, args, link_mbit=mbit, noise=noise)
-    mbit = rnd.choice((50, 80, 200))
-    args = {"gpus": gpus, "straggle": wait, "sync-bytes": rnd.randint(4, 64) << 10, "compute-step": compute}
-    return Draw(seed, family, LONG_SECONDS, args, link_mbit=mbit, noise=noise)
+    if family == "sync-wait":
+        mbit = rnd.choice((50, 80, 200))
+        args = {
+            "gpus": gpus,
+            "straggle": wait,
+            "sync-bytes": rnd.randint(4, 64) << 10,
+            "compute-step": compute,
+        }
+        return Draw(seed, family, LONG_SECONDS, args, link_mbit=mbit, noise=noise)
+    raise ValueError(f"no cycle draw for the family {family!r}")
+
+
+def long_step_draw(seed: int, cpus: int) -> Draw:
+    """A draw of ``FAMILIES`` whose step cycle is 0.1-2 s: the GPUs compute for 10-30% of it (all of
+    it, for compute) and wait for the rest, on input or on the exchange."""
+    return cycle_draw(seed, cpus, LONG_STEP)
 
 
 def duty_draw(seed: int, cpus: int) -> Draw:
     """A draw of ``DUTY_FAMILIES`` whose GPUs compute 30-70% of each 0.1-2 s cycle and lose the rest
-    to the family's cause: a read, a decode in the training process or an exchange before each step
-    (the rest of the cycle), or input streamed by one worker that runs ahead (its transfer is the
-    cycle)."""
-    rnd = random.Random(f"duty-{seed}")
-    family = DUTY_FAMILIES[seed % len(DUTY_FAMILIES)]
-    gpus = rnd.choice((1, 2, 2, 4, 8))
-    noise = rnd.choice((None, None, "disk", "cpu"))
-    cycle = rnd.uniform(*CYCLE_SECONDS)
-    compute = cycle * rnd.uniform(0.3, 0.7)
-    wait = cycle - compute
-    if family == "storage":
-        read_bps = rnd.choice((4, 6, 8, 12)) * MIB
-        args = {"gpus": gpus, "batch-bytes": max(64 << 10, int(wait * read_bps)), "compute-step": compute}
-        return Draw(seed, family, LONG_SECONDS, args, read_bps=read_bps, noise=noise)
-    if family == "cpu":
-        args = {"gpus": gpus, "workers": 0, "decode-seconds": wait, "compute-step": compute}
-        return Draw(seed, "cpu-inline", LONG_SECONDS, args, noise=noise)
-    if family == "network-input":
-        mbit = rnd.choice((20, 30, 50, 80))
-        obj = 256 << 10
-        objects = max(1, round(cycle * mbit * 1e6 / 8 / obj))
-        compute = objects * obj * 8 / (mbit * 1e6) * (compute / cycle)
-        args = {"gpus": gpus, "workers": 1, "objects": objects, "object-bytes": obj, "compute-step": compute}
-        return Draw(seed, family, LONG_SECONDS, args, link_mbit=mbit, noise=noise)
-    mbit = rnd.choice((20, 30, 50, 80, 120))
-    args = {"gpus": gpus, "grad-bytes": max(64 << 10, int(wait * mbit * 1e6 / 8)), "compute-step": compute}
-    return Draw(seed, family, LONG_SECONDS, args, link_mbit=mbit, noise=noise)
+    to the family's cause (the cpu family as ``cpu-inline``: decoded in the training process)."""
+    return cycle_draw(seed, cpus, DUTY)
 
 
 def gpu_readings(seed: int, gpus: int = 8) -> tuple[dict[str, float | int | str], ...]:

@@ -23,6 +23,14 @@ from agent.core.events import (
 from agent.core.vocabulary import CheckpointPhase, SchedulerProblem
 
 
+def opening_fields(
+    node_field: tuple[str, str], scene: Scene, lang: str, concerned: tuple[int, ...] = ()
+) -> list[tuple[str, str]]:
+    """The fields most messages open with: the node, then its GPUs (``concerned``: only the ones the
+    message is about; none: all of them)."""
+    return [node_field, (t("gpus", lang), describe_gpus(scene.gpus, concerned, lang))]
+
+
 def preemption(
     event: PreemptionEvent,
     f: Facts,
@@ -40,7 +48,7 @@ def preemption(
         title = t("t.preemption_now", lang, kind=kind, host=host)
     else:
         title = t("t.preemption", lang, kind=kind, left=i18n.duration(left, lang), host=host)
-    fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, (), lang))]
+    fields = opening_fields(node_field, scene, lang)
     fields.append((t("notice", lang), kind))
     fields.append((t("cloud", lang), i18n.cloud(event.provider, lang)))
     if event.deadline is not None:
@@ -76,7 +84,7 @@ def checkpoint(
         title = t(key, lang, host=host, took=took)
     else:
         title = t("t.checkpoint.other", lang, phase=event.phase, host=host)
-    fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, (), lang))]
+    fields = opening_fields(node_field, scene, lang)
     fields.append((t("notice", lang), i18n.notice_kind(event.notice_kind, lang)))
     if event.deadline is not None:
         left = (event.deadline - event.at).total_seconds()
@@ -111,7 +119,7 @@ def verdict(
     name = i18n.verdict_name(event.verdict, lang)
     shown = name + (f" ({event.sub_reason})" if event.sub_reason else "")
     key = "t.verdict_cleared" if event.cleared else "t.verdict"
-    fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, event.gpus, lang))]
+    fields = opening_fields(node_field, scene, lang, event.gpus)
     fields.append((t("verdict", lang), shown))
     fields.append((t("since", lang), when(event.since, scene.tz)))
     if event.cleared:
@@ -175,7 +183,7 @@ def collector_failing(
     else:
         took = i18n.duration(event.failing_for_seconds, lang)
         title = t("t.collector", lang, name=event.collector, took=took, host=host)
-    fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, (), lang))]
+    fields = opening_fields(node_field, scene, lang)
     fields.append((t("collector", lang), event.collector))
     if event.error:
         fields.append((t("error", lang), event.error))
@@ -198,7 +206,7 @@ def agent(
 ) -> Message:
     host = scene.node.hostname
     key = f"t.agent.{event.phase}" if f"t.agent.{event.phase}" in i18n.TEXT else "t.agent.other"
-    fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, (), lang))]
+    fields = opening_fields(node_field, scene, lang)
     fields.append((t("version", lang), event.version))
     if scene.pid is not None:
         fields.append((t("pid", lang), str(scene.pid)))
@@ -222,7 +230,7 @@ def goodput(
 ) -> Message:
     ratio = "—" if event.ratio is None else f"{event.ratio:.1%}"
     period = i18n.duration((event.until - event.since).total_seconds(), lang)
-    fields = [node_field, (t("gpus", lang), describe_gpus(scene.gpus, (), lang))]
+    fields = opening_fields(node_field, scene, lang)
     fields.append((t("goodput", lang), ratio))
     fields.append((t("gpu_hours", lang), f"{event.gpu_seconds / 3600:.2f}"))
     if event.cost is not None and event.currency:
@@ -264,15 +272,10 @@ def job_advice(
     common: dict[str, object],
 ) -> Message:
     # the advice's own lines are English (agent.advice.words): said as the agent wrote them
-    fields = [
-        node_field,
-        (t("gpus", lang), describe_gpus(scene.gpus, (), lang)),
-        (t("binds", lang), event.binds),
-    ]
     return Message(
         title=t("t.job_advice", lang, job=event.job, host=scene.node.hostname),
         at=event.at,
-        fields=tuple(fields),
+        fields=(*opening_fields(node_field, scene, lang), (t("binds", lang), event.binds)),
         lines=event.lines,
         labels=labels(scene, f, advised_job=event.job, binds=event.binds),
         **common,  # type: ignore[arg-type]

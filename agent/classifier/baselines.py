@@ -28,7 +28,7 @@ import structlog
 from agent.classifier.families import CAPACITIES, KINDS
 from agent.classifier.samples import Sample, columns
 from agent.config.classifier import ClassifierSection
-from agent.core.statefile import load_state, write_atomic
+from agent.core.statefile import load_json, save_state
 
 log = structlog.get_logger("classifier")
 
@@ -331,16 +331,15 @@ def _learn_rtt(values: Mapping[str, Sequence[float]], known: dict[str, float]) -
 
 
 def load(state_dir: Path) -> Baselines:
-    loaded = load_state(
+    loaded = load_json(
         state_dir / FILE_NAME,
-        lambda raw: Baselines.from_json(json.loads(raw)),
+        Baselines.from_json,
         log,
-        unreadable="cannot read classifier baselines; learning afresh",
-        damaged="classifier baselines damaged; set aside and learning afresh",
+        what="classifier baselines",
+        instead="learning afresh",
     )
     return Baselines() if loaded is None else loaded
 
 
 def save(state_dir: Path, baselines: Baselines) -> None:
-    body = json.dumps(baselines.to_json(), indent=1, sort_keys=True)
-    write_atomic(state_dir / FILE_NAME, body.encode(), 0o600)
+    save_state(state_dir / FILE_NAME, json.dumps(baselines.to_json(), indent=1, sort_keys=True))

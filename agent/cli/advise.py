@@ -5,32 +5,17 @@ cost ranges, and the assumptions they rest on)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import sys
 from typing import Any
 from urllib.parse import urlencode
 
-from agent.cli.main import _add_config, control_socket_path, register
-from agent.config.types import parse_duration
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+from agent.cli.main import _add_config, add_since, ask_agent, register
 
 
 def _add_advise(p: argparse.ArgumentParser) -> None:
     _add_config(p)
     p.add_argument("--job", default=None, help="a scheduler job id (default: the job with the most GPU time)")
-    p.add_argument(
-        "--since",
-        type=_duration,
-        default=None,
-        help='only the last period, e.g. "1h" (default: the whole run)',
-    )
+    add_since(p, None, 'only the last period, e.g. "1h" (default: the whole run)')
     p.add_argument("--json", action="store_true", help="print the raw JSON")
 
 
@@ -67,19 +52,10 @@ def render(a: dict[str, Any]) -> str:
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
-    from agent.runtime.control import control_request
-
     query = {k: v for k, v in (("job", args.job), ("since", args.since and f"{args.since:g}")) if v}
     path = "/advice" + (f"?{urlencode(query)}" if query else "")
-    try:
-        code, body = asyncio.run(control_request(control_socket_path(args), "GET", path, timeout=10))
-    except ConnectionError as e:
-        print(f"training-node-agent: {e}", file=sys.stderr)
-        return 1
-    if code != 200 or not isinstance(body, dict):
-        error = body.get("error", body) if isinstance(body, dict) else body
-        hint = " ([advice] or [goodput] is off?)" if code == 404 else ""
-        print(f"training-node-agent: advise failed: {error}{hint}", file=sys.stderr)
+    body = ask_agent(args, path, "advise", hint_404=" ([advice] or [goodput] is off?)")
+    if body is None:
         return 1
     print(json.dumps(body, indent=2) if args.json else render(body))
     return 0

@@ -8,18 +8,10 @@ import json
 import sys
 from typing import Any
 
-from agent.cli.main import _add_config, control_socket_path, register
-from agent.config.types import parse_duration
+from agent.cli.main import _add_config, control_socket_path, duration_arg, register
 from agent.core.vocabulary import DrillVerdict, NoticeKind
 
 EXIT_WOULD_LOSE_WORK = 3
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _request(args: argparse.Namespace, path: str, payload: dict[str, Any], timeout: float) -> tuple[int, Any]:
@@ -37,13 +29,13 @@ def _add_drill(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--deadline",
-        type=_duration,
+        type=duration_arg,
         default=300.0,
         help='time from the notice to the deadline (default "300s")',
     )
     p.add_argument(
         "--timeout",
-        type=_duration,
+        type=duration_arg,
         default=None,
         help="stop waiting for the ack after this long (default: the deadline)",
     )

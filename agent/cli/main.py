@@ -20,6 +20,7 @@ from typing import Any
 
 from agent import __version__
 from agent.config import DEFAULT_PATH, Config, ConfigError, load_config, redacted_dump
+from agent.config.types import parse_duration
 
 EXIT_CONFIG = 2
 
@@ -66,6 +67,49 @@ def control_socket_path(args: argparse.Namespace) -> str:
         return cfg.http.control_socket
     except ConfigError:
         return Config().http.control_socket
+
+
+# --- what the sub-commands share -------------------------------------------------------------------
+
+
+def duration_arg(text: str) -> float:
+    """An argparse ``type``: ``"90s"``, ``"1h"``, ``"7d"`` in seconds. Anything else is argparse's usage
+    error (exit 2) naming what was given and what was expected."""
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_since(p: argparse.ArgumentParser, default: float | None, help_text: str) -> None:
+    """``--since``: how far back the running agent's answer reaches, in seconds."""
+    p.add_argument("--since", type=duration_arg, default=default, help=help_text)
+
+
+def ask_agent(
+    args: argparse.Namespace,
+    path: str,
+    what: str,
+    *,
+    expect: type = dict,
+    timeout: float = 10,
+    hint_404: str = "",
+) -> Any | None:
+    """GET ``path`` from the running agent over its control socket: the answer's body, or None once why
+    not is on stderr (no agent there, or it answered an error or no ``expect``: "``what`` failed: …")."""
+    from agent.runtime.control import control_request
+
+    try:
+        code, body = asyncio.run(control_request(control_socket_path(args), "GET", path, timeout=timeout))
+    except ConnectionError as e:
+        print(f"training-node-agent: {e}", file=sys.stderr)
+        return None
+    if code != 200 or not isinstance(body, expect):
+        error = body.get("error", body) if isinstance(body, dict) else body
+        hint = hint_404 if code == 404 else ""
+        print(f"training-node-agent: {what} failed: {error}{hint}", file=sys.stderr)
+        return None
+    return body
 
 
 # --- run -------------------------------------------------------------------------------------------

@@ -8,28 +8,17 @@ timeline, the money per bucket, the GPUs, the inputs and links, for the node or 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import Any
 
-from agent.cli.main import _add_config, control_socket_path, register
-from agent.config.types import parse_duration
+from agent.cli.main import _add_config, add_since, ask_agent, register
 from agent.core.vocabulary import CheckpointPhase
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _add_report(p: argparse.ArgumentParser) -> None:
     _add_config(p)
-    p.add_argument(
-        "--since", type=_duration, default=86400.0, help='the period, e.g. "1h", "7d" (default "24h")'
-    )
+    add_since(p, 86400.0, 'the period, e.g. "1h", "7d" (default "24h")')
     p.add_argument(
         "--by", choices=["job"], default=None, help="also split the GPU-hours and money by scheduler job"
     )
@@ -82,8 +71,6 @@ def render(g: dict[str, Any], by: str | None = None) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from agent.runtime.control import control_request
-
     if args.html:
         return _html(args)
     if args.job:
@@ -92,15 +79,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    path = f"/goodput?since={args.since:g}"
-    try:
-        code, body = asyncio.run(control_request(control_socket_path(args), "GET", path, timeout=10))
-    except ConnectionError as e:
-        print(f"training-node-agent: {e}", file=sys.stderr)
-        return 1
-    if code != 200 or not isinstance(body, dict):
-        error = body.get("error", body) if isinstance(body, dict) else body
-        print(f"training-node-agent: report failed: {error}", file=sys.stderr)
+    body = ask_agent(args, f"/goodput?since={args.since:g}", "report")
+    if body is None:
         return 1
     print(json.dumps(body, indent=2) if args.json else render(body, args.by))
     return 0
@@ -110,19 +90,10 @@ def _html(args: argparse.Namespace) -> int:
     from urllib.parse import urlencode
 
     from agent.core.statefile import write_atomic
-    from agent.runtime.control import control_request
 
     query = {"since": f"{args.since:g}", **({"job": args.job} if args.job else {})}
-    try:
-        code, body = asyncio.run(
-            control_request(control_socket_path(args), "GET", f"/report?{urlencode(query)}", timeout=30)
-        )
-    except ConnectionError as e:
-        print(f"training-node-agent: {e}", file=sys.stderr)
-        return 1
-    if code != 200 or not isinstance(body, str):
-        error = body.get("error", body) if isinstance(body, dict) else body
-        print(f"training-node-agent: report failed: {error}", file=sys.stderr)
+    body = ask_agent(args, f"/report?{urlencode(query)}", "report", expect=str, timeout=30)
+    if body is None:
         return 1
     try:
         write_atomic(args.html, body.encode(), 0o644)

@@ -1,9 +1,12 @@
 """Files replaced whole (state under ``state_dir``, request files, fake device state): written to a
-temp file, fsynced, renamed; read back with a damaged one set aside (``load_state``)."""
+temp file, fsynced, renamed; read back with a damaged one set aside (``load_state``). The agent's own
+JSON state (the classifier's baselines, the goodput ledger, the report's timeline) goes through
+``save_state`` and ``load_json``: one mode, one wording of what was set aside."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -86,3 +89,22 @@ def load_state(
     aside = set_aside(path)
     getattr(log, level)(damaged, **{key: str(path)}, kept_as=str(aside), error=error)
     return None
+
+
+def save_state(path: Path, text: str) -> None:
+    """One of the agent's own state files, written whole; the agent's user alone reads it (it names
+    jobs, hosts and what they cost)."""
+    write_atomic(path, text.encode(), 0o600)
+
+
+def load_json(path: Path, from_json: Callable[[Any], T], log: Any, *, what: str, instead: str) -> T | None:
+    """``load_state`` of a JSON state file the agent wrote: ``from_json`` of what it holds (raising
+    ``ValueError`` or ``TypeError`` on anything but the shape written), or None. The log lines name
+    ``what`` the file is and what is done ``instead`` ("starting empty")."""
+    return load_state(
+        path,
+        lambda raw: from_json(json.loads(raw)),
+        log,
+        unreadable=f"cannot read {what}; {instead}",
+        damaged=f"{what} damaged; set aside and {instead}",
+    )

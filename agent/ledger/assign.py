@@ -144,9 +144,9 @@ def gpu_time(g: LedgerReading, classifier: Published) -> GpuTime:
 def _host(claims: tuple[tuple[Bucket, float], ...], out: list[float], seconds: float) -> float:
     """Books what the host shapes explain of ``seconds`` (the strongest one's pressure, shared by the
     shapes in proportion to theirs), and returns the seconds left for the other causes."""
-    if not claims:
-        return seconds
     total = sum(p for _, p in claims)
+    if total <= 0:  # no claim, or claims of no pressure (the classifier drops those): nothing explained
+        return seconds
     held = min(1.0, max(p for _, p in claims))
     for bucket, p in claims:
         out[INDEX[bucket]] += seconds * held * p / total

@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from agent.core.statefile import load_state, write_atomic
+from agent.core.statefile import load_json, save_state
 from agent.ledger.book import Book, join_text
 from agent.ledger.state import KEEP_SAVES, Ledger, Reclaim
 
@@ -115,12 +115,12 @@ def _jobs_lost(d: Any) -> dict[str, float]:
 def load(state_dir: Path, book: Book) -> Ledger:
     """The saved ledger, or an empty one on ``book``; a damaged file is read into a book of its own,
     so ``book`` is never left half-loaded."""
-    loaded = load_state(
+    loaded = load_json(
         state_dir / FILE_NAME,
-        lambda raw: from_json(json.loads(raw), Book(book.resolution, book.settle, book.keep)),
+        lambda data: from_json(data, Book(book.resolution, book.settle, book.keep)),
         log,
-        unreadable="cannot read the goodput ledger; starting empty",
-        damaged="goodput ledger damaged; set aside and starting empty",
+        what="the goodput ledger",
+        instead="starting empty",
     )
     return Ledger(book) if loaded is None else loaded
 
@@ -141,7 +141,7 @@ def to_text(ledger: Ledger) -> Pieces:
 def write(state_dir: Path, pieces: Pieces) -> None:
     body, head, slots = pieces
     text = f'{body[:-1]},"book":{join_text(head, slots)}}}'
-    write_atomic(state_dir / FILE_NAME, text.encode(), 0o600)
+    save_state(state_dir / FILE_NAME, text)
 
 
 def save(state_dir: Path, ledger: Ledger) -> None:

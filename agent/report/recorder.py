@@ -7,7 +7,6 @@ control socket (``report --html``) and, through the daemon, ``/report`` on the m
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import socket
 import time
@@ -23,7 +22,7 @@ from agent.context import Context
 from agent.core.aio import next_within
 from agent.core.component import HasRoutes, Route
 from agent.core.events import CheckpointEvent, Event, GpuFaultEvent, PreemptionEvent
-from agent.core.statefile import load_state, write_atomic
+from agent.core.statefile import load_json, save_state
 from agent.core.vocabulary import CHECKPOINT_ENDS, CheckpointPhase
 from agent.ledger.component import LedgerComponent
 from agent.report.timeline import GpuPoint, Mark, MarkKind, Point, Timeline
@@ -88,18 +87,14 @@ def mark_of(ev: Event) -> Mark | None:
 
 
 def load(state_dir: Path) -> Timeline:
-    loaded = load_state(
-        state_dir / FILE_NAME,
-        lambda raw: Timeline.from_json(json.loads(raw)),
-        log,
-        unreadable="cannot read the report timeline; starting empty",
-        damaged="report timeline damaged; set aside and starting empty",
+    loaded = load_json(
+        state_dir / FILE_NAME, Timeline.from_json, log, what="the report timeline", instead="starting empty"
     )
     return loaded if loaded is not None else Timeline()
 
 
 def save(state_dir: Path, text: str) -> None:
-    write_atomic(state_dir / FILE_NAME, text.encode(), 0o600)
+    save_state(state_dir / FILE_NAME, text)
 
 
 class ReportRecorder(HasRoutes):

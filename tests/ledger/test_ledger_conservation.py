@@ -2,12 +2,14 @@
 unsettled) add up to GPUs x elapsed time within one sample, and settled counters never go down.
 It holds per job too: the jobs' GPU-seconds plus ``no-job``'s equal GPUs x time, bucket by bucket
 in every slot, and each job keeps exactly the GPU-seconds it was given (the late facts, a periodic
-save or the work lost at a reclaim, move seconds between a job's buckets, never between jobs)."""
+save or the work lost at a reclaim, move seconds between a job's buckets, never between jobs). The
+pressures drawn include the host shapes' claims (``Pressures.host_spin``, ``host_starved``)."""
 
 from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_synth import CFG, gpu
@@ -23,6 +25,11 @@ JOBS = ["4127", "4128", NO_JOB]
 NO_JOB_BUCKET = INDEX[Bucket.NO_JOB]
 
 pressure = st.floats(0, 1)
+HOST_BUCKETS = [Bucket.HOST_LAUNCH, Bucket.HOST_COPY, Bucket.CHECKPOINT]
+# a host shape's claim on the spinning or the starved time: the bucket it books to, its pressure
+# (none at all is drawn often: the classifier drops such a claim, a caller of assign may not)
+claim_pressure = st.one_of(st.just(0.0), pressure)
+host_claims = st.lists(st.tuples(st.sampled_from(HOST_BUCKETS), claim_pressure), max_size=3).map(tuple)
 tick = st.tuples(
     st.just("tick"),
     st.floats(0.001, 30.0),  # seconds since the previous snapshot
@@ -30,7 +37,7 @@ tick = st.tuples(
         st.tuples(st.sampled_from(STATE_NAMES), st.booleans(), st.sampled_from(JOBS)), min_size=0, max_size=8
     ),
     st.booleans(),  # job
-    st.builds(Pressures, pressure, pressure, pressure, pressure),
+    st.builds(Pressures, pressure, pressure, pressure, pressure, pressure, host_claims, host_claims),
     st.one_of(st.none(), st.floats(0.0001, 1.0)),  # price per GPU-second
     st.floats(-5.0, 5.0),  # wall clock jitter (steps back too)
 )
@@ -67,6 +74,10 @@ def test_buckets_sum_to_gpus_times_elapsed_time(steps, resolution) -> None:
             booked = led.tick(wall, dt, gpus, states, job, p, price, keys)
             assert all(x >= -1e-9 for x in booked)
             assert math.isclose(sum(booked), dt * len(gpus), rel_tol=1e-9, abs_tol=1e-9)
+            # a host bucket is booked only where a shape claims it (a checkpoint also while one is asked)
+            claimed = {b for b, _ in p.host_spin + p.host_starved}
+            for b in (Bucket.HOST_LAUNCH, Bucket.HOST_COPY):
+                assert b in claimed or booked[INDEX[b]] == 0, (b, p)
             given_seconds += dt * len(gpus)
             # a GPU booked as no-job (no process of its own, or none on the node) is no job's
             per_gpu = any(busy for _, busy, _ in gpus_spec)
@@ -127,3 +138,20 @@ def test_constant_gpus_give_gpus_times_wall_time(n, intervals) -> None:
     everything, _ = led.book.everything()
     assert math.isclose(sum(everything), n * sum(intervals), rel_tol=1e-9)
     assert abs(sum(everything) - n * (sum(intervals) - intervals[0])) <= n * max(intervals) + 1e-6
+
+
+@pytest.mark.parametrize("state", ["spinning", "starved", "between"])
+def test_host_claims_of_no_pressure_book_nothing_to_the_host(state: str) -> None:
+    """A claim at pressure 0 explains none of the time (it divided by zero, found by the law above):
+    the tick books as it would with no claim at all."""
+    gpus = [gpu(0, state), gpu(1, state)]
+    states = [gpu_time(g, unclassified(CFG)) for g in gpus]
+    nothing = ((Bucket.HOST_LAUNCH, 0.0), (Bucket.CHECKPOINT, 0.0))
+    claimed = Ledger(Book(10.0, 60.0, 86400.0)).tick(
+        1_700_000_000.0, 2.0, gpus, states, True, Pressures(host_spin=nothing, host_starved=nothing), None
+    )
+    plain = Ledger(Book(10.0, 60.0, 86400.0)).tick(
+        1_700_000_000.0, 2.0, gpus, states, True, Pressures(), None
+    )
+    assert claimed == plain and math.isclose(sum(claimed), 4.0)
+    assert claimed[INDEX[Bucket.HOST_LAUNCH]] == claimed[INDEX[Bucket.CHECKPOINT]] == 0

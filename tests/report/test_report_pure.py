@@ -114,8 +114,17 @@ def test_a_damaged_timeline_is_set_aside_and_a_good_one_read_back(tmp_path: Path
     (tmp_path / recorder.FILE_NAME).write_text(json.dumps(bad))
     with structlog.testing.capture_logs() as logs:
         empty = recorder.load(tmp_path)
-    assert not empty.fine and (tmp_path / f"{recorder.FILE_NAME}.bad").exists()
-    assert any("damaged" in e["event"] for e in logs)
+    assert not empty.fine and (tmp_path / f"{recorder.FILE_NAME}.bad").read_text() == json.dumps(bad)
+    assert [(e["event"], e["kept_as"]) for e in logs] == [
+        (
+            "the report timeline damaged; set aside and starting empty",
+            str(tmp_path / f"{recorder.FILE_NAME}.bad"),
+        )
+    ]
+    recorder.save(tmp_path, json.dumps(tl.to_json()))  # the next save writes a good one beside it
+    assert (tmp_path / recorder.FILE_NAME).stat().st_mode & 0o777 == 0o600
+    assert recorder.load(tmp_path).to_json() == tl.to_json()
+    assert (tmp_path / f"{recorder.FILE_NAME}.bad").read_text() == json.dumps(bad)
 
 
 def test_a_bucket_the_page_was_never_told_of_is_drawn_and_listed():
