@@ -3,7 +3,8 @@ unsettled) add up to GPUs x elapsed time within one sample, and settled counters
 It holds per job too: the jobs' GPU-seconds plus ``no-job``'s equal GPUs x time, bucket by bucket
 in every slot, and each job keeps exactly the GPU-seconds it was given (the late facts, a periodic
 save or the work lost at a reclaim, move seconds between a job's buckets, never between jobs). The
-pressures drawn include the host shapes' claims (``Pressures.host_spin``, ``host_starved``)."""
+pressures drawn include the host shapes' claims (``Pressures.host_spin``, ``host_starved``), and the
+shares of a tick the trainer said it spent saving and evaluating (tna_client's spans)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ tick = st.tuples(
     st.builds(Pressures, pressure, pressure, pressure, pressure, pressure, host_claims, host_claims),
     st.one_of(st.none(), st.floats(0.0001, 1.0)),  # price per GPU-second
     st.floats(-5.0, 5.0),  # wall clock jitter (steps back too)
+    st.tuples(
+        st.one_of(st.just(0.0), pressure), st.one_of(st.just(0.0), pressure)
+    ),  # told: saving, evaluating
 )
 event = st.one_of(
     st.tuples(
@@ -65,19 +69,21 @@ def test_buckets_sum_to_gpus_times_elapsed_time(steps, resolution) -> None:
     given_jobs: dict[str, float] = {}
     for s in steps:
         if s[0] == "tick":
-            _, dt, gpus_spec, job, p, price, jitter = s
+            _, dt, gpus_spec, job, p, price, jitter, told = s
             mono += dt
             wall += dt + jitter
             gpus = [gpu(i, name, busy) for i, (name, busy, _) in enumerate(gpus_spec)]
             keys = [key for _, _, key in gpus_spec]
             states = [gpu_time(g, unclassified(CFG)) for g in gpus]
-            booked = led.tick(wall, dt, gpus, states, job, p, price, keys)
+            booked = led.tick(wall, dt, gpus, states, job, p, price, keys, told)
             assert all(x >= -1e-9 for x in booked)
             assert math.isclose(sum(booked), dt * len(gpus), rel_tol=1e-9, abs_tol=1e-9)
             # a host bucket is booked only where a shape claims it (a checkpoint also while one is asked)
             claimed = {b for b, _ in p.host_spin + p.host_starved}
             for b in (Bucket.HOST_LAUNCH, Bucket.HOST_COPY):
                 assert b in claimed or booked[INDEX[b]] == 0, (b, p)
+            # evaluation only where the trainer said it evaluated
+            assert told[1] > 0 or booked[INDEX[Bucket.EVALUATION]] == 0, told
             given_seconds += dt * len(gpus)
             # a GPU booked as no-job (no process of its own, or none on the node) is no job's
             per_gpu = any(busy for _, busy, _ in gpus_spec)
