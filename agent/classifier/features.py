@@ -259,7 +259,9 @@ def measure(
         health=health(window, g.throttled),
         host=measure_host(window, tallies),
     )
-    return f._replace(host_pressures=tuple((k, sh.pressure(f, cfg)) for k, sh in SHAPES.items()))
+    held = tuple((k, sh.pressure(f, cfg)) for k, sh in SHAPES.items())
+    # a copy of ~70 fields costs more than the shapes: only where a shape holds something
+    return f._replace(host_pressures=held) if any(p for _, p in held) else f
 
 
 def _no_links(last: Sample) -> dict[str, float]:

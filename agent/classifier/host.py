@@ -122,23 +122,33 @@ def _measure_outside(window: Sequence[Sample], tallies: Sequence[GpuTally]) -> H
     else:
         collective = False
     # column passes: an evaluation reads 60 samples of a large node every 5 s (bench/classifier_cost.py)
-    told = [t.write for t in map(_TRAINERS, window) if t is not None]
-    write_seen = any(map(_NOT_NONE, told))
+    wrote = [t.write if t is not None else None for t in map(_TRAINERS, window)]
+    write_seen = any(map(_NOT_NONE, wrote))
+    writes = [w or 0.0 for w in wrote] if write_seen else []
     pcies = list(map(_PCIE, window))
     pcie_seen = any(map(_NOT_NONE, pcies))
-    if not (pcie_seen or any(told)):  # nothing written, no copies counted: only the collective to say
+    if not (pcie_seen or any(writes)):  # nothing written, no copies counted: only the collective to say
         return HostFeatures(
             collective=collective, world_size=world, ranks=ranks, write_starved=0.0 if write_seen else None
         )
     starves = list(map(_STARVE, tallies))
     starved_sum = sum(starves)
-    writes = [0.0 if t is None or t.write is None else t.write for t in map(_TRAINERS, window)]
     pcie_starved = pcie_working = None
     if pcie_seen and starved_sum:
         rx = [p or 0.0 for p in pcies]
         pcie_starved = sum(map(mul, starves, rx)) / starved_sum
-        work_sum = sum(map(_WORK, tallies))
-        pcie_working = sum(map(mul, map(_WORK, tallies), rx)) / work_sum if work_sum else None
+        works = list(map(_WORK, tallies))
+        work_sum = sum(works)
+        pcie_working = sum(map(mul, works, rx)) / work_sum if work_sum else None
+    if not any(writes):  # nothing written: no save to look for
+        return HostFeatures(
+            collective=collective,
+            world_size=world,
+            ranks=ranks,
+            write_starved=0.0 if write_seen else None,
+            pcie_starved=pcie_starved,
+            pcie_working=pcie_working,
+        )
     times = list(map(_T, window))
     dts = [0.0, *map(sub, times[1:], times[:-1])]
     stalls: list[list[float]] = []

@@ -32,7 +32,7 @@ from typing import NamedTuple
 from agent.classifier.features import Features
 from agent.classifier.shapes import SHAPES
 from agent.config.classifier import ClassifierSection
-from agent.core.vocabulary import SCORED_VERDICTS, DataSubReason, HostSubReason, Verdict
+from agent.core.vocabulary import SCORED_VERDICTS, DataSubReason, Verdict
 
 CLASSES = SCORED_VERDICTS
 EXPLAINED_WEIGHT = 0.5  # how much of the starvation the pipeline explains counts against compute
@@ -56,21 +56,38 @@ class Scores(NamedTuple):
         return DataSubReason.CPU if self.data_cpu >= self.data_network else DataSubReason.NETWORK_INPUT
 
 
+_EXPLAINS: dict[str, str] = {}
+
+
+def _explains() -> dict[str, str]:
+    """Each declared shape's share by its name, kept ready: ``score`` runs at every evaluation, and a
+    ``HostSubReason(k)`` lookup per shape cost as much as the rest of it."""
+    if len(_EXPLAINS) != len(SHAPES):
+        _EXPLAINS.clear()
+        _EXPLAINS.update({str(k): sh.explains for k, sh in SHAPES.items()})
+    return _EXPLAINS
+
+
 def score(f: Features) -> Scores:
     if f.gpus == 0:
         zero: dict[str, float] = dict.fromkeys(CLASSES, 0.0)
         if f.samples and f.trainers == 0:
             zero[Verdict.IDLE] = 1.0
         return Scores(zero, 0.0, 0.0, compute_vetoed=True)
-    pressures = dict(f.host_pressures) if f.trainers != 0 else {}
+    held = f.host_pressures if f.trainers != 0 else ()  # (shape, pressure), every shape
+    explains = _explains()
     # a shape of the whole time (the trainer's evaluation) takes its share of whatever the GPUs did
-    whole = max((pressures.get(k, 0.0) for k, sh in SHAPES.items() if sh.explains == "time"), default=0.0)
+    whole = 0.0
+    for k, p in held:
+        if p > whole and explains[k] == "time":
+            whole = p
     rest = 1.0 - min(1.0, whole)
     starved = f.starved_share * rest
     spin = f.spin_share * rest
     working = f.working_share * rest
     pipeline = max(f.storage_pressure, f.cpu_pressure, f.input_pressure)
     host_shapes: dict[str, float] = {}
+    host_starved = 0.0
     if f.trainers == 0:
         # no training process: whatever the disks or NICs do, it is not a job waiting on them
         storage = cpu = streamed = network = sync = host = 0.0
@@ -78,10 +95,13 @@ def score(f: Features) -> Scores:
     else:
         claim = {"spinning": 0.0, "starved": 0.0, "time": 0.0}
         share = {"spinning": spin, "starved": starved, "time": 1.0}
-        for k, sh in SHAPES.items():
-            p = pressures.get(k, 0.0)
-            host_shapes[k] = share[sh.explains] * p
-            claim[sh.explains] = max(claim[sh.explains], p)
+        for k, p in held:
+            e = explains[k]
+            v = host_shapes[k] = share[e] * p
+            if p > claim[e]:
+                claim[e] = p
+            if e == "starved" and v > host_starved:
+                host_starved = v
         # what the host explains is no longer the pipeline's or a peer's to explain
         fed = 1.0 - claim["starved"]
         peer = 1.0 - claim["spinning"]
@@ -92,9 +112,6 @@ def score(f: Features) -> Scores:
         sync = spin * peer * (1.0 - f.network_pressure_spin)
         host = max(host_shapes.values(), default=0.0)
         idle = starved * (1.0 - max(pipeline, f.network_pressure, claim["starved"]))
-    host_starved = max(
-        (v for k, v in host_shapes.items() if SHAPES[HostSubReason(k)].explains == "starved"), default=0.0
-    )
     by_class = {
         Verdict.COMPUTE: max(0.0, working - EXPLAINED_WEIGHT * max(storage, cpu, streamed, host_starved)),
         Verdict.DATA: max(storage, cpu, streamed),
