@@ -35,7 +35,7 @@ class SpanRecorder:
 
     _span_totals: dict[str, list[float]]
     _span_open: dict[str, tuple[float, float]]
-    _span_recent: deque[tuple[str, float, float | None]]
+    _span_recent: deque[tuple[str, float, float]]  # closed spans: kind, wall start, wall end
 
     def _init_spans(self) -> None:
         self._span_totals = {k: [0, 0.0] for k in KINDS}  # count, seconds
