@@ -2,7 +2,7 @@
 counter, GPM, and MIG, where the parent GPU answers no utilization at all): the collector falls back
 in its stated order, says which source it used, and the classifier still splits the GPUs' time and
 gives a verdict. The fake averages its readings as a real GPU does (running integrals): a GPU that
-computes 3/4 of each 0.4 s step and spins in a collective for the rest reads as that mix."""
+computes 3/4 of each step and spins in a collective for the rest reads as that mix."""
 
 # ruff: noqa: F811 - pytest fixtures imported from gpu_fixtures are used as parameters
 from __future__ import annotations
@@ -31,6 +31,7 @@ SPIN = {"utilization_gpu": 100, "power_mw": 115_000, "sm_active": 3.0, "tensor_a
 IDLE = {"utilization_gpu": 0, "power_mw": 72_000, "sm_active": 0.0, "tensor_active": 0.0}
 NO_GPM = {"sm_active": None, "tensor_active": None, "dram_active": None}
 STEP = 0.4  # seconds: 3/4 computing, 1/4 spinning
+MIX_STEP = 0.8  # the same mix in steps long enough to show full work in whole ticks
 # the shares come from a writer thread's timing against the collector's ticks: alone, not side by side
 pytestmark = pytest.mark.serial
 CFG = ClassifierSection(window="3s", evaluate_every="1s", warmup="0s", confirmations=1, sustain="0s")
@@ -122,7 +123,11 @@ def test_each_fallback_names_its_source_splits_the_time_and_gives_a_verdict(
     case: str, tmp_path: Path, fake_nvml_library: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lacks, util_source, power_source = CASES[case]
-    phases = [(COMPUTE, 0.75 * STEP), (SPIN, 0.25 * STEP)]
+    # steps of 0.8 s: each 0.6 s compute phase holds whole 0.25 s ticks, so the GPUs show their full
+    # work in the run and learn its level (with 0.3 s phases a run could hold none, learn a level
+    # below the real one, and read 0.85 of work for 0.73: a failed clean clone, 2026-12-06). Every
+    # tick with a spin in it is still a mix
+    phases = [(COMPUTE, 0.75 * MIX_STEP), (SPIN, 0.25 * MIX_STEP)]
     parts, engine, work = watch(tmp_path, fake_nvml_library, monkeypatch, lacks, phases)
     last = parts[-1].gpus[0]
     assert (last.utilization_source, last.power_source) == (util_source, power_source)
@@ -134,8 +139,10 @@ def test_each_fallback_names_its_source_splits_the_time_and_gives_a_verdict(
     window = engine.window()[len(engine.window()) // 2 :]
     g = combine([tally(s, engine.baselines, engine.cfg) for s in window])
     working, spinning = g.share(g.working), g.share(g.spinning)
-    # against what the writer really did over those samples (about 3/4; a busy box stretches phases)
-    truth = work.computing(window[0].t - 0.25, window[-1].t)
+    # against what the writer really did over those samples (about 3/4; a busy box stretches phases),
+    # from the tick before the first of them (a tick is 0.25 s plus the collector's own time)
+    before = engine.window()[len(engine.window()) // 2 - 1]
+    truth = work.computing(before.t, window[-1].t)
     assert 0.2 <= truth <= 0.95, truth  # a mix, or the test shows nothing
     assert abs(working - truth) <= 0.12 and abs(spinning - (1 - truth)) <= 0.12, (
         case,
