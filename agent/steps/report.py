@@ -8,7 +8,6 @@ opened without following symlinks and read up to a size limit. Pure but for :fun
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -18,6 +17,7 @@ from typing import Any
 
 from agent.core.fsread import read_trainer_file
 from agent.core.rfc3339 import parse_time
+from agent.sources.trainer.parse import steps_object
 
 PATTERN = re.compile(r"^steps-(\d{1,10})\.json$")
 MAX_BYTES = 4096
@@ -58,12 +58,7 @@ def _opt_int(d: dict[str, Any], key: str) -> int | None:
 
 def parse_steps(raw: bytes) -> StepReport:
     """Strict parse of one report; ``ValueError`` says what is wrong."""
-    try:
-        d = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise ValueError("not JSON") from None
-    if not isinstance(d, dict) or d.get("kind") != "steps":
-        raise ValueError('not a {"kind": "steps"} object')
+    d = steps_object(raw)
     pid, rank = _opt_int(d, "pid"), _opt_int(d, "rank")
     if not pid or rank is None:
         raise ValueError("pid (positive) and rank are required")

@@ -90,30 +90,36 @@ class AgentCheckpointCallback(TrainerCallback):
             control.should_training_stop = True
         # the flow callback ran before us: what the Trainer does next (evaluate, then save) is known
         if control.should_evaluate:
-            self.guard.begin("evaluation")
-            self._input_from = None
+            self._pause("evaluation")
         elif control.should_save:
-            self.guard.begin("checkpoint")
-            self._input_from = None
+            self._pause("checkpoint")
+
+    def _pause(self, kind: str) -> None:
+        """The loop stops for ``kind``: the time until it resumes is no wait for data."""
+        assert self.guard is not None
+        self.guard.begin(kind)
+        self._input_from = None
+
+    def _resume(self, kind: str) -> None:
+        assert self.guard is not None
+        self.guard.end(kind)
+        self._input_from = time.monotonic()
 
     def on_evaluate(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
         if self.guard is None:
             return
-        self.guard.end("evaluation")
-        self._input_from = time.monotonic()
+        self._resume("evaluation")
         if control.should_save:  # the Trainer saves right after evaluating
-            self.guard.begin("checkpoint")
-            self._input_from = None
+            self._pause("checkpoint")
 
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
         if self.guard is None:
             return
-        self.guard.end("checkpoint")
-        self._input_from = time.monotonic()
+        self._resume("checkpoint")
         path = _checkpoint_dir(args, state)
         seconds = time.monotonic() - self._step_end
         if not self._saving:

@@ -34,13 +34,19 @@ def _num(v: Any, what: str, lo: float, hi: float) -> float:
     return float(v)
 
 
-def parse_said(raw: bytes) -> Said | None:
+def steps_object(raw: bytes) -> dict[str, Any]:
+    """A step report's JSON object (``agent.steps.report`` reads the rest of the same file)."""
     try:
         d = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise ValueError("not JSON") from None
     if not isinstance(d, dict) or d.get("kind") != "steps":
         raise ValueError('not a {"kind": "steps"} object')
+    return d
+
+
+def parse_said(raw: bytes) -> Said | None:
+    d = steps_object(raw)
     spans = d.get("spans")
     if spans is None:
         return None
