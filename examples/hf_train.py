@@ -63,6 +63,7 @@ def main() -> int:
     p.add_argument("--step-seconds", type=float, default=0.0)
     p.add_argument("--save-every", type=int, default=0, help="routine checkpoints every N steps (0: off)")
     p.add_argument("--jit", action="store_true", help="transformers' JIT checkpoint on SIGTERM")
+    p.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (0: never)")
     args = p.parse_args()
     targs = TrainingArguments(
         output_dir=args.output_dir,
@@ -76,10 +77,18 @@ def main() -> int:
         disable_tqdm=True,
         logging_strategy="no",
         enable_jit_checkpoint=args.jit,
+        # each evaluation is told to the agent as a pause of its own, not as the GPUs starving
+        eval_strategy="steps" if args.eval_every else "no",
+        eval_steps=args.eval_every or None,
+        per_device_eval_batch_size=8,
     )
     agent = AgentCheckpointCallback(signal=None if args.jit else "")  # JIT: the Trainer owns SIGTERM
     trainer = Trainer(
-        model=Toy(), args=targs, train_dataset=Data(), callbacks=[agent, Pace(args.step_seconds)]
+        model=Toy(),
+        args=targs,
+        train_dataset=Data(),
+        eval_dataset=Data() if args.eval_every else None,
+        callbacks=[agent, Pace(args.step_seconds)],
     )
     resume = has_checkpoint(args.output_dir)  # None the first time: start from scratch
     print(f"rank {targs.process_index}: training, pid {os.getpid()}, resume from {resume}", flush=True)

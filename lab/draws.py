@@ -146,22 +146,28 @@ class CycleDraws:
     stream: str  # a seed's random stream is ``f"{stream}-{seed}"``: each kind's seeds draw their own
     families: tuple[str, ...]  # the seed picks one, round robin
     compute_share: tuple[float, float]  # the GPUs compute this share of each cycle, the rest waits
+    # storage holds the drawn share at the throttle's real pace (lab.trainer --compute-share), where
+    # the share is the point rather than the cycle
+    paced: bool = False
 
 
 # every family of FAMILIES, the GPUs computing 10-30% of the cycle (all of it, for compute)
 LONG_STEP = CycleDraws("long", FAMILIES, (0.1, 0.3))
 # DUTY_FAMILIES, the GPUs computing 30-70% of it; the cpu family decodes in the training process
-DUTY = CycleDraws("duty", tuple("cpu-inline" if f == "cpu" else f for f in DUTY_FAMILIES), (0.3, 0.7))
+DUTY = CycleDraws(
+    "duty", tuple("cpu-inline" if f == "cpu" else f for f in DUTY_FAMILIES), (0.3, 0.7), paced=True
+)
 
 
-def cycle_draw(seed: int, cpus: int, kind: CycleDraws) -> Draw:
+def cycle_draw(seed: int, cpus: int, kind: CycleDraws, family: str | None = None) -> Draw:
     """A draw of one of ``kind``'s families whose GPUs compute ``kind.compute_share`` of a 0.1-2 s
     cycle and lose the rest to the family's cause: a read, a decode (by the workers, or in the
     training process for cpu-inline) or an exchange before each step (the rest of the cycle), a
     straggler at the sync, or input streamed by one worker that runs ahead (its transfer is the
-    cycle), so the family is still what limits the job."""
+    cycle), so the family is still what limits the job. ``family``: one of ``kind.families`` the
+    caller picked (by default the seed picks, round robin)."""
     rnd = random.Random(f"{kind.stream}-{seed}")
-    family = kind.families[seed % len(kind.families)]
+    family = family or kind.families[seed % len(kind.families)]
     gpus = rnd.choice((1, 2, 2, 4, 8))
     noise = rnd.choice((None, None, "disk", "cpu"))
     cycle = rnd.uniform(*CYCLE_SECONDS)
@@ -172,6 +178,8 @@ def cycle_draw(seed: int, cpus: int, kind: CycleDraws) -> Draw:
     if family == "storage":
         read_bps = rnd.choice((4, 6, 8, 12)) * MIB
         args = {"gpus": gpus, "batch-bytes": max(64 << 10, int(wait * read_bps)), "compute-step": compute}
+        if kind.paced:
+            args["compute-share"] = round(compute / cycle, 3)
         return Draw(seed, family, LONG_SECONDS, args, read_bps=read_bps, noise=noise)
     if family == "cpu":
         workers, cpuset, parallel = _decoders(rnd, cpus, noise)

@@ -68,6 +68,9 @@ class Scenario:
     family: str = ""  # for the time-to-first-verdict table; the name by default
     torch: str | None = None  # a real PyTorch job (lab.torchlab.JOBS) instead of the synthetic trainer
     defaults: bool = False  # for an agent at its default settings (lab.torchlab), not LAB_CONFIG's
+    # regime -> the verdict it must get here where not lab.scoring.TRUTH's: a compute job whose
+    # second cause is the regime (lab.seconddraws)
+    truth: dict[str, str] | None = None
 
     @property
     def regimes(self) -> set[str]:
@@ -86,6 +89,10 @@ def from_draw(d: Draw) -> Scenario:
         family=d.family,
     )
 
+
+# every run of every lab in this process: make lab's one confusion matrix of old and new shapes
+# together (tests/conftest.py writes it at the session's end)
+EVERY_RUN: list[Result] = []
 
 # the lab's fixed scenarios: no job, a regime change within one run, and checkpoints (with a drill);
 # the single regimes are drawn at random instead (lab.draws), and both the classifier's lab and the
@@ -271,9 +278,11 @@ class Lab:
             warmup=self.classifier.warmup,
             before=self.last_verdict,
             family=sc.family or sc.name,
+            truth=sc.truth,
         )
         self.last_verdict = res.changes[-1].after if res.changes else None
         self.results.append(res)
+        EVERY_RUN.append(res)
         return res
 
     def _run_job(self, sc: Scenario, log: Path, total: float, drill: Callable[[], Any] | None) -> None:

@@ -139,9 +139,12 @@ def score(
     allowance: int = 3,
     before: str | None = None,
     family: str = "",
+    truth: dict[str, str] | None = None,
 ) -> Result:
     """``regimes`` empty: no job ran between ``start`` and ``end`` (the truth is idle throughout).
-    ``before`` is the verdict expected just before ``start`` (the previous scenario's)."""
+    ``before`` is the verdict expected just before ``start`` (the previous scenario's); ``truth``:
+    regime -> verdict where this job's is not ``TRUTH``'s (a compute job with a second cause)."""
+    labels = {**TRUTH, **(truth or {})}
     res = Result(name, family or name, phases=list(phases))
     evs = [e for e in evaluations if start < e["at"] <= end]
     res.evaluations = len(evs)
@@ -151,10 +154,10 @@ def score(
         # the last evaluation it held for warming up
         warm = [e["at"] for e in evs if e.get("held") == "warming up" and e["at"] >= job_start]
         warm_end = max(warm) if warm else job_start + warmup
-        bounds = [(warm_end, before or "idle", TRUTH[regimes[0][1]])]
+        bounds = [(warm_end, before or "idle", labels[regimes[0][1]])]
         for (t, r), (_, prev) in zip(regimes[1:], regimes, strict=False):
-            if TRUTH[r] != TRUTH[prev]:
-                bounds.append((t, TRUTH[prev], TRUTH[r]))
+            if labels[r] != labels[prev]:
+                bounds.append((t, labels[prev], labels[r]))
     else:
         job_start = start
         bounds = [(start, before or "idle", "idle")]
@@ -163,14 +166,14 @@ def score(
     def truth_at(t: float) -> str:
         if not regimes:
             return "idle"
-        label = TRUTH[regimes[0][1]]
+        label = labels[regimes[0][1]]
         for at, r in regimes:
             if at <= t:
-                label = TRUTH[r]
+                label = labels[r]
         return label
 
     if regimes:
-        first = TRUTH[regimes[0][1]]
+        first = labels[regimes[0][1]]
         # a verdict held for warming up or filling the window is the one before the job, carried: the
         # previous job's, when it had the same label
         hit = next(

@@ -75,6 +75,8 @@ def traffic_text(x: Traffic) -> str:
         )
     seen = "it has carried at most" if x.ceiling_source == "learned" else "this window's plateau"
     text += f") = {pct(x.utilization)} of the ~{rate(x.ceiling)} {seen}"
+    if x.busy >= 0.5:
+        text += f"; its bytes need that ceiling {pct(x.busy)} of the time the GPUs waited"
     if x.link:
         text += f" (reported speed {rate(x.link)}: an upper bound)"
     return text

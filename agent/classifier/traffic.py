@@ -28,6 +28,17 @@ speed, a link counts as the bottleneck where, per sample:
   straggler moves the all-reduce's bulk in 56-59% of its waits, at its plateau, and reading that as
   the link at its ceiling called it ``network`` (``MAJORITY``: from the mean to the steady rate).
 
+**Busy through the waits**, told by volume where the samples cannot resolve the steps: a job
+whose GPUs work half of each 1.7 s step and wait on a capped link for the other half puts both into
+every 1 s sample, so no sample carries the link's ceiling (a 50 Mbit/s cap read 41-75% of its
+plateau, steady in 13-79% of the waits, and the verdict was ``sync-wait``). But the window's bytes
+tell how long the link needed to move them: their mean rate over the mean share of the time the
+GPUs waited is what the link moved per second of waiting, were all of it moved while they waited.
+Where that reaches the ceiling, the link at its ceiling was busy all through the waits, which is
+what *steady* and *at its ceiling* ask (``busy``), and a real transfer (*bulk*). A straggler's
+barrier moves a few KB a step, far below any ceiling per second of waiting; a straggler's bulk
+all-reduce on a fast link, sampled slower than its steps, already read as a capped link before.
+
 A sync-wait node on a fast link fails *steady* or *at its ceiling* only when the sampling resolves
 its waits (samples shorter than a wait); sampled slower than the steps, a straggler's bulk
 all-reduce looks like a capped link. docs/classifier.md says so.
@@ -54,6 +65,7 @@ from agent.config.classifier import ClassifierSection
 MAJORITY = (0.6, 0.85)  # steady share of the waits over which their rate moves to the steady ones
 KEEP = 2  # links examined per evaluation: the busiest by mean rate (a large node has dozens quiet)
 MIN_WORK_WEIGHT = 0.1  # share of GPU samples working below which "contrast" cannot be told
+MIN_WAITED = 0.1  # share of the time waiting below which bytes per second of waiting are no measure
 
 
 class Traffic(NamedTuple):
@@ -71,6 +83,7 @@ class Traffic(NamedTuple):
     steady_starved: float = 0.0  # share of the starved weight in samples at >= half the plateau
     input_pressure: float = 0.0
     level: float = 0.0  # bytes/s "at its ceiling" reads: the steady waits' rate where most are steady
+    busy: float = 0.0  # share of the waiting time the link at its ceiling needs for the window's bytes
 
     @property
     def input_utilization(self) -> float:
@@ -106,6 +119,8 @@ def traffic(
     # a sample's traffic is over the interval before it, its GPU state an instant at its end: an
     # interval counts as waiting (working) as far as its GPUs did at both ends, so a compute phase
     # shorter than the sampling interval lends it no traffic of the waits around it
+    # the share of the time the GPUs waited, unpaired: the denominator of the bytes per second of waiting
+    waited = sum(wait) / len(wait) if wait else 0.0
     wait = _lower_of_pairs(wait)
     work = _lower_of_pairs(work)
     # streamed input runs through the compute as well (the workers prefetch): an interval counts as
@@ -140,6 +155,9 @@ def traffic(
         if link:
             ceiling = min(ceiling, link)
         steady = _steady_share(wait, total_wait, col, plateau)
+        busy = 0.0
+        if waited >= MIN_WAITED and ceiling > 0:
+            busy = min(1.0, sum(col) / n / waited / ceiling)
         contrast = 1.0
         if rate_work is not None:
             contrast = max(
@@ -147,13 +165,16 @@ def traffic(
                 ramp(_steady_share(work, total_work, col, plateau), cfg.network_steady),  # never idles
             )
         level = rate_wait + (_steady_rate(wait, col, plateau) - rate_wait) * ramp(steady, MAJORITY)
-        pressure = _link_pressure(rate_wait, ceiling, steady, cfg, level) * contrast
+        level = max(level, busy * ceiling)
+        pressure = _link_pressure(max(rate_wait, busy * ceiling), ceiling, max(steady, busy), cfg, level)
+        pressure *= contrast
         rate_in = steady_in = pressure_in = 0.0
         if total_starved > 0:
             rate_in = max(0.0, sum(map(mul, col, starved)) / total_starved - nfs)
             steady_in = _steady_share(starved, total_starved, col, plateau)
             pressure_in = _link_pressure(rate_in, ceiling, steady_in, cfg)
-        if max(rate_wait, rate_in) >= cfg.network_bulk[0]:  # less is a barrier's few KB: no evidence
+        # less is a barrier's few KB: no evidence
+        if max(rate_wait, busy * ceiling, rate_in) >= cfg.network_bulk[0]:
             out.append(
                 Traffic(
                     kind,
@@ -169,6 +190,7 @@ def traffic(
                     steady_in,
                     pressure_in,
                     level,
+                    busy,
                 )
             )
     out.sort(key=lambda x: x.pressure, reverse=True)

@@ -18,6 +18,9 @@ import pytest
 from checkpoint_helpers import REPO, cli
 from conftest import wait_until
 
+from agent.core.vocabulary import TrainerSpan
+from agent.sources.trainer.parse import parse_said
+
 CLIENT_VENV = REPO / "build" / "client-venv"
 CLIENT_PY = CLIENT_VENV / "bin" / "python"
 TIMES = REPO / "build" / "client-times.jsonl"  # notice -> signal -> ack per framework, for the notes
@@ -42,12 +45,19 @@ class Case:
     signal: str = "SIGUSR1"
     save_every: int = 0  # routine saves, each reported to the agent before the drill
     steps: bool = True  # the callback hands the agent its step figures (guard.step())
+    evaluate_every: int = 0  # evaluations, each told to the agent as a span (issue 48)
 
 
 CASES = {
     "lightning": Case("examples/lightning_train.py", "--checkpoint-dir", ("--save-every", "5"), save_every=5),
     "lightning-ddp": Case("examples/lightning_train.py", "--checkpoint-dir", ("--devices", "2"), ranks=2),
-    "hf": Case("examples/hf_train.py", "--output-dir", ("--save-every", "5"), save_every=5),
+    "hf": Case(
+        "examples/hf_train.py",
+        "--output-dir",
+        ("--save-every", "5", "--eval-every", "7"),
+        save_every=5,
+        evaluate_every=7,
+    ),
     "hf-torchrun": Case("examples/hf_train.py", "--output-dir", torchrun=True, ranks=2),
     "accelerate-torchrun": Case(
         "examples/accelerate_train.py", "--checkpoint-dir", torchrun=True, ranks=2, steps=False
@@ -139,6 +149,8 @@ def test_framework_checkpoints_acks_stops_and_resumes(agent_factory, tmp_path, n
                 return any(isinstance(n, int) and n > 0 and n % case.save_every == 0 for n in steps)
 
             wait_until(routine_reported, timeout=120, what="a routine save reported to the agent")
+        if case.evaluate_every:
+            _check_told_spans(request.parent, ckdir, case, log1)
         if case.steps:  # the callback called guard.step() by itself: the agent has the step figures
             steps = re.compile(r"^training_node_train_steps_total\{[^}]*\} ([1-9]\d*)", re.M)
             wait_until(lambda: steps.search(agent.metrics()), timeout=60, what="the step figures")
@@ -189,3 +201,35 @@ def test_framework_checkpoints_acks_stops_and_resumes(agent_factory, tmp_path, n
     TIMES.parent.mkdir(exist_ok=True)
     with open(TIMES, "a") as f:
         f.write(json.dumps(times) + "\n")
+
+
+def _check_told_spans(reports: Path, ckdir: Path, case: Case, log: Path) -> None:
+    """The framework's own saves and evaluations, told in the step report as spans (issue 48): as
+    many saves as ``checkpoint-<step>`` folders, as many evaluations as the steps call for, each
+    closed span with its wall-clock edges, and the waits for data between the steps."""
+    seen: dict = {}
+
+    def told() -> bool:
+        assert not log.read_text().count("Traceback"), log.read_text()
+        for p in reports.glob("steps-*.json"):
+            with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
+                body = json.loads(p.read_text())
+                spans = body.get("spans") or {}
+                if all(spans.get(k, {}).get("count", 0) >= 2 for k in ("checkpoint", "evaluation")):
+                    seen.update(body, folders=len(list(ckdir.glob("checkpoint-*"))), raw=p.read_bytes())
+                    return True
+        return False
+
+    wait_until(told, timeout=120, interval=0.2, what="two saves and two evaluations told as spans")
+    spans = seen["spans"]
+    print(f"\ntold by the callback at step {seen['count']}: {spans}, {seen['folders']} checkpoint folders")
+    saves, evaluations = spans["checkpoint"]["count"], spans["evaluation"]["count"]
+    # a save's folder is written before on_save closes its span: one may be in flight
+    assert saves <= seen["folders"] <= saves + 1, (spans, seen["folders"])
+    assert abs(evaluations - seen["count"] // case.evaluate_every) <= 1, (spans, seen["count"])
+    assert spans["data"]["count"] > 0 and spans["data"]["seconds"] > 0, spans  # the gaps between steps
+    closed = [(k, a, b) for k, a, b in seen["recent"] if b is not None]
+    assert {k for k, _, _ in closed} == {"checkpoint", "evaluation"}, seen["recent"]
+    assert all(b >= a for _, a, b in closed) and [a for _, a, _ in closed] == sorted(a for _, a, _ in closed)
+    said = parse_said(seen["raw"])  # the agent's parser takes what the callback wrote
+    assert said is not None and said.totals[TrainerSpan.EVALUATION][0] == evaluations

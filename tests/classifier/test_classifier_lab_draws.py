@@ -114,3 +114,26 @@ def test_every_writer_of_a_lab_run_shows_its_drawn_readings(
     monkeypatch.setenv(READINGS_ENV, '{"period": 1}')
     with pytest.raises(ValueError, match=READINGS_ENV):
         LabGpus(tmp_path / "bad.json")
+
+
+def test_second_cause_draws_lose_a_share_worth_naming_and_score_as_compute() -> None:
+    """Issue 48's compute jobs with a second cause: every family among the first four held-out
+    draws, each losing 15-25% of the time to its cause (none for compute), and scored as compute."""
+    from lab.draws import CYCLE_SECONDS
+    from lab.seconddraws import CAUSE, HELD_OUT_SEEDS, TUNE_SEEDS, second_draw
+
+    assert not set(TUNE_SEEDS) & set(HELD_OUT_SEEDS)
+    assert {second_draw(s, 2).family for s in HELD_OUT_SEEDS[:4]} == set(CAUSE)
+    for s in TUNE_SEEDS + HELD_OUT_SEEDS:
+        d = second_draw(s, 2)
+        sc, a = d.scenario, d.scenario.args
+        assert sc.defaults and sc.truth == {sc.schedule[0][0]: "compute"}, sc
+        if d.family == "save":
+            assert 0.15 <= a["save-share"] <= 0.25 and sc.torch == "compute" and sc.write_bps > 0
+        elif d.family == "compute":
+            assert CYCLE_SECONDS[0] <= a["step"] <= CYCLE_SECONDS[1]
+        else:
+            lost = a["decode-seconds"] if d.family == "cpu-inline" else None
+            share = a.get("compute-share") or a["compute-step"] / (a["compute-step"] + lost)
+            assert 0.75 <= share <= 0.85, (d.name, a)
+            assert d.family != "storage" or a["compute-share"] == pytest.approx(share)
