@@ -82,11 +82,13 @@ TNA_LAB_LONG_DRAWS ?= 20
 TNA_LAB_HOST_DRAWS ?= 12
 # and TNA_LAB_DUTY_DRAWS whose GPUs work 30-70% of each step and lose the rest to one cause (the suite: 0)
 TNA_LAB_DUTY_DRAWS ?= 16
+# and TNA_LAB_SECOND_DRAWS compute jobs losing 15-25% of the time to one cause, or nothing (the suite: 0)
+TNA_LAB_SECOND_DRAWS ?= 8
 # and TNA_LAB_ADVICE_DRAWS pairs of the advice's lab (issue 45: a PyTorch job on fake H20s, then on fake
 # L20s; the suite: 1, a compute job), two of each family
 TNA_LAB_ADVICE_DRAWS ?= 8
 lab: $(TEST_STAMP) fakenvml
-	TNA_LAB_DEFAULTS_ALL=1 TNA_LAB_LONG_DRAWS=$(TNA_LAB_LONG_DRAWS) TNA_LAB_HOST_DRAWS=$(TNA_LAB_HOST_DRAWS) TNA_LAB_DUTY_DRAWS=$(TNA_LAB_DUTY_DRAWS) TNA_LAB_ADVICE_DRAWS=$(TNA_LAB_ADVICE_DRAWS) TNA_LAB_DRAWS=$(TNA_LAB_DRAWS) TNA_LAB_INPUT_DRAWS=$(TNA_LAB_INPUT_DRAWS) TNA_LAB_CAPPED_RUNS=$(TNA_LAB_CAPPED_RUNS) TNA_LAB_SLOW_DRAWS=$(TNA_LAB_SLOW_DRAWS) $(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py tests/classifier/test_classifier_slowgpu_lab.py tests/classifier/test_classifier_host_lab.py tests/ledger/test_ledger_lab.py tests/advice/test_advice_lab.py $(PYTEST_ARGS)
+	TNA_LAB_DEFAULTS_ALL=1 TNA_LAB_LONG_DRAWS=$(TNA_LAB_LONG_DRAWS) TNA_LAB_HOST_DRAWS=$(TNA_LAB_HOST_DRAWS) TNA_LAB_DUTY_DRAWS=$(TNA_LAB_DUTY_DRAWS) TNA_LAB_SECOND_DRAWS=$(TNA_LAB_SECOND_DRAWS) TNA_LAB_ADVICE_DRAWS=$(TNA_LAB_ADVICE_DRAWS) TNA_LAB_DRAWS=$(TNA_LAB_DRAWS) TNA_LAB_INPUT_DRAWS=$(TNA_LAB_INPUT_DRAWS) TNA_LAB_CAPPED_RUNS=$(TNA_LAB_CAPPED_RUNS) TNA_LAB_SLOW_DRAWS=$(TNA_LAB_SLOW_DRAWS) $(BIN)/python -m pytest -q -s -m lab tests/classifier/test_classifier_lab.py tests/classifier/test_classifier_slowgpu_lab.py tests/classifier/test_classifier_host_lab.py tests/ledger/test_ledger_lab.py tests/advice/test_advice_lab.py $(PYTEST_ARGS)
 
 # the real-GPU check (bench/real_gpu.py; docs/gpu.md, "Checking on a real H200"): every NVML call, the
 # readings' timing and the agent's verdict on real CUDA training, about 8 minutes on one GPU and never
