@@ -77,8 +77,8 @@ TNA_LAB_CAPPED_RUNS ?= 5
 TNA_LAB_SLOW_DRAWS ?= 6
 # and TNA_LAB_LONG_DRAWS with steps of 0.1-2 s for an agent at its default settings (issue 32; the suite: 0)
 TNA_LAB_LONG_DRAWS ?= 20
-# and TNA_LAB_HOST_DRAWS of the host-side shapes' PyTorch jobs at default settings (issue 48; the suite: 3,
-# one of each: launch overhead, pageable copies, a synchronous save to a slow volume)
+# and TNA_LAB_HOST_DRAWS of the host-side shapes' PyTorch jobs at default settings (issue 48: launch
+# overhead, pageable copies, a synchronous save to a slow volume; the suite: one a run, in turn by day)
 TNA_LAB_HOST_DRAWS ?= 12
 # and TNA_LAB_DUTY_DRAWS whose GPUs work 30-70% of each step and lose the rest to one cause (the suite: 0)
 TNA_LAB_DUTY_DRAWS ?= 16

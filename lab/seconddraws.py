@@ -6,7 +6,7 @@ share and remedy while it stays ``compute``; and compute jobs that lose nothing,
 The causes are what the issue names: a throttled read before each step (``storage``, paced so the
 drawn share holds at the throttle's real speed), the batch decoded in the training process
 (``cpu-inline``, num_workers=0), and a real PyTorch job's synchronous save every 10-20 s that holds
-the GPUs 14-20% of the time (``save``). The cycle families' steps are 0.1-2 s (``lab.draws``). The
+the GPUs 14-22% of the time (``save``). The cycle families' steps are 0.1-2 s (``lab.draws``). The
 lost share is drawn well above the 10% a cause must cost to be named, so the truth is never in doubt.
 
 Tuned on ``TUNE_SEEDS``; ``make lab`` reports on ``HELD_OUT_SEEDS``.
@@ -63,9 +63,9 @@ def second_draw(seed: int, cpus: int) -> SecondDraw:
 def _save_draw(seed: int, family: str) -> SecondDraw:
     rnd = random.Random(f"second-save-{seed}")
     period = rnd.uniform(10.0, 20.0)
-    # the job's saves hold ~0.65 of the share it draws (its interval is checked once a step, and the
-    # first one runs its drawn length): tune seed 702 drew 0.23 and its saves held 13-17%
-    share = rnd.uniform(0.22, 0.3)
+    # the saves hold what the job draws (9802 drew 0.28, and its saves held 29% of the time: at the
+    # cause floor, no longer a second cause), so the draw stays well under it
+    share = rnd.uniform(0.14, 0.22)
     write_bps = rnd.randint(40, 80) * MIB
     save_seconds = share * period
     args = {

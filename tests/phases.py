@@ -16,6 +16,7 @@ nothing is no failure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -69,6 +70,11 @@ def main(argv: list[str]) -> int:
             counts, t = tally(junit)
             total = {k: total[k] + counts[k] for k in total}
             times += t
+    # every test's time, for sizing the suite against its budget (build/ is not tracked)
+    durations = Path(__file__).resolve().parent.parent / "build" / "test-durations.txt"
+    with contextlib.suppress(OSError):
+        durations.parent.mkdir(exist_ok=True)
+        durations.write_text("".join(f"{sec:8.1f}  {name}\n" for sec, name in sorted(times, reverse=True)))
     print("\n== the 10 slowest tests (seconds, set-up and tear-down included)")
     for seconds, name in sorted(times, reverse=True)[:10]:
         print(f"{seconds:8.1f}  {name}")

@@ -118,7 +118,7 @@ def test_every_writer_of_a_lab_run_shows_its_drawn_readings(
 
 def test_second_cause_draws_lose_a_share_worth_naming_and_score_as_compute() -> None:
     """Issue 48's compute jobs with a second cause: every family among the first four held-out
-    draws, each losing 15-25% of the time to its cause (a save: 14-20%) (none for compute), and scored as compute."""
+    draws, each losing 15-25% of the time to its cause (a save: 14-22%) (none for compute), and scored as compute."""
     from lab.draws import CYCLE_SECONDS
     from lab.seconddraws import CAUSE, HELD_OUT_SEEDS, TUNE_SEEDS, second_draw
 
@@ -129,7 +129,7 @@ def test_second_cause_draws_lose_a_share_worth_naming_and_score_as_compute() -> 
         sc, a = d.scenario, d.scenario.args
         assert sc.defaults and sc.truth == {sc.schedule[0][0]: "compute"}, sc
         if d.family == "save":
-            assert 0.22 <= a["save-share"] <= 0.3 and sc.torch == "compute" and sc.write_bps > 0
+            assert 0.14 <= a["save-share"] <= 0.22 and sc.torch == "compute" and sc.write_bps > 0
         elif d.family == "compute":
             assert CYCLE_SECONDS[0] <= a["step"] <= CYCLE_SECONDS[1]
         else:
