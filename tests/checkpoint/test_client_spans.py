@@ -287,3 +287,39 @@ def test_a_lightning_job_validating_every_n_steps_is_named_and_booked_as_evaluat
     assert 0.2 <= truth <= 0.7, truth  # the job is what it says: validation holds a share worth naming
     assert abs(booked - truth) <= 0.1, (booked, truth, delta)
     assert delta["productive"] / sum(delta.values()) <= 1.0 - truth + 0.1  # not booked as work
+
+
+def test_the_torch_helpers_saves_are_told_as_checkpoint_spans(tmp_path, monkeypatch) -> None:
+    """``DistributedCheckpoint.routine`` (a save on the loop's own schedule) and ``checkpoint`` (the
+    agent's request) each tell a checkpoint span as long as the save held the loop, and the routine
+    one a saved note with that duration (one process, no process group: its barrier is a no-op)."""
+    import torch.distributed  # noqa: F401  (imported by any job that saves: not inside its first span)
+    from tna_client.torch_dist import DistributedCheckpoint
+
+    guard = _guard(tmp_path, monkeypatch)
+    ckpt = DistributedCheckpoint(guard=guard)
+    report = tmp_path / f"steps-{os.getpid()}.json"
+
+    def save(name: str, seconds: float):
+        def write() -> str:
+            time.sleep(seconds)
+            (tmp_path / name).write_bytes(b"state")
+            return str(tmp_path / name)
+
+        return write
+
+    assert ckpt.routine(10, save("step-10.pt", 0.15)) == str(tmp_path / "step-10.pt")
+    body = json.loads(report.read_text())
+    ((kind, a, b),) = body["recent"]
+    assert kind == "checkpoint" and 0.14 <= b - a <= 0.6, body["recent"]
+    assert body["spans"]["checkpoint"]["count"] == 1 and body["spans"]["checkpoint"]["seconds"] >= 0.14
+    notes = [json.loads(p.read_text()) for p in tmp_path.glob("saved-*.json")]
+    assert [(n["step"], n["path"]) for n in notes] == [(10, str(tmp_path / "step-10.pt"))], notes
+    ckpt.checkpoint(11, save("step-11.pt", 0.05))
+    body = json.loads(report.read_text())
+    assert (
+        body["spans"]["checkpoint"]["count"] == 2 and [k for k, _, _ in body["recent"]] == ["checkpoint"] * 2
+    )
+    said = parse_said(report.read_bytes())
+    assert said is not None and said.totals[CP][0] == 2
+    ckpt.close()
