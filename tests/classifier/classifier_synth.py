@@ -37,6 +37,9 @@ PHASES = {
     # a little work in each (HTA's kernel wait; DCGM's graphics active with SM active low)
     "small": (0.72, 140.0, 0.08),
 }
+# phases a 1 s sample holds two of (not drawn by bench/classifier_digest.py, whose streams stay as
+# they were): "half", computing half of it and spinning in the exchange for the rest
+MIXED_PHASES = {"half": (0.985, 207.5, 0.42)}
 BASE_WALL = 1_700_000_000.0
 
 
@@ -70,6 +73,8 @@ class Regime:
     busy_work: tuple[float, ...] | None = None  # ... in the samples where the GPUs work (None: busy)
     host_busy: float = 0.2  # the host's CPU busy share (8 CPUs)
     nic_bursts: int = 0  # >0: traffic only in every n-th waiting sample, at n times the rate
+    # the rate of each sample times these, cycled: an exchange the samples cut at random places
+    nic_cycle: tuple[float, ...] = ()
     slow: tuple[int, ...] = ()  # GPUs that work while the others spin (the ones they wait for)
     slow_throttle: int = 0  # the clocks event reasons those GPUs run under
     slow_clock: float = 1.98e9  # their SM clock, Hz (the others run at the max, 1980 MHz)
@@ -87,7 +92,7 @@ class Regime:
 def gpu_stats(
     i: int, phase: str, gpm: bool, pid: int | None, throttle: int = 0, xids=None, clock: float = 1.98e9
 ) -> GpuStats:
-    util, power, sm = PHASES[phase]
+    util, power, sm = PHASES[phase] if phase in PHASES else MIXED_PHASES[phase]
     return GpuStats(
         index=i,
         uuid=f"GPU-{i:04d}",
@@ -121,6 +126,8 @@ def snapshot(seq: int, t: float, r: Regime, phase: str) -> NodeSnapshot:
     nic_rate = r.nic if waiting else r.nic_other
     if r.nic_bursts and waiting:
         nic_rate = r.nic * r.nic_bursts if seq % r.nic_bursts == 0 else 0.0
+    if r.nic_cycle:
+        nic_rate *= r.nic_cycle[seq % len(r.nic_cycle)]
     rates = NodeRates.of_rates(
         HostRates(
             cpu_busy_ratio=r.host_busy,

@@ -118,7 +118,8 @@ def test_every_writer_of_a_lab_run_shows_its_drawn_readings(
 
 def test_second_cause_draws_lose_a_share_worth_naming_and_score_as_compute() -> None:
     """Issue 48's compute jobs with a second cause: every family among the first four held-out
-    draws, each losing 15-25% of the time to its cause (a save: 14-22%) (none for compute), and scored as compute."""
+    draws, each losing 15-25% of the time to its cause (a save: 14-22%; compute: none), scored as
+    compute."""
     from lab.draws import CYCLE_SECONDS
     from lab.seconddraws import CAUSE, HELD_OUT_SEEDS, TUNE_SEEDS, second_draw
 

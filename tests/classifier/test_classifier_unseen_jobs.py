@@ -153,3 +153,23 @@ def test_pegged_decoders_reading_cached_files_under_a_neighbours_io_are_cpu_boun
     assert last(
         run(like(FEW, busy=(0.3, 0.2, 0.1), cores=0.6, trainer_read=20e6, iowait=0.3, psi_io=0.8))
     ).label == ("data/storage")
+
+
+def test_a_link_busy_through_waits_the_samples_cannot_resolve_is_network() -> None:
+    """Compute and exchange in every 1 s sample (a 1.7 s step: half computing, half on a capped
+    link): no sample carries the ceiling through the waits, but the window's bytes need the link at
+    its ceiling for all of the time the GPUs waited. A barrier's few KB in the same rhythm stay
+    sync-wait: far below any ceiling per second of waiting."""
+    # the samples cut the exchange unevenly: 0.3-1.6x of the mean rate, the GPUs waiting ~47% of each
+    cut = (1.6, 1.3, 0.8, 0.3)
+    half = Regime(("half",) * 4, nic=3.05e6, nic_other=3.05e6, nic_cycle=cut, nic_speed=TEN_GBIT)
+    r = run(like(half, seconds=60))
+    v = last(r)
+    assert v.label == "network", (v.label, v.reasons)
+    text = next(x for x in v.reasons if x.startswith("NIC eth0 moved"))
+    busy = re.search(r"its bytes need that ceiling (\d+)% of the time the GPUs waited", text)
+    assert busy and int(busy.group(1)) >= 90, text
+    # the samples alone read the link at ~60% of its plateau: the volume is what holds the verdict
+    assert r.evaluations[-1].vote.detail.by_class["network"] >= 0.4
+    barrier = last(run(like(half, nic=30e3, nic_other=30e3, seconds=60)))
+    assert barrier.label == "sync-wait", (barrier.label, barrier.reasons)
