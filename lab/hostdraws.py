@@ -64,8 +64,15 @@ def host_draw(seed: int) -> HostDraw:
             "copy-share": round(rnd.uniform(0.35, 0.7), 2),
         }
         return HostDraw(seed, shape, SECONDS[shape], args)
+    args, write_bps = save_job(rnd, (0.3, 0.45))
+    return HostDraw(seed, shape, SECONDS[shape], args, write_bps=write_bps)
+
+
+def save_job(rnd: random.Random, shares: tuple[float, float]) -> tuple[dict[str, Any], int]:
+    """A PyTorch compute job that saves synchronously every 10-20 s for a share of the time drawn from
+    ``shares`` (lab/torchjob.py options), and the slow volume's write rate."""
     period = rnd.uniform(10.0, 20.0)  # a save's start to the next's
-    share = rnd.uniform(0.3, 0.45)  # of the time, the saves
+    share = rnd.uniform(*shares)  # of the time, the saves
     write_bps = rnd.randint(40, 80) * MIB
     save_seconds = share * period
     args = {
@@ -79,7 +86,7 @@ def host_draw(seed: int) -> HostDraw:
         # sizes each interval after the save it just made, so the saves hold the drawn share
         "save-share": round(share, 3),
     }
-    return HostDraw(seed, shape, SECONDS[shape], args, write_bps=write_bps)
+    return args, write_bps
 
 
 def host_draws(seeds: tuple[int, ...], n: int) -> list[HostDraw]:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from lab.draws import MIB, CycleDraws, cycle_draw
+from lab.draws import CycleDraws, cycle_draw
 from lab.harness import Scenario, from_draw
+from lab.hostdraws import save_job
 
 FAMILIES = ("storage", "cpu-inline", "save", "compute")
 CAUSE = {"storage": "data/storage", "cpu-inline": "data/cpu", "save": "host/checkpoint", "compute": None}
@@ -62,20 +63,9 @@ def second_draw(seed: int, cpus: int) -> SecondDraw:
 
 def _save_draw(seed: int, family: str) -> SecondDraw:
     rnd = random.Random(f"second-save-{seed}")
-    period = rnd.uniform(10.0, 20.0)
     # the saves hold what the job draws (9802 drew 0.28, and its saves held 29% of the time: at the
     # cause floor, no longer a second cause), so the draw stays well under it
-    share = rnd.uniform(0.14, 0.22)
-    write_bps = rnd.randint(40, 80) * MIB
-    save_seconds = share * period
-    args = {
-        "mode": "compute",
-        "batch": 16,
-        "gpu-seconds": round(rnd.uniform(0.1, 0.6), 2),
-        "save-every": round(period - save_seconds, 1),
-        "save-bytes": int(save_seconds * write_bps) // MIB * MIB,
-        "save-share": round(share, 3),  # the volume's real speed sets each interval (lab.hostdraws)
-    }
+    args, write_bps = save_job(rnd, (0.14, 0.22))
     name = f"second {family}#{seed}"
     detail = " ".join(f"{k}={v}" for k, v in args.items() if k not in ("mode", "batch"))
     sc = Scenario(
