@@ -7,12 +7,14 @@ tests put it on LD_LIBRARY_PATH, which is how `make run` and production load NVM
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,20 @@ from conftest import need_binary
 from agent.devtools.fake_nvml import LIBRARY, REPO, FakeNvml
 from agent.sources.gpu.binding import load_library
 from agent.sources.gpu.nvml import NvmlDriverError
+
+
+@contextmanager
+def no_collection_pauses() -> Iterator[None]:
+    """Python's cycle collector holds every thread while it walks the heap, and late in a pytest
+    process (the lab's runs before) a full pass can take most of a second: a phase writer and the
+    collector's ticks stall together, and one tick holds a stretched phase. Frozen, the heap so far
+    is not walked again; what a test makes meanwhile still is."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @pytest.fixture(scope="session")

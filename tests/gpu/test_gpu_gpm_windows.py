@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from gpu_fixtures import fake_nvml_library, share_on  # noqa: F401
+from gpu_fixtures import fake_nvml_library, no_collection_pauses, share_on  # noqa: F401
 
 from agent.classifier.baselines import Baselines, learn
 from agent.classifier.gpus import shares
@@ -171,8 +171,7 @@ class Phases:
     def _show(self, fields: dict, on: bool) -> None:
         for i in self.gpus:
             self.fake.device(i).update(fields)
-        self.fake.write()
-        self.log.append((time.monotonic(), on))
+        self.log.append((self.fake.write(), on))
 
     def share_on(self, start: float, end: float) -> float:
         return share_on(self.log, start, end)
@@ -198,14 +197,15 @@ def tick(
 ) -> list[tuple[float, float, GpuPart]]:
     """(start, end, part) of each tick, ``every`` seconds apart on the clock's own schedule."""
     out = []
-    start = time.monotonic()
-    for n in range(ticks):
-        at = time.monotonic()
-        part = collector.collect()
-        out.append((at, time.monotonic(), part))
-        if between is not None:
-            between(n, part)
-        time.sleep(max(0.0, start + (n + 1) * every - time.monotonic()))
+    with no_collection_pauses():
+        start = time.monotonic()
+        for n in range(ticks):
+            at = time.monotonic()
+            part = collector.collect()
+            out.append((at, time.monotonic(), part))
+            if between is not None:
+                between(n, part)
+            time.sleep(max(0.0, start + (n + 1) * every - time.monotonic()))
     return out
 
 
