@@ -71,6 +71,9 @@ class Scenario:
     # regime -> the verdict it must get here where not lab.scoring.TRUTH's: a compute job whose
     # second cause is the regime (lab.seconddraws)
     truth: dict[str, str] | None = None
+    # seconds from the job's start within which the shape's own bar asks it named, where that is
+    # longer than the scorer's allowance of evaluations (a save every 10-20 s: 60 s)
+    named_within: float = 0.0
 
     @property
     def regimes(self) -> set[str]:
@@ -279,6 +282,7 @@ class Lab:
             before=self.last_verdict,
             family=sc.family or sc.name,
             truth=sc.truth,
+            allowance_seconds=sc.named_within,
         )
         self.last_verdict = res.changes[-1].after if res.changes else None
         self.results.append(res)

@@ -2,7 +2,9 @@
 
 - Every evaluation whose window is past the warm-up and the *detection allowance* (the first
   ``allowance`` evaluations after each regime change, which a windowed classifier cannot get right
-  by construction) is scored in the confusion matrix.
+  by construction; or, where a shape's own bar grants longer, the evaluations within
+  ``allowance_seconds`` of the change, of the job's start for the first) is scored in the
+  confusion matrix.
 - Each regime change (and each job start, counted from the end of the warm-up) is *detected* at
   the first evaluation whose verdict is the new regime's; its latency is counted in evaluations and
   seconds. The evaluations counted are those whose window is mostly the new regime: one taken 0.1 s
@@ -140,10 +142,13 @@ def score(
     before: str | None = None,
     family: str = "",
     truth: dict[str, str] | None = None,
+    allowance_seconds: float = 0.0,
 ) -> Result:
     """``regimes`` empty: no job ran between ``start`` and ``end`` (the truth is idle throughout).
     ``before`` is the verdict expected just before ``start`` (the previous scenario's); ``truth``:
-    regime -> verdict where this job's is not ``TRUTH``'s (a compute job with a second cause)."""
+    regime -> verdict where this job's is not ``TRUTH``'s (a compute job with a second cause);
+    ``allowance_seconds``: the shape's own bar for naming it (a save every 10-20 s: 60 s), where it
+    grants more than ``allowance`` evaluations."""
     labels = {**TRUTH, **(truth or {})}
     res = Result(name, family or name, phases=list(phases))
     evs = [e for e in evaluations if start < e["at"] <= end]
@@ -162,6 +167,10 @@ def score(
         job_start = start
         bounds = [(start, before or "idle", "idle")]
     res.changes = [Change(at, b, a) for at, b, a in bounds]
+    # each change's bar, from the job's start for the first (warm-up included, as the shape's bar is)
+    granted = {
+        id(ch): (job_start if k == 0 else ch.at) + allowance_seconds for k, ch in enumerate(res.changes)
+    }
 
     def truth_at(t: float) -> str:
         if not regimes:
@@ -195,7 +204,8 @@ def score(
                 ch.latency_evaluations = k
                 ch.latency_seconds = round(e["at"] - ch.at, 2)
                 break
-        if ch.latency_evaluations is None or ch.latency_evaluations > allowance:
+        late = ch.latency_seconds is None or ch.at + ch.latency_seconds > granted[id(ch)]
+        if ch.latency_evaluations is None or (ch.latency_evaluations > allowance and late):
             ch.seen = _brief(after[: allowance + 1])
     t0 = regimes[0][0] if regimes else start
     res.trace = [
@@ -223,7 +233,7 @@ def score(
         recent = [ch for ch in res.changes if ch.at < e["at"]]
         if recent:
             since = [x for x in evs if recent[-1].at < x["at"] <= e["at"]]
-            if len(since) <= allowance:
+            if len(since) <= allowance or e["at"] <= granted[id(recent[-1])]:
                 continue  # inside the detection allowance of the latest change
         res.confusion[(truth, verdict)] += 1
     return res

@@ -32,7 +32,8 @@ REMEDY = {
 TUNE_SEEDS = tuple(range(700, 740))
 HELD_OUT_SEEDS = tuple(range(9800, 9900))
 SECOND = CycleDraws("second", ("storage", "cpu-inline", "compute"), (0.75, 0.85), paced=True)
-SAVE_SECONDS = 80.0  # a save every 10-20 s, named within 60 s
+SAVE_SECONDS = 80.0  # a save every 10-20 s
+SAVE_NAMED_WITHIN = 60.0  # its bar: a few saves must be seen before they are a cause
 
 
 @dataclass(frozen=True)
@@ -77,5 +78,6 @@ def _save_draw(seed: int, family: str) -> SecondDraw:
         write_bps=write_bps,
         family=family,
         truth={"checkpoint-stall": "compute"},
+        named_within=SAVE_NAMED_WITHIN,
     )
     return SecondDraw(seed, family, sc, detail)

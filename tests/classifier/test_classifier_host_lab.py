@@ -29,8 +29,8 @@ from lab.hostdraws import HELD_OUT_SEEDS, SHAPES, TUNE_SEEDS, WAITING_PHASE, Hos
 from lab.scoring import phase_shares, render
 from lab.seconddraws import HELD_OUT_SEEDS as SECOND_HELD_OUT_SEEDS
 from lab.seconddraws import REMEDY as SECOND_REMEDY
-from lab.seconddraws import SAVE_SECONDS, SecondDraw, second_draw
 from lab.seconddraws import TUNE_SEEDS as SECOND_TUNE_SEEDS
+from lab.seconddraws import SecondDraw, second_draw
 
 pytestmark = [pytest.mark.lab, pytest.mark.root, pytest.mark.slow]
 SEEDS = TUNE_SEEDS if os.environ.get("TNA_LAB_SEEDS") == "tune" else HELD_OUT_SEEDS
@@ -100,6 +100,7 @@ def test_lab_host_shape(session: LabAgent, d: HostDraw) -> None:
         torch=d.args["mode"],
         defaults=True,
         write_bps=d.write_bps,
+        named_within=NAMED_WITHIN[d.shape],
     )
     seen: list[dict] = []
     totals: list[tuple[float, dict]] = []
@@ -183,7 +184,7 @@ if SECOND_DRAWS:  # make lab only
         right, total = res.after_first
         first = res.first_verdict_seconds
         print(f"{d.name}: first right verdict {first} s, then {right}/{total} right")
-        within = 60.0 if d.scenario.schedule[0][1] >= SAVE_SECONDS else 30.0
+        within = d.scenario.named_within or 30.0
         assert first is not None and first <= within, render([res])
         assert total >= 2 and right >= 0.9 * total, render([res])
         assert seen, "the job ended before the agent's status was read"

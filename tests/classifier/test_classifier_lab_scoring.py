@@ -109,3 +109,39 @@ def test_the_input_families_truth() -> None:
         "network-input",
         "data/network-input",
     )
+
+
+def test_a_shapes_own_bar_widens_the_allowance_and_only_to_it() -> None:
+    """A save every 10-20 s must be named within 60 s of the job's start (issue 48), not within the
+    3 evaluations after the warm-up: the evaluations up to then are not scored, those after are."""
+    regimes = [(100.0, "checkpoint-stall")]
+    phases = [(100.0, "compute"), (180.0, "idle")]
+    evs = [ev(100.0 + 5 * k, "idle", "warming up") for k in range(1, 5)]  # 105 .. 120
+    evs += [ev(120.0 + 5 * k, "compute") for k in range(1, 6)]  # 125 .. 145: not yet named
+    evs += [ev(148.0, "host/checkpoint"), ev(153.0, "host/checkpoint"), ev(158.0, "host/checkpoint")]
+    evs += [ev(163.0, "compute"), ev(168.0, "host/checkpoint")]  # 63 s on: scored, one wrong
+    kw = dict(start=99.0, end=180.0, window=60.0, warmup=20.0)
+    strict = score("s", evs, regimes, phases, **kw)
+    wide = score("s", evs, regimes, phases, allowance_seconds=60.0, **kw)
+    # three evaluations after the warm-up (125-135) are allowed; 140, 145 and 163 read compute
+    assert strict.confusion[("host/checkpoint", "compute")] == 3
+    assert strict.confusion[("host/checkpoint", "host/checkpoint")] == 4
+    # up to 60 s from the job's start (160) are allowed: 163 is scored, and still wrong
+    assert wide.confusion[("host/checkpoint", "compute")] == 1
+    assert wide.confusion[("host/checkpoint", "host/checkpoint")] == 1
+    # the change is detected as before: the first evaluation past half a window that names it
+    assert wide.changes[0].latency_seconds == strict.changes[0].latency_seconds == 33.0
+
+
+def test_a_change_named_within_its_shapes_bar_is_not_late() -> None:
+    regimes = [(100.0, "checkpoint-stall")]
+    evs = [ev(105.0 + 5 * k, "idle", "warming up") for k in range(4)]  # 105 .. 120
+    evs += [ev(at, "compute") for at in (151.0, 152.0, 153.0)] + [ev(154.0, "host/checkpoint")]
+    kw = dict(start=99.0, end=160.0, window=60.0, warmup=20.0)
+    strict = score("s", evs, regimes, [(100.0, "starved")], **kw)
+    wide = score("s", evs, regimes, [(100.0, "starved")], allowance_seconds=60.0, **kw)
+    assert strict.changes[0].latency_evaluations == wide.changes[0].latency_evaluations == 4
+    assert strict.changes[0].seen.startswith("[compute/compute")  # late by 3 evaluations
+    assert wide.changes[0].seen == ""  # 54 s from the job's start: within its bar
+    named_late = score("s", evs, regimes, [(100.0, "starved")], allowance_seconds=50.0, **kw)
+    assert named_late.changes[0].seen != ""
