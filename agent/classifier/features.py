@@ -183,11 +183,12 @@ def measure(
     links_spin = busiest(caps, spin_share, cfg.network_utilization)
     cong_wait = congestion(m.rdma_cnp, m.rdma_xmit_wait, wait_share, cfg)
     cong_spin = congestion(m.rdma_cnp, m.rdma_xmit_wait, spin_share, cfg)
+    works, starves = list(map(_WORK, tallies)), list(map(_STARVE, tallies))
     moved = traffic(
         window,
         list(map(_WAIT, tallies)),
-        list(map(_WORK, tallies)),
-        list(map(_STARVE, tallies)),
+        works,
+        starves,
         net_means,
         net_links,
         baselines,
@@ -257,7 +258,7 @@ def measure(
         waiting_gpus=g.waiting,
         slow_gpus=slow_gpus(g, last),
         health=health(window, g.throttled),
-        host=measure_host(window, tallies),
+        host=measure_host(window, tallies, starves, works),
     )
     held = tuple((k, sh.pressure(f, cfg)) for k, sh in SHAPES.items())
     # a copy of ~70 fields costs more than the shapes: only where a shape holds something

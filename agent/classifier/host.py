@@ -49,10 +49,21 @@ class HostFeatures(NamedTuple):
     data_share: float | None = None  # of the window, the trainer waiting for its next batch (tna_client)
 
 
-def measure_host(window: Sequence[Sample], tallies: Sequence[GpuTally]) -> HostFeatures:
+def measure_host(
+    window: Sequence[Sample],
+    tallies: Sequence[GpuTally],
+    starves: Sequence[float] | None = None,
+    works: Sequence[float] | None = None,
+) -> HostFeatures:
+    """``starves``/``works``: each tally's starved and working share, where the caller has them."""
     if not window:
         return HostFeatures()
-    outside = _measure_outside(window, tallies)
+    outside = _measure_outside(
+        window,
+        tallies,
+        list(map(_STARVE, tallies)) if starves is None else starves,
+        list(map(_WORK, tallies)) if works is None else works,
+    )
     if window[-1].told is None:
         return outside
     return _with_told(outside, window)
@@ -110,7 +121,9 @@ def _with_told(h: HostFeatures, window: Sequence[Sample]) -> HostFeatures:
     )
 
 
-def _measure_outside(window: Sequence[Sample], tallies: Sequence[GpuTally]) -> HostFeatures:
+def _measure_outside(
+    window: Sequence[Sample], tallies: Sequence[GpuTally], starves: Sequence[float], works: Sequence[float]
+) -> HostFeatures:
     last = window[-1].trainers
     ranks = last.ranks if last is not None else 0
     world = last.world_size if last is not None else None
@@ -131,13 +144,11 @@ def _measure_outside(window: Sequence[Sample], tallies: Sequence[GpuTally]) -> H
         return HostFeatures(
             collective=collective, world_size=world, ranks=ranks, write_starved=0.0 if write_seen else None
         )
-    starves = list(map(_STARVE, tallies))
     starved_sum = sum(starves)
     pcie_starved = pcie_working = None
     if pcie_seen and starved_sum:
         rx = [p or 0.0 for p in pcies]
         pcie_starved = sum(map(mul, starves, rx)) / starved_sum
-        works = list(map(_WORK, tallies))
         work_sum = sum(works)
         pcie_working = sum(map(mul, works, rx)) / work_sum if work_sum else None
     if not any(writes):  # nothing written: no save to look for
@@ -178,7 +189,7 @@ def _measure_outside(window: Sequence[Sample], tallies: Sequence[GpuTally]) -> H
 
 
 def _stalls(
-    times: list[float], dts: list[float], starves: list[float], writes: list[float], gpus: list[int]
+    times: list[float], dts: list[float], starves: Sequence[float], writes: list[float], gpus: list[int]
 ) -> list[list[float]]:
     """[start time, starved seconds, bytes written] of each run of samples starved at least
     ``STARVED_RUN``, with the starved parts of the samples either side of it (a save rarely starts

@@ -162,7 +162,8 @@ def traffic(
         ceiling, source = (learned, "learned") if learned > here else (here, "window")
         if link:
             ceiling = min(ceiling, link)
-        steady = _steady_share(wait, total_wait, col, plateau)
+        carries = _carries(col, plateau)
+        steady = _share_in(wait, total_wait, carries)
         busy = per_wait = 0.0
         # only against this window's plateau: the volume counts the bytes moved through the compute
         # too, and against a learned peak a straggler's node on a fast link, exchanging through the
@@ -174,19 +175,19 @@ def traffic(
         if rate_work is not None:
             contrast = max(
                 ramp(rate_wait / rate_work if rate_work > 0 else float("inf"), cfg.network_contrast),
-                ramp(_steady_share(work, total_work, col, plateau), cfg.network_steady),  # never idles
+                ramp(_share_in(work, total_work, carries), cfg.network_steady),  # never idles
                 # the bytes need the link at its ceiling through every wait: it either runs through the
                 # compute too or carries far more while they wait, whatever the samples can resolve
                 ramp(busy, cfg.network_utilization),
             )
-        level = rate_wait + (_steady_rate(wait, col, plateau) - rate_wait) * ramp(steady, MAJORITY)
+        level = rate_wait + (_rate_in(wait, col, carries) - rate_wait) * ramp(steady, MAJORITY)
         level = max(level, busy * ceiling)
         pressure = _link_pressure(max(rate_wait, per_wait), ceiling, max(steady, busy), cfg, level)
         pressure *= contrast
         rate_in = steady_in = pressure_in = 0.0
         if total_starved > 0:
             rate_in = max(0.0, sum(map(mul, col, starved)) / total_starved - nfs)
-            steady_in = _steady_share(starved, total_starved, col, plateau)
+            steady_in = _share_in(starved, total_starved, carries)
             pressure_in = _link_pressure(rate_in, ceiling, steady_in, cfg)
         # less is a barrier's few KB: no evidence
         if max(rate_wait, per_wait, rate_in) >= cfg.network_bulk[0]:
@@ -225,16 +226,22 @@ def _link_pressure(
     )
 
 
-def _steady_share(weights: Sequence[float], total: float, col: Sequence[float], plateau: float) -> float:
-    """The share of ``weights`` in the samples that carry at least half the plateau."""
-    return sum(compress(weights, map(le, repeat(0.5 * plateau), col))) / total if total > 0 else 0.0
+def _carries(col: Sequence[float], plateau: float) -> list[bool]:
+    """Which samples carry at least half the plateau: the steady ones (once per link, for each of
+    the weights below)."""
+    return list(map(le, repeat(0.5 * plateau), col))
 
 
-def _steady_rate(weights: Sequence[float], col: Sequence[float], plateau: float) -> float:
-    """The ``weights``-weighted mean rate over the samples that carry at least half the plateau."""
-    pairs = [(w, v) for w, v in zip(weights, col, strict=True) if w > 0 and v >= 0.5 * plateau]
-    total = sum(w for w, _ in pairs)
-    return sum(w * v for w, v in pairs) / total if total > 0 else 0.0
+def _share_in(weights: Sequence[float], total: float, carries: Sequence[bool]) -> float:
+    """The share of ``weights`` in the samples that ``carries`` marks."""
+    return sum(compress(weights, carries)) / total if total > 0 else 0.0
+
+
+def _rate_in(weights: Sequence[float], col: Sequence[float], carries: Sequence[bool]) -> float:
+    """The ``weights``-weighted mean rate over the samples ``carries`` marks (weights are shares, never
+    negative: a zero one adds nothing to either sum)."""
+    total = sum(compress(weights, carries))
+    return sum(map(mul, compress(weights, carries), compress(col, carries))) / total if total > 0 else 0.0
 
 
 _FAMILY = {c.kind: attrgetter(c.family) for c in CAPACITIES}  # a link kind's column of the samples
