@@ -49,7 +49,7 @@ REMEDY = {"launch": "CUDA graphs", "pageable-copy": "pin_memory=True", "checkpoi
 DUTY_SEEDS = (DUTY_TUNE_SEEDS if os.environ.get("TNA_LAB_SEEDS") == "tune" else DUTY_HELD_OUT_SEEDS)[
     : int(os.environ.get("TNA_LAB_DUTY_DRAWS") or 0)
 ]
-# compute jobs losing 15-25% of the time to one cause, or nothing (lab.seconddraws): make lab runs
+# compute jobs losing 15-22% of the time to one cause, or nothing (lab.seconddraws): make lab runs
 # TNA_LAB_SECOND_DRAWS of them (none in the suite: 45-80 s a draw)
 SECOND_DRAWS = [
     second_draw(s, CPUS)
@@ -171,7 +171,7 @@ if SECOND_DRAWS:  # make lab only
 
     @pytest.mark.parametrize("d", SECOND_DRAWS, ids=lambda d: d.name)
     def test_lab_compute_names_its_second_cause(session: LabAgent, d: SecondDraw) -> None:
-        """A compute job losing 15-25% of the time to one cause stays ``compute`` and names that cause,
+        """A compute job losing 15-22% of the time to one cause stays ``compute`` and names that cause,
         its share and its remedy in its reasons and hint; one losing nothing says "Healthy"."""
         seen: list[dict] = []
         res = session.lab.run(d.scenario, session.history, probe=lambda: seen.append(session.status()))

@@ -118,8 +118,8 @@ def test_every_writer_of_a_lab_run_shows_its_drawn_readings(
 
 def test_second_cause_draws_lose_a_share_worth_naming_and_score_as_compute() -> None:
     """Issue 48's compute jobs with a second cause: every family among the first four held-out
-    draws, each losing 15-25% of the time to its cause (a save: 14-22%; compute: none), scored as
-    compute."""
+    draws, each losing 15-22% of the time to its cause (a save: 14-22%; compute: none), clear of the
+    cause floor, scored as compute."""
     from lab.draws import CYCLE_SECONDS
     from lab.seconddraws import CAUSE, HELD_OUT_SEEDS, TUNE_SEEDS, second_draw
 
@@ -136,5 +136,5 @@ def test_second_cause_draws_lose_a_share_worth_naming_and_score_as_compute() -> 
         else:
             lost = a["decode-seconds"] if d.family == "cpu-inline" else None
             share = a.get("compute-share") or a["compute-step"] / (a["compute-step"] + lost)
-            assert 0.75 <= share <= 0.85, (d.name, a)
+            assert 0.78 <= share <= 0.85, (d.name, a)
             assert d.family != "storage" or a["compute-share"] == pytest.approx(share)
