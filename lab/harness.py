@@ -74,6 +74,9 @@ class Scenario:
     # seconds from the job's start within which the shape's own bar asks it named, where that is
     # longer than the scorer's allowance of evaluations (a save every 10-20 s: 60 s)
     named_within: float = 0.0
+    # whether its verdicts enter make lab's one matrix (EVERY_RUN): not where the lab does what no node
+    # does (the advice's lab turns the same agent's GPUs into another card between two runs)
+    in_matrix: bool = True
 
     @property
     def regimes(self) -> set[str]:
@@ -286,7 +289,8 @@ class Lab:
         )
         self.last_verdict = res.changes[-1].after if res.changes else None
         self.results.append(res)
-        EVERY_RUN.append(res)
+        if sc.in_matrix:
+            EVERY_RUN.append(res)
         return res
 
     def _run_job(self, sc: Scenario, log: Path, total: float, drill: Callable[[], Any] | None) -> None:
