@@ -234,9 +234,9 @@ discovery_file = "{self.tmp / "run" / "agent.json"}"
         code, body = await self._control("GET", "/status")
         return body if code == 200 and isinstance(body, dict) else {}
 
-    async def _advice(self) -> dict[str, Any]:
-        """The agent's advice over the last classifier window: the phase on screen, not the run."""
-        code, body = await self._control("GET", f"/advice?since={self.pace.window:g}")
+    async def _advice(self, since: float) -> dict[str, Any]:
+        """The agent's advice over the last ``since`` seconds: the phase on screen, not the run."""
+        code, body = await self._control("GET", f"/advice?since={since:.1f}")
         return body if code == 200 and isinstance(body, dict) else {}
 
     async def _events(self) -> list[dict[str, Any]]:

@@ -20,6 +20,8 @@ from agent.core.vocabulary import DataSubReason, Verdict
 from agent.devtools.demo_screen import DemoFailed, Pace, Screen, telemetry_line
 
 Status = Callable[[], Awaitable[dict[str, Any]]]
+Advice = Callable[[float], Awaitable[dict[str, Any]]]  # the agent's advice over the last N seconds
+ADVICE_FROM = 2.0  # seconds of a phase booked before its advice is asked (the ledger's slots are 1 s)
 # The demo's prices per instance-hour, written into its agent's config ([cost] for the node of four
 # fake H100s, [advice] prices for three Alibaba candidates): made up for the story, no cloud's price.
 DEMO_NODE_PRICE = 260.0
@@ -53,7 +55,7 @@ def tell_trainer(mode_file: Path, decode: bool) -> None:
 
 
 async def input_bound(
-    screen: Screen, pace: Pace, status: Status, decode: Callable[[bool], None], advice: Status | None = None
+    screen: Screen, pace: Pace, status: Status, decode: Callable[[bool], None], advice: Advice | None = None
 ) -> None:
     """``decode(True)`` makes the trainer input-bound (and the GPUs starved), ``decode(False)`` undoes it;
     ``advice`` (the agent's over the last window) is shown in each phase."""
@@ -64,6 +66,7 @@ async def input_bound(
     decode(True)
     switched = time.monotonic()
     await until(s, pace, status, Verdict.DATA, "while the trainer decodes", DataSubReason.CPU)
+    named = time.monotonic()  # the agent has seen the phase: every second from here on is in it
     # the verdict turns while the window still holds the last seconds of training: its reasons read
     # plainer once the window holds only the input-bound job
     await asyncio.sleep(max(0.0, switched + pace.window + 1.0 - time.monotonic()))
@@ -72,24 +75,33 @@ async def input_bound(
         if not line.startswith("GPU health"):
             s.say("agent", line)
     if advice is not None:
-        await show_advice(s, pace, advice, "input")
+        await show_advice(s, pace, advice, "input", named)
     await asyncio.sleep(pace.data_seconds)  # time to read it
     s.say("demo", "then the input is fixed (more workers, or cheaper decoding): batches are ready in time")
     decode(False)
     cl = await until(s, pace, status, Verdict.COMPUTE, "once the trainer is fed again")
+    named = time.monotonic()
     s.say("agent", cl["lines"][0])
     if advice is not None:
-        await show_advice(s, pace, advice, "gpu")
+        await show_advice(s, pace, advice, "gpu", named)
 
 
-async def show_advice(s: Screen, pace: Pace, advice: Status, binds: str) -> None:
-    """The agent's instance advice once it sees what binds the phase (at most ``verdict_wait``; the
-    demo goes on without it: the advice is the ledger's, which lags the verdict by a window)."""
+async def show_advice(s: Screen, pace: Pace, advice: Advice, binds: str, named: float) -> None:
+    """The agent's instance advice over the phase, from ``named`` (when the agent's verdict named it,
+    monotonic) and at most a window back, once it sees what binds it (at most ``verdict_wait``; the
+    demo goes on without it). A window back from now may reach the seconds of the switch: under load
+    it booked 2 s of work and 2 s of pageable copies into an input-bound phase, and no cheaper card
+    did as well."""
+    await asyncio.sleep(max(0.0, named + ADVICE_FROM - time.monotonic()))
     deadline = time.monotonic() + pace.verdict_wait
-    a = await advice()
+
+    async def ask() -> dict[str, Any]:
+        return await advice(min(pace.window, time.monotonic() - named))
+
+    a = await ask()
     while a.get("binds") != binds and time.monotonic() < deadline:
         await asyncio.sleep(0.5)
-        a = await advice()
+        a = await ask()
     for line in a.get("lines") or []:
         s.say("agent", f"advice: {line}")
 
