@@ -31,6 +31,9 @@ WAITING_PHASE = {
     "pageable-copy": ("starved", 0.3),
     "checkpoint-stall": ("starved", 0.28),
 }
+# the bar: each shape named within this many seconds of the job's start (a save every 10-20 s
+# must be seen a few times before it is a cause)
+NAMED_WITHIN = {"launch": 30.0, "pageable-copy": 30.0, "checkpoint-stall": 60.0}
 TUNE_SEEDS = tuple(range(480, 500))
 HELD_OUT_SEEDS = tuple(range(9480, 9540))
 MIB = 1 << 20

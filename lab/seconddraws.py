@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from lab.draws import CycleDraws, cycle_draw
 from lab.harness import Scenario, from_draw
-from lab.hostdraws import save_job
+from lab.hostdraws import NAMED_WITHIN, save_job
 
 FAMILIES = ("storage", "cpu-inline", "save", "compute")
 CAUSE = {"storage": "data/storage", "cpu-inline": "data/cpu", "save": "host/checkpoint", "compute": None}
@@ -35,7 +35,6 @@ TUNE_SEEDS = tuple(range(700, 740))
 HELD_OUT_SEEDS = tuple(range(9800, 9900))
 SECOND = CycleDraws("second", ("storage", "cpu-inline", "compute"), (0.78, 0.85), paced=True)
 SAVE_SECONDS = 80.0  # a save every 10-20 s
-SAVE_NAMED_WITHIN = 60.0  # its bar: a few saves must be seen before they are a cause
 
 
 @dataclass(frozen=True)
@@ -80,6 +79,6 @@ def _save_draw(seed: int, family: str) -> SecondDraw:
         write_bps=write_bps,
         family=family,
         truth={"checkpoint-stall": "compute"},
-        named_within=SAVE_NAMED_WITHIN,
+        named_within=NAMED_WITHIN["checkpoint-stall"],
     )
     return SecondDraw(seed, family, sc, detail)

@@ -50,20 +50,12 @@ class HostFeatures(NamedTuple):
 
 
 def measure_host(
-    window: Sequence[Sample],
-    tallies: Sequence[GpuTally],
-    starves: Sequence[float] | None = None,
-    works: Sequence[float] | None = None,
+    window: Sequence[Sample], tallies: Sequence[GpuTally], starves: Sequence[float], works: Sequence[float]
 ) -> HostFeatures:
-    """``starves``/``works``: each tally's starved and working share, where the caller has them."""
+    """``starves``/``works``: each tally's starved and working share (the traffic rule's lists)."""
     if not window:
         return HostFeatures()
-    outside = _measure_outside(
-        window,
-        tallies,
-        list(map(_STARVE, tallies)) if starves is None else starves,
-        list(map(_WORK, tallies)) if works is None else works,
-    )
+    outside = _measure_outside(window, tallies, starves, works)
     if window[-1].told is None:
         return outside
     return _with_told(outside, window)
@@ -217,8 +209,6 @@ def _stalls(
     return runs
 
 
-_STARVE = attrgetter("starve")
-_WORK = attrgetter("work")
 _TRAINERS = attrgetter("trainers")
 _PCIE = attrgetter("pcie_rx")
 _T = attrgetter("t")

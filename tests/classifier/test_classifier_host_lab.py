@@ -25,7 +25,15 @@ from labagent import CPUS, LabAgent, lab_agent
 
 from lab.draws import DUTY_HELD_OUT_SEEDS, DUTY_TUNE_SEEDS, duty_draw
 from lab.harness import DEFAULT_CONFIG, Scenario, from_draw
-from lab.hostdraws import HELD_OUT_SEEDS, SHAPES, TUNE_SEEDS, WAITING_PHASE, HostDraw, host_draw
+from lab.hostdraws import (
+    HELD_OUT_SEEDS,
+    NAMED_WITHIN,
+    SHAPES,
+    TUNE_SEEDS,
+    WAITING_PHASE,
+    HostDraw,
+    host_draw,
+)
 from lab.scoring import phase_shares, render
 from lab.seconddraws import HELD_OUT_SEEDS as SECOND_HELD_OUT_SEEDS
 from lab.seconddraws import REMEDY as SECOND_REMEDY
@@ -42,7 +50,6 @@ DRAWS = (
     if os.environ.get("TNA_LAB_HOST_DRAWS")
     else [host_draw(SEEDS[datetime.now(UTC).date().toordinal() % len(SHAPES)])]
 )
-NAMED_WITHIN = {"launch": 30.0, "pageable-copy": 30.0, "checkpoint-stall": 60.0}
 REMEDY = {"launch": "CUDA graphs", "pageable-copy": "pin_memory=True", "checkpoint-stall": "async_save"}
 # GPUs working 30-70% of each step and losing the rest to one cause (lab.draws.duty_draw): make lab
 # runs TNA_LAB_DUTY_DRAWS of them (none in the suite, whose budget has no room for 45 s a draw)
